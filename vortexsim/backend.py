@@ -1,0 +1,148 @@
+"""Devices and array namespaces.
+
+vortexsim runs on NumPy (``Device("cpu")``) or on CuPy (``Device("gpu")``).
+The device is chosen once, up front (:func:`resolve_device`); pure functions
+infer the namespace from their inputs with :func:`array_namespace`, which
+refuses mixed NumPy/CuPy inputs.  Host transfers happen only at boundaries
+(:func:`to_host`).
+
+CuPy is optional: ``import vortexsim`` never imports it eagerly.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Device", "resolve_device", "array_namespace", "to_host",
+           "to_device", "gpu_available", "is_cupy_array", "import_cupy"]
+
+DEVICE_NAMES = ("cpu", "gpu", "auto")
+
+
+def import_cupy():
+    """Return the ``cupy`` module, or raise ``RuntimeError`` saying how to get it."""
+    try:
+        import cupy  # noqa: PLC0415
+    except ImportError as exc:  # pragma: no cover - depends on the machine
+        raise RuntimeError(
+            "device='gpu' needs CuPy, which is not installed. Install it with "
+            "`pip install vortexsim[gpu]` (CUDA 13) or `pip install vortexsim[gpu-cuda12]`, "
+            "or pass device='cpu'.") from exc
+    return cupy
+
+
+def gpu_available() -> bool:
+    """True when CuPy imports and sees at least one CUDA device."""
+    try:
+        import cupy  # noqa: PLC0415
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - any failure means "no usable GPU"
+        return False
+
+
+def is_cupy_array(a) -> bool:
+    """True if ``a`` is a CuPy ndarray (without importing CuPy)."""
+    return type(a).__module__.split(".")[0] == "cupy"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Device:
+    """A compute device: ``"cpu"`` (NumPy) or ``"gpu"`` (CuPy, current CUDA device)."""
+
+    kind: str
+
+    def __post_init__(self):
+        if self.kind not in ("cpu", "gpu"):
+            raise ValueError(f"Device kind must be 'cpu' or 'gpu', got {self.kind!r}.")
+
+    @property
+    def xp(self):
+        """The array namespace of this device (``numpy`` or ``cupy``)."""
+        return np if self.kind == "cpu" else import_cupy()
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind == "gpu"
+
+    def describe(self) -> str:
+        """Human-readable name, e.g. ``'cpu'`` or ``'gpu:0 (NVIDIA H100 80GB HBM3)'``."""
+        if self.kind == "cpu":
+            return "cpu"
+        cp = import_cupy()
+        dev = cp.cuda.Device()
+        name = cp.cuda.runtime.getDeviceProperties(dev.id)["name"]
+        name = name.decode() if isinstance(name, bytes) else name
+        return f"gpu:{dev.id} ({name})"
+
+    @classmethod
+    def auto(cls) -> "Device":
+        """GPU when CuPy and a CUDA device are usable, else CPU."""
+        return cls("gpu") if gpu_available() else cls("cpu")
+
+
+def resolve_device(device) -> Device:
+    """Turn ``"cpu" | "gpu" | "auto" | Device`` into a :class:`Device`.
+
+    ``"gpu"`` without CuPy or without a CUDA device raises ``RuntimeError``:
+    an explicit request for the GPU never falls back silently to the CPU.
+    """
+    if isinstance(device, Device):
+        return device
+    if not isinstance(device, str) or device not in DEVICE_NAMES:
+        raise ValueError(
+            f"device must be one of {DEVICE_NAMES}, got {device!r}.")
+    if device == "auto":
+        return Device.auto()
+    if device == "gpu":
+        cp = import_cupy()
+        try:
+            n = cp.cuda.runtime.getDeviceCount()
+        except Exception as exc:  # noqa: BLE001
+            raise RuntimeError(
+                f"device='gpu' was requested but CUDA reports no usable GPU ({exc}). "
+                "Pass device='cpu' or device='auto'.") from exc
+        if n == 0:
+            raise RuntimeError("device='gpu' was requested but no CUDA GPU is visible. "
+                               "Pass device='cpu' or device='auto'.")
+    return Device(device)
+
+
+def array_namespace(*arrays):
+    """Return ``numpy`` or ``cupy`` for the given arrays; raise on a mix.
+
+    ``None`` entries and Python scalars are ignored.
+    """
+    kinds = set()
+    for a in arrays:
+        if a is None or isinstance(a, (int, float)):
+            continue
+        kinds.add("cupy" if is_cupy_array(a) else "numpy")
+    if len(kinds) > 1:
+        raise TypeError(
+            "Got a mix of NumPy and CuPy arrays; pass all arrays on one device "
+            "(use vortexsim.backend.to_device(a, device)).")
+    if kinds == {"cupy"}:
+        return import_cupy()
+    return np
+
+
+def to_host(a):
+    """Copy an array to a NumPy array on the host (no-op for NumPy)."""
+    if a is None:
+        return None
+    if is_cupy_array(a):
+        return a.get()
+    return np.asarray(a)
+
+
+def to_device(a, device: Device):
+    """Copy an array to ``device`` (no-op when it is already there)."""
+    if a is None:
+        return None
+    if device.is_gpu:
+        return device.xp.asarray(a)
+    return to_host(a)

@@ -1,0 +1,65 @@
+// Direct (all-pairs) regularized Biot–Savart sum, tiled through shared memory.
+//
+// Grid: one thread per TPT targets, BS threads per block; sources stream
+// through shared memory in tiles of BS.  Sources x (N,3), alpha (N,3), param (N,)
+// [see p2p.cuh]; targets y (M,3); outputs u (M,3), grad (M,3,3).  When
+// self_exclude is set, targets are the sources and pair i == j is skipped.
+#include "p2p.cuh"
+
+template <typename T, int K, bool GRAD, int BS, int TPT>
+__global__ void __launch_bounds__(BS)
+p2p_direct(const T* __restrict__ xs, const T* __restrict__ alpha,
+           const T* __restrict__ param, const int n_src,
+           const T* __restrict__ yt, const int n_tgt, const int self_exclude,
+           T* __restrict__ u, T* __restrict__ grad) {
+    __shared__ T sx[BS], sy[BS], sz[BS], sax[BS], say[BS], saz[BS], sp[BS];
+    const int tid = threadIdx.x;
+    const int base = blockIdx.x * BS * TPT + tid;
+
+    T tx[TPT], ty[TPT], tz[TPT];
+    PairAccumulator<T> acc[TPT];
+    #pragma unroll
+    for (int k = 0; k < TPT; ++k) {
+        const int i = base + k * BS;
+        const int ic = i < n_tgt ? i : 0;
+        tx[k] = yt[3 * ic]; ty[k] = yt[3 * ic + 1]; tz[k] = yt[3 * ic + 2];
+        acc[k].zero();
+    }
+
+    for (int j0 = 0; j0 < n_src; j0 += BS) {
+        const int j = j0 + tid;
+        __syncthreads();
+        if (j < n_src) {
+            sx[tid] = xs[3 * j]; sy[tid] = xs[3 * j + 1]; sz[tid] = xs[3 * j + 2];
+            sax[tid] = alpha[3 * j]; say[tid] = alpha[3 * j + 1]; saz[tid] = alpha[3 * j + 2];
+            sp[tid] = param[j];
+        }
+        __syncthreads();
+        const int jn = min(BS, n_src - j0);
+        const int blk0 = blockIdx.x * BS * TPT;   // block-uniform self-pair test
+        const bool check_self = self_exclude && j0 < blk0 + BS * TPT && blk0 < j0 + jn;
+        if (!check_self) {
+            #pragma unroll 4
+            for (int jj = 0; jj < jn; ++jj) {
+                #pragma unroll
+                for (int k = 0; k < TPT; ++k)
+                    acc[k].template add<K, GRAD>(tx[k] - sx[jj], ty[k] - sy[jj], tz[k] - sz[jj],
+                                                 sax[jj], say[jj], saz[jj], sp[jj]);
+            }
+        } else {
+            for (int jj = 0; jj < jn; ++jj) {
+                #pragma unroll
+                for (int k = 0; k < TPT; ++k) {
+                    if (j0 + jj == base + k * BS) continue;
+                    acc[k].template add<K, GRAD>(tx[k] - sx[jj], ty[k] - sy[jj], tz[k] - sz[jj],
+                                                 sax[jj], say[jj], saz[jj], sp[jj]);
+                }
+            }
+        }
+    }
+    #pragma unroll
+    for (int k = 0; k < TPT; ++k) {
+        const int i = base + k * BS;
+        if (i < n_tgt) acc[k].template store<GRAD>(u + 3 * i, GRAD ? grad + 9 * i : nullptr, false);
+    }
+}

@@ -1,0 +1,293 @@
+r"""Cutoff (smoothing) kernels of the regularized Biot–Savart law.
+
+This module is the specification: the CUDA sources in ``cuda/`` implement the
+same formulas and are tested against these.  Conventions (``physics.md``):
+with r = x − x_p, r = |r|, ρ = r/σ_p,
+
+    u(x)          = (1/4π) Σ_p q(ρ) α_p × r / r³
+    ∂u_a/∂x_b     = (1/4π) Σ_p [ q(ρ)/r³ ε_acb α_c − f(ρ)/r⁵ r_b (α_p × r)_a ]
+    f(ρ)          = 3 q(ρ) − ρ q'(ρ)
+
+Summation codes do not evaluate q and f separately; they use the *pair
+factors*
+
+    A(r, σ) = q(ρ)/r³   [1/L³]          B(r, σ) = f(ρ)/r⁵   [1/L⁵]
+
+computed in forms that stay accurate (and finite, for the smooth kernels) as
+r → 0.  For ``singular`` and ``polynomial``, A and B are unbounded at r = 0; a
+pair at exactly r = 0 contributes nothing there (documented convention).
+
+Kernels
+-------
+=============  ===============================  ===========================
+name           q(ρ)                             ζ(ρ)
+=============  ===============================  ===========================
+singular       1                                point vortex
+gaussian       erf(ρ/√2) − √(2/π) ρ e^{−ρ²/2}   (2π)^{−3/2} e^{−ρ²/2}
+algebraic      ρ³ (ρ²+1)^{−3/2}                 (3/4π)(ρ²+1)^{−5/2}
+winckelmans    ρ³ (ρ²+5/2)(ρ²+1)^{−5/2}         (15/8π)(ρ²+1)^{−7/2}
+polynomial     ρ² (ρ ≤ 1), 1 (ρ > 1)            –
+=============  ===============================  ===========================
+
+References: Winckelmans & Leonard, J. Comput. Phys. 109 (1993);
+Hu, Gumerov & Duraiswami (shared/papers) for the ``polynomial`` cutoff.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["CutoffKernel", "KERNELS", "get_kernel", "stretching", "erf"]
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+#: ρ² below which the Gaussian kernel is evaluated by its Taylor series
+#: (avoids the cancellation of erf(ρ/√2) − √(2/π) ρ e^{−ρ²/2} ~ ρ³).
+GAUSSIAN_SERIES_S = 0.25
+#: number of series terms: the truncation error is < 1e-17 for ρ² < 0.25
+GAUSSIAN_SERIES_TERMS = 13
+
+
+def erf(z, xp):
+    """Error function for NumPy (``scipy.special``) or CuPy (``cupyx.scipy.special``)."""
+    if xp is np:
+        from scipy.special import erf as _erf  # noqa: PLC0415
+    else:
+        from cupyx.scipy.special import erf as _erf  # noqa: PLC0415
+    return _erf(z)
+
+
+def _gaussian_series_coefficients(n_terms=GAUSSIAN_SERIES_TERMS):
+    """Taylor coefficients in s = ρ² of q/ρ³ and f/ρ⁵ (without the √(2/π) factor).
+
+    q/ρ³ = √(2/π) Σ_k c_k s^k,           c_k = (−1)^k / (2^k k! (2k+3))
+    f/ρ⁵ = √(2/π) Σ_k (−2(k+1)) c_{k+1} s^k
+    """
+    c = [(-1) ** k / (2.0 ** k * math.factorial(k) * (2 * k + 3)) for k in range(n_terms + 1)]
+    cq = c[:n_terms]
+    cf = [-2.0 * (k + 1) * c[k + 1] for k in range(n_terms)]
+    return tuple(cq), tuple(cf)
+
+
+GAUSSIAN_Q_SERIES, GAUSSIAN_F_SERIES = _gaussian_series_coefficients()
+
+
+def _horner(coeffs, s):
+    acc = coeffs[-1] + 0.0 * s
+    for c in coeffs[-2::-1]:
+        acc = acc * s + c
+    return acc
+
+
+# --- q(ρ) and f(ρ) --------------------------------------------------------
+
+def _q_singular(rho, xp):
+    return xp.ones_like(rho)
+
+
+def _f_singular(rho, xp):
+    return 3.0 * xp.ones_like(rho)
+
+
+def _q_gaussian(rho, xp):
+    rho = xp.asarray(rho)
+    s = rho * rho
+    closed = erf(rho / math.sqrt(2.0), xp) - SQRT_2_OVER_PI * rho * xp.exp(-0.5 * s)
+    series = SQRT_2_OVER_PI * rho * s * _horner(GAUSSIAN_Q_SERIES, s)
+    return xp.where(s < GAUSSIAN_SERIES_S, series, closed)
+
+
+def _f_gaussian(rho, xp):
+    rho = xp.asarray(rho)
+    s = rho * rho
+    closed = 3.0 * _q_gaussian(rho, xp) - SQRT_2_OVER_PI * rho * s * xp.exp(-0.5 * s)
+    series = SQRT_2_OVER_PI * rho * s * s * _horner(GAUSSIAN_F_SERIES, s)
+    return xp.where(s < GAUSSIAN_SERIES_S, series, closed)
+
+
+def _q_algebraic(rho, xp):
+    s = rho * rho
+    return rho * s * (s + 1.0) ** -1.5
+
+
+def _f_algebraic(rho, xp):
+    s = rho * rho
+    return 3.0 * rho * s * s * (s + 1.0) ** -2.5
+
+
+def _q_winckelmans(rho, xp):
+    s = rho * rho
+    return rho * s * (s + 2.5) * (s + 1.0) ** -2.5
+
+
+def _f_winckelmans(rho, xp):
+    s = rho * rho
+    return rho * s * s * (3.0 * s + 10.5) * (s + 1.0) ** -3.5
+
+
+def _q_polynomial(rho, xp):
+    return xp.where(rho <= 1.0, rho * rho, 1.0 + 0.0 * rho)
+
+
+def _f_polynomial(rho, xp):
+    return xp.where(rho <= 1.0, rho * rho, 3.0 + 0.0 * rho)
+
+
+# --- ζ(ρ) ------------------------------------------------------------------
+
+def _zeta_gaussian(rho, xp):
+    return (2.0 * math.pi) ** -1.5 * xp.exp(-0.5 * rho * rho)
+
+
+def _zeta_algebraic(rho, xp):
+    return 3.0 / (4.0 * math.pi) * (rho * rho + 1.0) ** -2.5
+
+
+def _zeta_winckelmans(rho, xp):
+    return 15.0 / (8.0 * math.pi) * (rho * rho + 1.0) ** -3.5
+
+
+# --- pair factors A = q/r³, B = f/r⁵ --------------------------------------
+
+def _safe_inverse_r(r2, xp):
+    """1/r with 1/0 := 0 (the r = 0 convention of the singular kernels)."""
+    zero = r2 == 0
+    inv_r = 1.0 / xp.sqrt(xp.where(zero, 1.0, r2))
+    return xp.where(zero, 0.0, inv_r)
+
+
+def _factors_singular(r2, sigma, xp):
+    inv_r = _safe_inverse_r(r2, xp)
+    a = inv_r * inv_r * inv_r
+    return a, 3.0 * a * inv_r * inv_r
+
+
+def _factors_gaussian(r2, sigma, xp):
+    inv_sigma = 1.0 / sigma
+    s = r2 * inv_sigma * inv_sigma
+    small = s < GAUSSIAN_SERIES_S
+    # series branch (finite at r = 0)
+    is3 = inv_sigma * inv_sigma * inv_sigma
+    a_series = SQRT_2_OVER_PI * is3 * _horner(GAUSSIAN_Q_SERIES, s)
+    b_series = SQRT_2_OVER_PI * is3 * inv_sigma * inv_sigma * _horner(GAUSSIAN_F_SERIES, s)
+    # closed form
+    r2c = xp.where(small, 1.0, r2)
+    sc = xp.where(small, 1.0, s)
+    inv_r = 1.0 / xp.sqrt(r2c)
+    rho = r2c * inv_r * inv_sigma
+    e = xp.exp(-0.5 * sc)
+    q = erf(rho * (1.0 / math.sqrt(2.0)), xp) - SQRT_2_OVER_PI * rho * e
+    f = 3.0 * q - SQRT_2_OVER_PI * rho * sc * e
+    inv_r3 = inv_r * inv_r * inv_r
+    a = xp.where(small, a_series, q * inv_r3)
+    b = xp.where(small, b_series, f * inv_r3 * inv_r * inv_r)
+    return a, b
+
+
+def _factors_algebraic(r2, sigma, xp):
+    t = 1.0 / xp.sqrt(r2 + sigma * sigma)  # (r² + σ²)^(−1/2)
+    a = t * t * t
+    return a, 3.0 * a * t * t
+
+
+def _factors_winckelmans(r2, sigma, xp):
+    sig2 = sigma * sigma
+    t2 = 1.0 / (r2 + sig2)
+    t = xp.sqrt(t2)
+    t5 = t2 * t2 * t
+    a = (r2 + 2.5 * sig2) * t5
+    b = (3.0 * r2 + 10.5 * sig2) * t5 * t2
+    return a, b
+
+
+def _factors_polynomial(r2, sigma, xp):
+    inv_r = _safe_inverse_r(r2, xp)
+    inside = r2 <= sigma * sigma
+    inv_s2 = 1.0 / (sigma * sigma)
+    a = xp.where(inside, inv_s2 * inv_r, inv_r * inv_r * inv_r)
+    b = xp.where(inside, inv_s2 * inv_r * inv_r * inv_r, 3.0 * inv_r ** 5)
+    return a, b
+
+
+@dataclasses.dataclass(frozen=True)
+class CutoffKernel:
+    """One cutoff kernel of the regularized Biot–Savart law.
+
+    Attributes
+    ----------
+    name : str
+    code : int
+        Identifier shared with the CUDA sources (``KERNEL_*`` in ``cuda/p2p.cuh``).
+    smooth : bool
+        True when q(ρ) = O(ρ³) as ρ → 0 (A and B finite at r = 0).
+    q, f, zeta : callables ``(rho, xp) -> array``
+        q(ρ), f(ρ) = 3q − ρq', and the smoothing function ζ(ρ) (None where undefined).
+    factors : callable ``(r2, sigma, xp) -> (A, B)``
+        A = q/r³ [1/L³] and B = f/r⁵ [1/L⁵] from r² [L²] and σ [L] (broadcasting).
+    """
+
+    name: str
+    code: int
+    smooth: bool
+    q: Callable
+    f: Callable
+    zeta: Callable | None
+    factors: Callable
+
+
+KERNELS: dict[str, CutoffKernel] = {
+    k.name: k for k in (
+        CutoffKernel("singular", 0, False, _q_singular, _f_singular, None, _factors_singular),
+        CutoffKernel("gaussian", 1, True, _q_gaussian, _f_gaussian, _zeta_gaussian,
+                     _factors_gaussian),
+        CutoffKernel("algebraic", 2, True, _q_algebraic, _f_algebraic, _zeta_algebraic,
+                     _factors_algebraic),
+        CutoffKernel("winckelmans", 3, True, _q_winckelmans, _f_winckelmans,
+                     _zeta_winckelmans, _factors_winckelmans),
+        CutoffKernel("polynomial", 4, False, _q_polynomial, _f_polynomial, None,
+                     _factors_polynomial),
+    )
+}
+
+
+def get_kernel(kernel) -> CutoffKernel:
+    """Look a kernel up by name (or pass a :class:`CutoffKernel` through).
+
+    Raises ``ValueError`` naming the known kernels and the closest match.
+    """
+    if isinstance(kernel, CutoffKernel):
+        return kernel
+    if isinstance(kernel, str) and kernel in KERNELS:
+        return KERNELS[kernel]
+    close = difflib.get_close_matches(str(kernel), KERNELS, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ValueError(
+        f"Unknown kernel {kernel!r}; expected one of {sorted(KERNELS)}.{hint}")
+
+
+def stretching(alpha, grad_u, scheme="transpose"):
+    r"""Vortex-stretching right-hand side dα_p/dt.
+
+    classical:  dα_p/dt = (α_p·∇) u(x_p),  i.e. Σ_b grad_u[p, a, b] α_p,b
+    transpose:  dα_p/dt = (∇u(x_p))ᵀ α_p,  i.e. Σ_b grad_u[p, b, a] α_p,b
+                (conserves Σ_p α_p exactly in the discrete system)
+
+    Parameters
+    ----------
+    alpha : array (N, 3) [L³/T]
+    grad_u : array (N, 3, 3) [1/T], grad_u[p, a, b] = ∂u_a/∂x_b
+    scheme : {"transpose", "classical"}
+
+    Returns
+    -------
+    array (N, 3) [L³/T²]
+    """
+    if scheme == "classical":
+        return (grad_u * alpha[:, None, :]).sum(axis=2)
+    if scheme == "transpose":
+        return (grad_u * alpha[:, :, None]).sum(axis=1)
+    raise ValueError(f"Unknown stretching scheme {scheme!r}; expected 'transpose' or 'classical'.")

@@ -1,0 +1,170 @@
+r"""Direct (all-pairs) summation of the regularized Biot–Savart law.
+
+Two backends of one computation (``physics.md``)::
+
+    u_i        = (1/4π) Σ_p A(r, σ_p) α_p × d,           d = y_i − x_p
+    ∇u_i       = (1/4π) Σ_p [ A ε_acb α_c − B (α_p × d)_a d_b ]
+
+with the pair factors A = q/r³, B = f/r⁵ of :mod:`vortexsim.kernels.cutoff`.
+
+* :func:`direct_sum_numpy` — blocked NumPy; memory O(N + M) (blocks of at most
+  ``pairs_per_block`` pairs, never an N×M array).  This is the specification.
+* :func:`direct_sum_cuda` — CUDA kernel ``cuda/p2p_direct.cu`` through CuPy,
+  sources streamed through shared memory.
+
+Both take arrays already validated and converted by
+:func:`vortexsim.summation.induced_velocity` (the public API).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+
+import numpy as np
+
+from .cutoff import CutoffKernel
+
+logger = logging.getLogger(__name__)
+
+INV_4PI = 1.0 / (4.0 * math.pi)
+
+
+def _accumulate_block(kernel, d, alpha_blk, sigma_blk, mask, gradient, u, w, g):
+    """Add the contribution of one (targets × sources) block; d = y − x (Bt, Bs, 3)."""
+    r2 = np.einsum("tsk,tsk->ts", d, d)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        a, b = kernel.factors(r2, sigma_blk[None, :], np)
+    if mask is not None:
+        a = np.where(mask, 0.0, a)
+        b = np.where(mask, 0.0, b)
+    cr = np.cross(alpha_blk[None, :, :], d)              # (Bt, Bs, 3): α × d
+    u += np.einsum("ts,tsk->tk", a, cr)
+    if gradient:
+        w += a @ alpha_blk                                # Σ A α
+        g += np.matmul((cr * b[..., None]).transpose(0, 2, 1), d)   # Σ B (α×d) ⊗ d
+
+
+def direct_sum_numpy(kernel: CutoffKernel, x, alpha, sigma, targets, *, gradient=True,
+                     exclude_self=False, pairs_per_block=1 << 17):
+    """Blocked NumPy direct sum.
+
+    Parameters
+    ----------
+    kernel : CutoffKernel
+    x, alpha : ndarray (N, 3) [L], [L³/T], one floating dtype
+    sigma : ndarray (N,) [L], > 0
+    targets : ndarray (M, 3) [L]
+    gradient : bool
+    exclude_self : bool
+        Targets are the sources (same order): skip the pairs i == p.
+    pairs_per_block : int
+        Work-array size; memory stays O(N + M + pairs_per_block).
+
+    Returns
+    -------
+    u : ndarray (M, 3) [L/T];  grad_u : ndarray (M, 3, 3) [1/T] or None
+    """
+    dtype = x.dtype
+    n, m = x.shape[0], targets.shape[0]
+    u = np.zeros((m, 3), dtype)
+    grad_u = np.zeros((m, 3, 3), dtype) if gradient else None
+    if n == 0 or m == 0:
+        return u, grad_u
+    bs = max(1, min(n, int(math.sqrt(pairs_per_block))))
+    bt = max(1, min(m, pairs_per_block // bs))
+    for t0 in range(0, m, bt):
+        t1 = min(m, t0 + bt)
+        ub = np.zeros((t1 - t0, 3), dtype)
+        wb = np.zeros((t1 - t0, 3), dtype)
+        gb = np.zeros((t1 - t0, 3, 3), dtype)
+        for s0 in range(0, n, bs):
+            s1 = min(n, s0 + bs)
+            mask = None
+            if exclude_self and s0 < t1 and t0 < s1:
+                mask = np.arange(t0, t1)[:, None] == np.arange(s0, s1)[None, :]
+            d = targets[t0:t1, None, :] - x[None, s0:s1, :]
+            _accumulate_block(kernel, d, alpha[s0:s1], sigma[s0:s1], mask, gradient, ub, wb, gb)
+        u[t0:t1] = INV_4PI * ub
+        if gradient:
+            grad_u[t0:t1] = INV_4PI * (skew(wb) - gb)
+    return u, grad_u
+
+
+def skew(w):
+    """Matrices S (…, 3, 3) with S v = w × v, i.e. S[a, b] = ε_acb w_c."""
+    xp = np if isinstance(w, np.ndarray) else _xp_of(w)
+    s = xp.zeros(w.shape[:-1] + (3, 3), w.dtype)
+    s[..., 0, 1] = -w[..., 2]
+    s[..., 0, 2] = w[..., 1]
+    s[..., 1, 0] = w[..., 2]
+    s[..., 1, 2] = -w[..., 0]
+    s[..., 2, 0] = -w[..., 1]
+    s[..., 2, 1] = w[..., 0]
+    return s
+
+
+def _xp_of(a):
+    from ..backend import array_namespace  # noqa: PLC0415
+    return array_namespace(a)
+
+
+def source_parameter(kernel: CutoffKernel, sigma, xp):
+    """Per-source parameter p of the CUDA pair kernel (see ``cuda/p2p.cuh``)."""
+    name = kernel.name
+    if name == "gaussian":
+        return 1.0 / sigma
+    if name in ("algebraic", "winckelmans"):
+        return sigma * sigma
+    if name == "polynomial":
+        return 1.0 / (sigma * sigma)
+    return xp.zeros_like(sigma)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DirectLaunchConfig:
+    """Launch shape of the CUDA direct sum: threads per block and targets per thread."""
+
+    block: int = 128
+    targets_per_thread: int = 1
+
+    def __post_init__(self):
+        if self.block not in (64, 128, 256):
+            raise ValueError(f"block must be 64, 128 or 256, got {self.block}.")
+        if self.targets_per_thread not in (1, 2, 4):
+            raise ValueError(f"targets_per_thread must be 1, 2 or 4, got {self.targets_per_thread}.")
+
+
+#: Default launch shapes per (kernel, precision), chosen from benchmarks/bench_direct.py
+#: on an H100 (see benchmarks/RESULTS.md).
+DEFAULT_LAUNCH = {}
+
+
+def direct_sum_cuda(kernel: CutoffKernel, x, alpha, sigma, targets, *, gradient=True,
+                    exclude_self=False, launch: DirectLaunchConfig | None = None):
+    """CUDA direct sum on CuPy arrays (same contract as :func:`direct_sum_numpy`)."""
+    from ..backend import import_cupy  # noqa: PLC0415
+    from .modules import CTYPES, get_function  # noqa: PLC0415
+    cp = import_cupy()
+    dtype = x.dtype
+    n, m = x.shape[0], targets.shape[0]
+    u = cp.zeros((m, 3), dtype)
+    grad_u = cp.zeros((m, 3, 3), dtype) if gradient else None
+    if m == 0 or n == 0:
+        return u, grad_u
+    if launch is None:
+        launch = DEFAULT_LAUNCH.get((kernel.name, dtype.name), DirectLaunchConfig())
+    ctype = CTYPES[dtype.name]
+    grad_flag = "true" if gradient else "false"
+    name = (f"p2p_direct<{ctype},{kernel.code},{grad_flag},{launch.block},"
+            f"{launch.targets_per_thread}>")
+    fn = get_function("p2p_direct.cu", name)
+    param = cp.ascontiguousarray(source_parameter(kernel, sigma, cp).astype(dtype))
+    per_block = launch.block * launch.targets_per_thread
+    grid = ((m + per_block - 1) // per_block,)
+    dummy = grad_u if gradient else u
+    fn(grid, (launch.block,),
+       (cp.ascontiguousarray(x), cp.ascontiguousarray(alpha), param, np.int32(n),
+        cp.ascontiguousarray(targets), np.int32(m), np.int32(1 if exclude_self else 0),
+        u, dummy))
+    return u, grad_u
