@@ -54,9 +54,9 @@ def _check_finite(name, a, xp):
             "A non-finite state usually means the time step was too large for the core size.")
 
 
-def _check_vectors(name, a, n=None):
+def _check_vectors(name, a, n=None, count="N"):
     if a.ndim != 2 or a.shape[1] != 3 or (n is not None and a.shape[0] != n):
-        want = f"({n}, 3)" if n is not None else "(N, 3)"
+        want = f"({n}, 3)" if n is not None else f"({count}, 3)"
         raise ValueError(f"{name} has shape {tuple(a.shape)}; expected {want}.")
 
 
@@ -147,7 +147,7 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         tgt, exclude_self = x, True
     else:
         tgt = _as_real_array("targets", targets, xp, dtype, "(M, 3)")
-        _check_vectors("targets", tgt)
+        _check_vectors("targets", tgt, count="M")
         exclude_self = False
     for name, arr in (("x", x), ("alpha", alpha), ("sigma", sig), ("targets", tgt)):
         if arr.size:

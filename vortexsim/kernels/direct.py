@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from .cutoff import CutoffKernel
+from .morton import bounding_cube, morton_keys
 
 logger = logging.getLogger(__name__)
 
@@ -109,16 +110,23 @@ def _xp_of(a):
     return array_namespace(a)
 
 
-def source_parameter(kernel: CutoffKernel, sigma, xp):
-    """Per-source parameter p of the CUDA pair kernel (see ``cuda/p2p.cuh``)."""
+def source_parameters(kernel: CutoffKernel, sigma, xp):
+    """Per-source parameters (N, 2) = (p, p2) of the CUDA pair kernel (``cuda/p2p.cuh``).
+
+    gaussian: (1/σ², 1/σ³); algebraic, winckelmans: (σ², 0); polynomial: (1/σ², 0);
+    singular: (0, 0).
+    """
     name = kernel.name
+    zero = xp.zeros_like(sigma)
     if name == "gaussian":
-        return 1.0 / sigma
-    if name in ("algebraic", "winckelmans"):
-        return sigma * sigma
-    if name == "polynomial":
-        return 1.0 / (sigma * sigma)
-    return xp.zeros_like(sigma)
+        p, p2 = 1.0 / (sigma * sigma), 1.0 / (sigma * sigma * sigma)
+    elif name in ("algebraic", "winckelmans"):
+        p, p2 = sigma * sigma, zero
+    elif name == "polynomial":
+        p, p2 = 1.0 / (sigma * sigma), zero
+    else:
+        p, p2 = zero, zero
+    return xp.ascontiguousarray(xp.stack([p, p2], axis=1))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -152,6 +160,9 @@ def direct_sum_cuda(kernel: CutoffKernel, x, alpha, sigma, targets, *, gradient=
     grad_u = cp.zeros((m, 3, 3), dtype) if gradient else None
     if m == 0 or n == 0:
         return u, grad_u
+    if n >= 2**31 or m >= 2**31:
+        raise ValueError(f"direct_sum_cuda supports fewer than 2^31 sources and targets; "
+                         f"got N = {n}, M = {m}.")
     if launch is None:
         launch = DEFAULT_LAUNCH.get((kernel.name, dtype.name), DirectLaunchConfig())
     ctype = CTYPES[dtype.name]
@@ -159,12 +170,25 @@ def direct_sum_cuda(kernel: CutoffKernel, x, alpha, sigma, targets, *, gradient=
     name = (f"p2p_direct<{ctype},{kernel.code},{grad_flag},{launch.block},"
             f"{launch.targets_per_thread}>")
     fn = get_function("p2p_direct.cu", name)
-    param = cp.ascontiguousarray(source_parameter(kernel, sigma, cp).astype(dtype))
+    param = source_parameters(kernel, sigma, cp).astype(dtype)
+    # Z-order the targets: a warp then holds nearby targets and the kernel's
+    # branches (series / erf / tail / far) stay coherent.  With self exclusion
+    # the sources get the same order, so that pair i == j is still "same index".
+    lo, width = bounding_cube(targets, cp)
+    order = cp.argsort(morton_keys(targets, lo, width, 10, cp))
+    targets_sorted = cp.ascontiguousarray(targets[order])
+    if exclude_self:
+        x, alpha, param = targets_sorted, cp.ascontiguousarray(alpha[order]), param[order]
+    param = cp.ascontiguousarray(param)
     per_block = launch.block * launch.targets_per_thread
     grid = ((m + per_block - 1) // per_block,)
-    dummy = grad_u if gradient else u
+    u_sorted = cp.empty((m, 3), dtype)
+    grad_sorted = cp.empty((m, 3, 3), dtype) if gradient else u_sorted
     fn(grid, (launch.block,),
        (cp.ascontiguousarray(x), cp.ascontiguousarray(alpha), param, np.int32(n),
-        cp.ascontiguousarray(targets), np.int32(m), np.int32(1 if exclude_self else 0),
-        u, dummy))
+        targets_sorted, np.int32(m), np.int32(1 if exclude_self else 0),
+        u_sorted, grad_sorted))
+    u[order] = u_sorted
+    if gradient:
+        grad_u[order] = grad_sorted
     return u, grad_u

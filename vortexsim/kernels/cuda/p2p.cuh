@@ -9,11 +9,13 @@
 //   W_a      += A α_a                              (ε term of ∇u: W × ·)
 //   G_ab     += B (α × d)_a d_b                    ∇u = (1/4π)(skew(W) − G)
 //
-// Per-source parameter p (prepared by vortexsim.kernels.direct.source_parameter):
-//   singular: unused; gaussian: 1/σ; algebraic, winckelmans: σ²; polynomial: 1/σ².
+// Per-source parameters p, p2 (prepared by vortexsim.kernels.direct.source_parameters):
+//   singular: unused; gaussian: p = 1/σ², p2 = 1/σ³; algebraic, winckelmans: p = σ²;
+//   polynomial: p = 1/σ².
 //
-// The Gaussian series coefficients gauss_q_series / gauss_f_series are
-// generated from cutoff.py by modules.py and prepended to this source.
+// The Gaussian series (gauss_q_series, gauss_f_series) and the piecewise
+// polynomial table (GAUSS_TABLE, GAUSS_NI, GAUSS_DEG, GAUSS_SMAX) are generated
+// from cutoff.py by modules.py and prepended to this source.
 #pragma once
 
 #define KERNEL_SINGULAR 0
@@ -29,64 +31,88 @@ template <typename T> __device__ __forceinline__ T vs_rsqrt(T x);
 template <> __device__ __forceinline__ double vs_rsqrt<double>(double x) { return rsqrt(x); }
 template <> __device__ __forceinline__ float vs_rsqrt<float>(float x) { return rsqrtf(x); }
 
-// ρ² below which the Gaussian uses its Taylor series.  Double: 0.25 as in
-// cutoff.py.  Float: 1.0, so that the fast erf below is only used for ρ ≥ 1,
-// where its 1.5e-7 absolute error is small relative to q.
-template <typename T> struct GaussSeriesLimit;
-template <> struct GaussSeriesLimit<double> { static constexpr double value = 0.25; };
-template <> struct GaussSeriesLimit<float> { static constexpr float value = 1.0f; };
-
-// Gaussian closed form for ρ² ≥ series limit: returns q and f.
-// Double: libdevice erf/exp (accurate to a few ulp) — the specification.
-// Float: exp once, erf by Abramowitz & Stegun 7.1.26 sharing the same
-//        exponential e^{−ρ²/2} (|error of erf| ≤ 1.5e-7; physics.md allows it).
-__device__ __forceinline__ void gauss_closed(double rho, double s, double& q, double& f) {
-    const double e = exp(-0.5 * s);
-    q = erf(rho * VS_INV_SQRT2) - VS_SQRT_2_OVER_PI * rho * e;
-    f = 3.0 * q - VS_SQRT_2_OVER_PI * rho * s * e;
+// Gaussian pair factors, per-source parameters p = 1/σ², p2 = 1/σ³, s = ρ² = r² p.
+//
+// Double: for s < GAUSS_SMAX (ρ < 9), A σ³ = q/ρ³ and B σ⁵ = f/ρ⁵ are smooth
+// functions of s, evaluated from the piecewise polynomial table GAUSS_TABLE
+// (GAUSS_NI intervals of s, degree GAUSS_DEG in the local variable
+// t ∈ [−1, 1]) that modules.py fits to the NumPy specification when the source
+// is assembled (relative error ≤ 5e-15, tested).  No erf, no exp, no branch on
+// the cancellation region.  Beyond ρ = 9, 1 − q < 2e-17: q := 1, f := 3.
+// The table sits in shared memory (double2: A and B coefficients side by side).
+//
+// Float: Taylor series for ρ < 1, Abramowitz & Stegun 7.1.26 erf sharing
+// e^{−ρ²/2} for 1 ≤ ρ ≤ 9 (|error of erf| ≤ 1.5e-7; physics.md allows it).
+__device__ __forceinline__ void gauss_factors(double r2, double p, double p2,
+                                              const double2* __restrict__ tab,
+                                              double& a, double& b) {
+    const double s = r2 * p;
+    if (s < GAUSS_SMAX) {
+        const int k = min(__double2int_rz(s * (GAUSS_NI / GAUSS_SMAX)), GAUSS_NI - 1);
+        const double t = fma(s, 2.0 * GAUSS_NI / GAUSS_SMAX, -(2.0 * k + 1.0));
+        const double2* c = tab + k * (GAUSS_DEG + 1);
+        double2 cj = c[GAUSS_DEG];
+        double fa = cj.x, fb = cj.y;
+        #pragma unroll
+        for (int j = GAUSS_DEG - 1; j >= 0; --j) {
+            cj = c[j];
+            fa = fma(fa, t, cj.x);
+            fb = fma(fb, t, cj.y);
+        }
+        a = fa * p2;
+        b = fb * p2 * p;
+    } else {
+        const double ir = rsqrt(r2);
+        const double ir2 = ir * ir;
+        a = ir2 * ir;
+        b = 3.0 * a * ir2;
+    }
 }
-__device__ __forceinline__ void gauss_closed(float rho, float s, float& q, float& f) {
-    const float e = __expf(-0.5f * s);
-    const float x = rho * (float)VS_INV_SQRT2;
-    const float t = __frcp_rn(fmaf(0.3275911f, x, 1.0f));
-    float p = 1.061405429f;
-    p = fmaf(p, t, -1.453152027f);
-    p = fmaf(p, t, 1.421413741f);
-    p = fmaf(p, t, -0.284496736f);
-    p = fmaf(p, t, 0.254829592f);
-    p *= t;                                  // erfc(x) ≈ p e^{−x²},  e^{−x²} = e
-    q = 1.0f - e * (p + (float)VS_SQRT_2_OVER_PI * rho);
-    f = 3.0f * q - (float)VS_SQRT_2_OVER_PI * rho * s * e;
+
+__device__ __forceinline__ void gauss_factors(float r2, float p, float p2,
+                                              const double2* __restrict__ /*tab*/,
+                                              float& a, float& b) {
+    const float s = r2 * p;
+    if (s < 1.0f) {                             // as cutoff.GAUSSIAN_SERIES_S
+        a = (float)VS_SQRT_2_OVER_PI * p2 * gauss_q_series(s);
+        b = (float)VS_SQRT_2_OVER_PI * p2 * p * gauss_f_series(s);
+    } else if (s > 81.0f) {
+        const float ir = rsqrtf(r2);
+        const float ir2 = ir * ir;
+        a = ir2 * ir;
+        b = 3.0f * a * ir2;
+    } else {
+        const float rs = rsqrtf(s);
+        const float rho = s * rs;
+        const float e = __expf(-0.5f * s);
+        const float x = rho * (float)VS_INV_SQRT2;
+        const float t = __fdividef(1.0f, fmaf(0.3275911f, x, 1.0f));
+        float poly = 1.061405429f;
+        poly = fmaf(poly, t, -1.453152027f);
+        poly = fmaf(poly, t, 1.421413741f);
+        poly = fmaf(poly, t, -0.284496736f);
+        poly = fmaf(poly, t, 0.254829592f);
+        poly *= t;                              // erfc(x) ≈ poly e^{−x²},  e^{−x²} = e
+        const float q = 1.0f - e * (poly + (float)VS_SQRT_2_OVER_PI * rho);
+        const float f = 3.0f * q - (float)VS_SQRT_2_OVER_PI * rho * s * e;
+        const float rs2 = rs * rs;
+        const float ir3 = p2 * rs2 * rs;        // 1/r³ = ρ^{−3} σ^{−3}
+        a = q * ir3;
+        b = f * ir3 * p * rs2;
+    }
 }
 
-// Pair factors A = q/r³ and B = f/r⁵ for r² = r2 and the source parameter p.
+// Pair factors A = q/r³ and B = f/r⁵ for r² = r2 and the source parameters p, p2.
 template <int K, typename T>
-__device__ __forceinline__ void pair_factors(T r2, T p, T& a, T& b) {
+__device__ __forceinline__ void pair_factors(T r2, T p, T p2, const double2* __restrict__ tab,
+                                             T& a, T& b) {
     if (K == KERNEL_SINGULAR) {
         const T ir = r2 > T(0) ? vs_rsqrt(r2) : T(0);
         const T ir2 = ir * ir;
         a = ir2 * ir;
         b = T(3) * a * ir2;
     } else if (K == KERNEL_GAUSSIAN) {
-        const T s = r2 * p * p;              // ρ²
-        if (s < GaussSeriesLimit<T>::value) {
-            const T p3 = p * p * p * T(VS_SQRT_2_OVER_PI);
-            a = p3 * gauss_q_series(s);
-            b = p3 * p * p * gauss_f_series(s);
-        } else {
-            const T ir = vs_rsqrt(r2);
-            const T ir2 = ir * ir;
-            const T ir3 = ir2 * ir;
-            if (s > T(81)) {                 // ρ > 9: 1 − q < 2e-17, q := 1, f := 3
-                a = ir3;
-                b = T(3) * ir3 * ir2;
-            } else {
-                T q, f;
-                gauss_closed(r2 * ir * p, s, q, f);
-                a = q * ir3;
-                b = f * ir3 * ir2;
-            }
-        }
+        gauss_factors(r2, p, p2, tab, a, b);
     } else if (K == KERNEL_ALGEBRAIC) {
         const T t = vs_rsqrt(r2 + p);        // (r² + σ²)^(−1/2)
         const T t2 = t * t;
@@ -111,6 +137,20 @@ __device__ __forceinline__ void pair_factors(T r2, T p, T& a, T& b) {
     }
 }
 
+// Shared-memory copy of the Gaussian table, in blocks that need it.
+template <int K, typename T> struct GaussTableSize { static constexpr int value = 1; };
+template <> struct GaussTableSize<KERNEL_GAUSSIAN, double> {
+    static constexpr int value = GAUSS_NI * (GAUSS_DEG + 1);
+};
+
+template <int K, typename T>
+__device__ __forceinline__ void load_gauss_table(double2* dst) {
+    if (K == KERNEL_GAUSSIAN && sizeof(T) == 8) {
+        for (int i = threadIdx.x; i < GAUSS_NI * (GAUSS_DEG + 1); i += blockDim.x)
+            dst[i] = make_double2(GAUSS_TABLE[2 * i], GAUSS_TABLE[2 * i + 1]);
+    }
+}
+
 template <typename T>
 struct PairAccumulator {
     T u0, u1, u2;                 // Σ A α × d
@@ -124,10 +164,11 @@ struct PairAccumulator {
 
     // Add source (position xs, strength as, parameter p) seen from target xt.
     template <int K, bool GRAD>
-    __device__ __forceinline__ void add(T dx, T dy, T dz, T ax, T ay, T az, T p) {
+    __device__ __forceinline__ void add(T dx, T dy, T dz, T ax, T ay, T az, T p, T p2,
+                                        const double2* __restrict__ tab) {
         const T r2 = dx * dx + dy * dy + dz * dz;
         T a, b;
-        pair_factors<K, T>(r2, p, a, b);
+        pair_factors<K, T>(r2, p, p2, tab, a, b);
         const T c0 = ay * dz - az * dy;
         const T c1 = az * dx - ax * dz;
         const T c2 = ax * dy - ay * dx;
@@ -160,3 +201,22 @@ struct PairAccumulator {
         }
     }
 };
+
+// One source as stored in shared memory: x, y, z, p | αx, αy, αz, p2 (16-byte aligned,
+// read with 128-bit loads).
+template <typename T> struct alignas(16) SourceRecord { T x, y, z, p, ax, ay, az, p2; };
+
+template <typename T>
+__device__ __forceinline__ SourceRecord<T> load_record(const SourceRecord<T>* rec);
+template <>
+__device__ __forceinline__ SourceRecord<float> load_record<float>(const SourceRecord<float>* rec) {
+    const float4* v = reinterpret_cast<const float4*>(rec);
+    const float4 a = v[0], b = v[1];
+    return {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+}
+template <>
+__device__ __forceinline__ SourceRecord<double> load_record<double>(const SourceRecord<double>* rec) {
+    const double2* v = reinterpret_cast<const double2*>(rec);
+    const double2 a = v[0], b = v[1], c = v[2], d = v[3];
+    return {a.x, a.y, b.x, b.y, c.x, c.y, d.x, d.y};
+}

@@ -1,9 +1,11 @@
 // Direct (all-pairs) regularized Biot–Savart sum, tiled through shared memory.
 //
 // Grid: one thread per TPT targets, BS threads per block; sources stream
-// through shared memory in tiles of BS.  Sources x (N,3), alpha (N,3), param (N,)
-// [see p2p.cuh]; targets y (M,3); outputs u (M,3), grad (M,3,3).  When
+// through shared memory in tiles of BS.  Sources x (N,3), alpha (N,3), param (N,2)
+// [p, p2 of p2p.cuh]; targets y (M,3); outputs u (M,3), grad (M,3,3).  When
 // self_exclude is set, targets are the sources and pair i == j is skipped.
+// Callers sort targets along a space-filling curve so that the branches of the
+// Gaussian kernel stay coherent within a warp.
 #include "p2p.cuh"
 
 template <typename T, int K, bool GRAD, int BS, int TPT>
@@ -12,7 +14,9 @@ p2p_direct(const T* __restrict__ xs, const T* __restrict__ alpha,
            const T* __restrict__ param, const int n_src,
            const T* __restrict__ yt, const int n_tgt, const int self_exclude,
            T* __restrict__ u, T* __restrict__ grad) {
-    __shared__ T sx[BS], sy[BS], sz[BS], sax[BS], say[BS], saz[BS], sp[BS];
+    __shared__ SourceRecord<T> sh[BS];
+    __shared__ double2 gtab[GaussTableSize<K, T>::value];
+    load_gauss_table<K, T>(gtab);
     const int tid = threadIdx.x;
     const int base = blockIdx.x * BS * TPT + tid;
 
@@ -30,9 +34,8 @@ p2p_direct(const T* __restrict__ xs, const T* __restrict__ alpha,
         const int j = j0 + tid;
         __syncthreads();
         if (j < n_src) {
-            sx[tid] = xs[3 * j]; sy[tid] = xs[3 * j + 1]; sz[tid] = xs[3 * j + 2];
-            sax[tid] = alpha[3 * j]; say[tid] = alpha[3 * j + 1]; saz[tid] = alpha[3 * j + 2];
-            sp[tid] = param[j];
+            sh[tid] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2], param[2 * j],
+                       alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2], param[2 * j + 1]};
         }
         __syncthreads();
         const int jn = min(BS, n_src - j0);
@@ -41,18 +44,20 @@ p2p_direct(const T* __restrict__ xs, const T* __restrict__ alpha,
         if (!check_self) {
             #pragma unroll 4
             for (int jj = 0; jj < jn; ++jj) {
+                const SourceRecord<T> r = load_record(sh + jj);
                 #pragma unroll
                 for (int k = 0; k < TPT; ++k)
-                    acc[k].template add<K, GRAD>(tx[k] - sx[jj], ty[k] - sy[jj], tz[k] - sz[jj],
-                                                 sax[jj], say[jj], saz[jj], sp[jj]);
+                    acc[k].template add<K, GRAD>(tx[k] - r.x, ty[k] - r.y, tz[k] - r.z,
+                                                 r.ax, r.ay, r.az, r.p, r.p2, gtab);
             }
         } else {
             for (int jj = 0; jj < jn; ++jj) {
+                const SourceRecord<T> r = load_record(sh + jj);
                 #pragma unroll
                 for (int k = 0; k < TPT; ++k) {
                     if (j0 + jj == base + k * BS) continue;
-                    acc[k].template add<K, GRAD>(tx[k] - sx[jj], ty[k] - sy[jj], tz[k] - sz[jj],
-                                                 sax[jj], say[jj], saz[jj], sp[jj]);
+                    acc[k].template add<K, GRAD>(tx[k] - r.x, ty[k] - r.y, tz[k] - r.z,
+                                                 r.ax, r.ay, r.az, r.p, r.p2, gtab);
                 }
             }
         }

@@ -1,0 +1,55 @@
+"""Morton (Z-order) keys of points, array code for NumPy and CuPy alike.
+
+Used to order targets so that neighbouring threads of a GPU warp hold nearby
+points (coherent branches in the pair kernels), and by the FMM tree.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["morton_keys", "spread_bits"]
+
+MAX_BITS = 21   # 3 × 21 = 63 bits fit a uint64
+
+
+def spread_bits(v, xp):
+    """Insert two zero bits between each of the low 21 bits of ``v`` (uint64)."""
+    v = v & xp.uint64(0x1FFFFF)
+    v = (v | (v << xp.uint64(32))) & xp.uint64(0x1F00000000FFFF)
+    v = (v | (v << xp.uint64(16))) & xp.uint64(0x1F0000FF0000FF)
+    v = (v | (v << xp.uint64(8))) & xp.uint64(0x100F00F00F00F00F)
+    v = (v | (v << xp.uint64(4))) & xp.uint64(0x10C30C30C30C30C3)
+    v = (v | (v << xp.uint64(2))) & xp.uint64(0x1249249249249249)
+    return v
+
+
+def morton_keys(points, lo, width, bits, xp):
+    """Z-order keys (uint64) of ``points`` (M, 3) in the cube ``[lo, lo + width)³``.
+
+    Parameters
+    ----------
+    points : array (M, 3) [L]
+    lo : array (3,) [L], lower corner of the cube
+    width : float [L], edge of the cube, > 0
+    bits : int, 1 ≤ bits ≤ 21, levels of the octree the keys resolve
+    xp : numpy or cupy
+
+    Returns
+    -------
+    array (M,) uint64; points outside the cube are clamped to its boundary cells.
+    """
+    if not 1 <= bits <= MAX_BITS:
+        raise ValueError(f"bits must be in [1, {MAX_BITS}], got {bits}.")
+    n_cells = 1 << bits
+    scaled = (points - lo) * (n_cells / width)
+    cell = xp.clip(xp.floor(scaled), 0, n_cells - 1).astype(xp.uint64)
+    return (spread_bits(cell[:, 0], xp) | (spread_bits(cell[:, 1], xp) << xp.uint64(1))
+            | (spread_bits(cell[:, 2], xp) << xp.uint64(2)))
+
+
+def bounding_cube(points, xp):
+    """Lower corner (3,) and edge length of a cube that contains ``points`` (M ≥ 1)."""
+    lo = points.min(axis=0)
+    hi = points.max(axis=0)
+    width = (hi - lo).max() * (1.0 + 1e-12) + np.finfo(np.float64).tiny
+    return lo, width
