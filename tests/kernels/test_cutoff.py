@@ -461,4 +461,4 @@ def test_gaussian_table_matches_specification():
     # beyond the table the kernels use q = 1, f = 3: check that this is exact to 2e-17
     rho = np.sqrt(cutoff.GAUSS_TABLE_SMAX)
     assert 1.0 - cutoff.KERNELS["gaussian"].q(np.array(rho), np) < 2e-17
-    assert 3.0 - cutoff.KERNELS["gaussian"].f(np.array(rho), np) < 1e-15
+    assert 1.0 - cutoff.KERNELS["gaussian"].f(np.array(rho), np) / 3.0 < 1e-15
