@@ -133,7 +133,7 @@ def source_parameters(kernel: CutoffKernel, sigma, xp):
 class DirectLaunchConfig:
     """Launch shape of the CUDA direct sum: threads per block and targets per thread."""
 
-    block: int = 128
+    block: int = 256
     targets_per_thread: int = 1
 
     def __post_init__(self):
@@ -143,9 +143,12 @@ class DirectLaunchConfig:
             raise ValueError(f"targets_per_thread must be 1, 2 or 4, got {self.targets_per_thread}.")
 
 
-#: Default launch shapes per (kernel, precision), chosen from benchmarks/bench_direct.py
-#: on an H100 (see benchmarks/RESULTS.md).
-DEFAULT_LAUNCH = {}
+#: Default launch shapes per (kernel, precision), chosen from ``bench_direct.py --sweep``
+#: on an H100 (benchmarks/RESULTS.md); everything else uses DirectLaunchConfig().
+DEFAULT_LAUNCH = {
+    ("gaussian", "float64"): DirectLaunchConfig(256, 2),
+    ("algebraic", "float64"): DirectLaunchConfig(256, 2),
+}
 
 
 def direct_sum_cuda(kernel: CutoffKernel, x, alpha, sigma, targets, *, gradient=True,

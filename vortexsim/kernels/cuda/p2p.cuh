@@ -162,6 +162,12 @@ struct PairAccumulator {
         g00 = g01 = g02 = g10 = g11 = g12 = g20 = g21 = g22 = T(0);
     }
 
+    __device__ __forceinline__ void merge(const PairAccumulator& o) {
+        u0 += o.u0; u1 += o.u1; u2 += o.u2; w0 += o.w0; w1 += o.w1; w2 += o.w2;
+        g00 += o.g00; g01 += o.g01; g02 += o.g02; g10 += o.g10; g11 += o.g11;
+        g12 += o.g12; g20 += o.g20; g21 += o.g21; g22 += o.g22;
+    }
+
     // Add source (position xs, strength as, parameter p) seen from target xt.
     template <int K, bool GRAD>
     __device__ __forceinline__ void add(T dx, T dy, T dz, T ax, T ay, T az, T p, T p2,
