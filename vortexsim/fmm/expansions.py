@@ -1,0 +1,335 @@
+r"""Cartesian Taylor expansions of the vector potential of vortex elements.
+
+The far field expands the vector potential
+
+    ψ(x) = (1/4π) Σ_p G(|x − y_p|) α_p,         u = ∇ × ψ,   ∂_d u_a = ε_abc ∂_d ∂_b ψ_c,
+
+where G is the Green's function whose curl reproduces the kernel's velocity
+(G'(r) = −q(ρ)/r², ``physics.md``):
+
+=============  ======================================  =====================
+kernel         G(r)                                    far field
+=============  ======================================  =====================
+singular       1/r                                     exact
+gaussian       erf(r/√2σ)/r                            singular 1/r beyond ρ*(tol)·σ
+polynomial     –                                       singular 1/r beyond σ (exact)
+algebraic      (r² + σ²)^{−1/2}                        regularized, exact for uniform σ
+winckelmans    (r² + σ²)^{−1/2} + ½σ²(r² + σ²)^{−3/2}  regularized, exact for uniform σ
+=============  ======================================  =====================
+
+Every G above is a sum of terms c (|x|² + σ²)^{−ν}; their Taylor coefficients
+T_k = D^k G / k! about a point R obey the recurrence (Lindsay & Krasny,
+J. Comput. Phys. 172 (2001), generalized to any ν; checked in the tests)
+
+    |k| t₀ a_k + (2|k| + 2ν − 2) Σ_i R_i a_{k−e_i} + (|k| + 2ν − 2) Σ_i a_{k−2e_i} = 0,
+    t₀ = |R|² + σ²,  a_0 = t₀^{−ν}.
+
+Expansions (multi-indices k, m with |k|, |m| ≤ P; h^k = h_x^{k_x} h_y^{k_y} h_z^{k_z}):
+
+    multipole about c:  M_m = Σ_p (−(y_p − c))^m α_p          ψ(x) = Σ_m T_m(G; x − c) M_m
+    local about c:      ψ(c + h) = Σ_k L_k h^k
+    M2L:                L_k = Σ_m C(k+m, k) T_{k+m}(G; c_L − c_M) M_m
+    M2M (c' → c):       M_m = Σ_{j ≤ m} C(m, j) (−(c' − c))^{m−j} M'_j       (exact)
+    L2L (c → c'):       L'_j = Σ_{k ≥ j} C(k, j) (c' − c)^{k−j} L_k           (exact)
+
+Coefficient arrays have shape (..., n_coef, 3): the last axis is the component
+of ψ (of α).  The factor 1/4π is applied in L2P / M2P.  All functions are
+array code for NumPy and CuPy alike (``xp``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import numpy as np
+
+__all__ = ["MultiIndexSet", "GreenFunction", "green_function", "kernel_taylor",
+           "m2l_matrices", "shift_matrices", "p2m", "m2p", "l2p", "monomials"]
+
+INV_4PI = 1.0 / (4.0 * math.pi)
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiIndexSet:
+    """All multi-indices k ∈ ℕ³ with |k| ≤ order, ordered by degree then lexicographically.
+
+    Attributes
+    ----------
+    order : int
+    k : ndarray (n, 3) int64
+    index : ndarray (order+1, order+1, order+1) int64, position of k in ``k`` or −1
+    degree_start : ndarray (order + 2,) int64, k[degree_start[d]:degree_start[d+1]] have |k| = d
+    """
+
+    order: int
+    k: np.ndarray
+    index: np.ndarray
+    degree_start: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return self.k.shape[0]
+
+
+@functools.lru_cache(maxsize=None)
+def multi_indices(order: int) -> MultiIndexSet:
+    """The :class:`MultiIndexSet` of ``order`` (cached; immutable)."""
+    rows, starts = [], [0]
+    for d in range(order + 1):
+        for kx in range(d, -1, -1):
+            for ky in range(d - kx, -1, -1):
+                rows.append((kx, ky, d - kx - ky))
+        starts.append(len(rows))
+    k = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    index = -np.ones((order + 1,) * 3, dtype=np.int64)
+    index[k[:, 0], k[:, 1], k[:, 2]] = np.arange(len(k))
+    for a in (k, index):
+        a.setflags(write=False)
+    return MultiIndexSet(order, k, index, np.array(starts))
+
+
+@dataclasses.dataclass(frozen=True)
+class GreenFunction:
+    """G(x) = Σ_j c_j (|x|² + σ²)^{−ν_j}: ``terms`` = ((c_j, ν_j), …), ``sigma2`` = σ² [L²]."""
+
+    terms: tuple
+    sigma2: float
+
+
+def green_function(kernel_name: str, sigma: float | None) -> GreenFunction:
+    """The far-field Green's function of a kernel (see the module table).
+
+    ``gaussian``, ``polynomial`` and ``singular`` use 1/r (the caller must keep
+    pairs closer than ρ*(tol)·σ in the near field); ``algebraic`` and
+    ``winckelmans`` need the uniform core radius ``sigma``.
+    """
+    if kernel_name in ("singular", "gaussian", "polynomial"):
+        return GreenFunction(((1.0, 0.5),), 0.0)
+    if sigma is None or not sigma > 0:
+        raise ValueError(f"kernel {kernel_name!r} needs a uniform sigma > 0 for its expansions.")
+    s2 = float(sigma) ** 2
+    if kernel_name == "algebraic":
+        return GreenFunction(((1.0, 0.5),), s2)
+    if kernel_name == "winckelmans":
+        return GreenFunction(((1.0, 0.5), (0.5 * s2, 1.5)), s2)
+    raise ValueError(f"no far-field expansion for kernel {kernel_name!r}.")
+
+
+@functools.lru_cache(maxsize=None)
+def _recurrence_tables(order: int):
+    """Gather indices for the Taylor recurrence: a_{k−e_i}, a_{k−2e_i} (n → slot n = zero)."""
+    mi = multi_indices(order)
+    n = mi.n
+    back1 = np.full((n, 3), n, dtype=np.int64)
+    back2 = np.full((n, 3), n, dtype=np.int64)
+    for i in range(3):
+        e = np.zeros(3, dtype=np.int64)
+        e[i] = 1
+        ok1 = mi.k[:, i] >= 1
+        k1 = mi.k[ok1] - e
+        back1[ok1, i] = mi.index[k1[:, 0], k1[:, 1], k1[:, 2]]
+        ok2 = mi.k[:, i] >= 2
+        k2 = mi.k[ok2] - 2 * e
+        back2[ok2, i] = mi.index[k2[:, 0], k2[:, 1], k2[:, 2]]
+    return back1, back2
+
+
+def kernel_taylor(green: GreenFunction, R, order: int, xp):
+    """Taylor coefficients T_k(G; R) = D^k G(R)/k! for |k| ≤ order.
+
+    Parameters
+    ----------
+    green : GreenFunction
+    R : array (B, 3) [L], expansion points (|R|² + σ² > 0)
+    order : int
+    xp : numpy or cupy
+
+    Returns
+    -------
+    array (B, n(order)) in the ordering of :func:`multi_indices`.
+    """
+    mi = multi_indices(order)
+    back1, back2 = (xp.asarray(a) for a in _recurrence_tables(order))
+    kdeg = mi.k.sum(axis=1)
+    B = R.shape[0]
+    t0 = (R * R).sum(axis=1) + green.sigma2
+    total = xp.zeros((B, mi.n), dtype=R.dtype)
+    for coef, nu in green.terms:
+        a = xp.zeros((B, mi.n + 1), dtype=R.dtype)       # last column: the zero slot
+        a[:, 0] = t0 ** (-nu)
+        for d in range(1, order + 1):
+            lo, hi = int(mi.degree_start[d]), int(mi.degree_start[d + 1])
+            b1, b2 = back1[lo:hi], back2[lo:hi]
+            s1 = (R[:, None, :] * a[:, b1]).sum(axis=2)   # Σ_i R_i a_{k−e_i}
+            s2 = a[:, b2].sum(axis=2)                     # Σ_i a_{k−2e_i}
+            a[:, lo:hi] = -((2 * d + 2 * nu - 2) * s1 + (d + 2 * nu - 2) * s2) / (d * t0[:, None])
+        total += coef * a[:, :mi.n]
+    return total
+
+
+def _multi_binomial(k, j):
+    """C(k, j) = Π_i C(k_i, j_i) for integer arrays (…, 3); 0 where j_i > k_i."""
+    out = np.ones(np.broadcast_shapes(k.shape, j.shape)[:-1])
+    for i in range(3):
+        ki, ji = np.broadcast_arrays(k[..., i], j[..., i])
+        c = np.vectorize(math.comb, otypes=[float])(ki, np.clip(ji, 0, None))
+        out *= np.where((ji >= 0) & (ji <= ki), c, 0.0)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _m2l_tables(order: int):
+    """Index of k+m in the order-2P set and C(k+m, k), each (n, n) for |k|, |m| ≤ P."""
+    mi = multi_indices(order)
+    big = multi_indices(2 * order)
+    km = mi.k[:, None, :] + mi.k[None, :, :]
+    idx = big.index[km[..., 0], km[..., 1], km[..., 2]]
+    return idx, _multi_binomial(km, mi.k[:, None, :])
+
+
+def m2l_matrices(green: GreenFunction, R, order: int, xp):
+    """M2L operators A (B, n, n): L_k = Σ_m A[b, k, m] M_m for the offsets R (B, 3) = c_L − c_M."""
+    idx, binom = _m2l_tables(order)
+    T = kernel_taylor(green, R, 2 * order, xp)
+    return T[:, xp.asarray(idx)] * xp.asarray(binom)
+
+
+def monomials(h, order: int, xp):
+    """h^k for |k| ≤ order: array (B, n) from h (B, 3)."""
+    mi = multi_indices(order)
+    powers = xp.ones((h.shape[0], order + 1, 3), dtype=h.dtype)
+    for j in range(1, order + 1):
+        powers[:, j, :] = powers[:, j - 1, :] * h
+    k = mi.k
+    return (powers[:, k[:, 0], 0] * powers[:, k[:, 1], 1] * powers[:, k[:, 2], 2])
+
+
+@functools.lru_cache(maxsize=None)
+def _shift_tables(order: int):
+    """For M2M/L2L: C(m, j) and the index of m − j (−1 where j ≰ m), each (n, n)."""
+    mi = multi_indices(order)
+    diff = mi.k[:, None, :] - mi.k[None, :, :]                 # m − j
+    valid = (diff >= 0).all(axis=2)
+    dcl = np.clip(diff, 0, order)
+    idx = np.where(valid, mi.index[dcl[..., 0], dcl[..., 1], dcl[..., 2]], -1)
+    return idx, _multi_binomial(mi.k[:, None, :], mi.k[None, :, :]) * valid
+
+
+def shift_matrices(d, order: int, xp, kind: str):
+    """Exact translation operators for offsets d (B, 3).
+
+    kind="m2m": d = c_child − c_parent, M_parent = S @ M_child with
+                S[m, j] = C(m, j) (−d)^{m−j};
+    kind="l2l": d = c_child − c_parent, L_child = S @ L_parent with
+                S[j, k] = C(k, j) d^{k−j}.
+    Returns array (B, n, n).
+    """
+    idx, binom = _shift_tables(order)
+    mono = monomials(-d if kind == "m2m" else d, order, xp)        # (B, n)
+    mono = xp.concatenate([mono, xp.zeros((mono.shape[0], 1), mono.dtype)], axis=1)
+    gathered = mono[:, xp.asarray(np.where(idx >= 0, idx, mono.shape[1] - 1))]
+    S = gathered * xp.asarray(binom)                              # [m, j]
+    if kind == "m2m":
+        return S
+    if kind == "l2l":
+        return S.transpose(0, 2, 1)                               # [j, k] = C(k,j) d^{k−j}
+    raise ValueError(f"kind must be 'm2m' or 'l2l', got {kind!r}.")
+
+
+def p2m(y, alpha, centre, order: int, xp):
+    """Multipole coefficients (n, 3) of sources y (N, 3), alpha (N, 3) about ``centre`` (3,)."""
+    mono = monomials(centre[None, :] - y, order, xp)              # (−(y − c))^m
+    return mono.T @ alpha
+
+
+@functools.lru_cache(maxsize=None)
+def _derivative_tables(order: int):
+    """For L2P: first and second derivative maps of a degree-``order`` polynomial.
+
+    Returns (idx1, fac1, idx2, fac2): for the n' = n(order − 1) monomials j,
+    ∂_b p = Σ_j fac1[b, j] L[idx1[b, j]] h^j, and for n'' = n(order − 2),
+    ∂_a ∂_b p = Σ_j fac2[a, b, j] L[idx2[a, b, j]] h^j.
+    """
+    mi = multi_indices(order)
+    m1 = multi_indices(max(order - 1, 0))
+    m2 = multi_indices(max(order - 2, 0))
+    idx1 = np.zeros((3, m1.n), dtype=np.int64)
+    fac1 = np.zeros((3, m1.n))
+    for b in range(3):
+        k = m1.k.copy()
+        k[:, b] += 1
+        ok = k.sum(axis=1) <= order
+        idx1[b, ok] = mi.index[k[ok, 0], k[ok, 1], k[ok, 2]]
+        fac1[b, ok] = k[ok, b]
+    idx2 = np.zeros((3, 3, m2.n), dtype=np.int64)
+    fac2 = np.zeros((3, 3, m2.n))
+    for a in range(3):
+        for b in range(3):
+            k = m2.k.copy()
+            k[:, a] += 1
+            k[:, b] += 1
+            ok = k.sum(axis=1) <= order
+            idx2[a, b, ok] = mi.index[k[ok, 0], k[ok, 1], k[ok, 2]]
+            f = k[ok, a] * (k[ok, b] - (1 if a == b else 0)) if a == b else k[ok, a] * k[ok, b]
+            fac2[a, b, ok] = f
+    return idx1, fac1, idx2, fac2
+
+
+_EPS = np.zeros((3, 3, 3))
+_EPS[0, 1, 2] = _EPS[1, 2, 0] = _EPS[2, 0, 1] = 1.0
+_EPS[0, 2, 1] = _EPS[2, 1, 0] = _EPS[1, 0, 2] = -1.0
+
+
+def l2p(L, h, order: int, xp, gradient=True):
+    """Velocity and gradient at targets from local coefficients.
+
+    Parameters
+    ----------
+    L : array (M, n, 3), local coefficients of ψ (without 1/4π) of each target's box
+    h : array (M, 3), target − box centre
+    Returns u (M, 3) and grad_u (M, 3, 3) (or None), including 1/4π.
+    """
+    idx1, fac1, idx2, fac2 = _derivative_tables(order)
+    mono1 = monomials(h, max(order - 1, 0), xp)                   # (M, n1)
+    # dpsi[t, b, c] = ∂_b ψ_c
+    d1 = L[:, xp.asarray(idx1), :] * xp.asarray(fac1)[None, :, :, None]   # (M, 3, n1, 3)
+    dpsi = xp.einsum("tj,tbjc->tbc", mono1, d1)
+    eps = xp.asarray(_EPS, dtype=L.dtype)
+    u = INV_4PI * xp.einsum("abc,tbc->ta", eps, dpsi)
+    if not gradient:
+        return u, None
+    mono2 = monomials(h, max(order - 2, 0), xp)
+    d2 = L[:, xp.asarray(idx2), :] * xp.asarray(fac2)[None, :, :, :, None]  # (M,3,3,n2,3)
+    ddpsi = xp.einsum("tj,tdbjc->tdbc", mono2, d2)                # ∂_d ∂_b ψ_c
+    grad = INV_4PI * xp.einsum("abc,tdbc->tad", eps, ddpsi)
+    return u, grad
+
+
+def m2p(green: GreenFunction, M, centre, targets, order: int, xp, gradient=True):
+    """Velocity and gradient at targets (T, 3) straight from one multipole M (n, 3) about centre.
+
+    Uses ψ(x) = Σ_m T_m(G; x − c) M_m and its derivatives, via the Taylor
+    coefficients of G at x − c up to order + 2 (for tests and treecode use).
+    """
+    mi = multi_indices(order)
+    big = multi_indices(order + 2)
+    T = kernel_taylor(green, targets - centre[None, :], order + 2, xp)   # (T, n_big)
+    k = mi.k
+
+    def coef(e):
+        kk = k + np.asarray(e)
+        idx = big.index[kk[:, 0], kk[:, 1], kk[:, 2]]
+        fac = np.prod([[math.factorial(a) // math.factorial(b) for a, b in zip(r1, r2)]
+                       for r1, r2 in zip(kk, k)], axis=1).astype(float)
+        return T[:, xp.asarray(idx)] * xp.asarray(fac)              # D^e T_m(G; x−c)
+
+    dpsi = xp.stack([coef(np.eye(3, dtype=int)[b]) @ M for b in range(3)], axis=1)  # (T,3,3)
+    eps = xp.asarray(_EPS, dtype=M.dtype)
+    u = INV_4PI * xp.einsum("abc,tbc->ta", eps, dpsi)
+    if not gradient:
+        return u, None
+    ddpsi = xp.stack([xp.stack([coef(np.eye(3, dtype=int)[d] + np.eye(3, dtype=int)[b]) @ M
+                                for b in range(3)], axis=1) for d in range(3)], axis=1)
+    grad = INV_4PI * xp.einsum("abc,tdbc->tad", eps, ddpsi)
+    return u, grad
