@@ -564,13 +564,10 @@ def test_device_gpu_without_gpu_raises(rng):
     assert isinstance(u, np.ndarray)
 
 
-def test_fmm_not_yet_available(rng):
-    """Delete this test when method='fmm' lands."""
+def test_fmm_float32_and_gpu_are_refused_clearly(rng):
     x, alpha, sigma = _good(rng)
-    with pytest.raises(NotImplementedError, match=r"method='fmm' is not available.*'direct'"):
-        velocity(x, alpha, sigma, method="fmm")
-    with pytest.raises(NotImplementedError):
-        velocity(x, alpha, sigma, method="fmm", tol=1e-6)
+    with pytest.raises(NotImplementedError, match="float64"):
+        velocity(x, alpha, sigma, method="fmm", precision="float32")
 
 
 # --- property-based -------------------------------------------------------

@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["induced_velocity", "METHODS", "PRECISIONS"]
 
 METHODS = ("direct", "fmm", "auto")
+#: method="auto" on the CPU uses the FMM above this many pairs N·M (provisional: the
+#: NumPy FMM and the NumPy direct sum cross near N = M ≈ 3·10^4, benchmarks/RESULTS.md)
+AUTO_FMM_PAIRS_CPU = 1e9
 PRECISIONS = ("float64", "float32")
 
 
@@ -86,8 +89,11 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
     kernel : {"gaussian", "algebraic", "winckelmans", "polynomial", "singular"}
     method : {"direct", "fmm", "auto"}
         ``"direct"``: all pairs, exact to round-off (memory O(N + M)).
-        ``"fmm"``: fast multipole method (not yet available in this version).
-        ``"auto"``: currently the direct sum.
+        ``"fmm"``: fast multipole method to relative accuracy ``tol`` (u; ∇u to
+        10·tol) against the regularized direct sum; CPU and float64 only in this
+        version (:class:`vortexsim.fmm.evaluator.FMM`).
+        ``"auto"``: the FMM on the CPU above N·M = 1e9 pairs, else the direct sum;
+        the direct sum on the GPU.
     gradient : bool
         Also return grad_u.
     precision : {"float64", "float32"}
@@ -96,7 +102,7 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         Where to compute.  ``"auto"`` uses the GPU for CuPy inputs or when one
         is usable, else the CPU; ``"gpu"`` without CuPy or a GPU raises.
     tol : float, optional
-        Requested relative accuracy (used by ``method="fmm"``).
+        Requested relative accuracy of ``method="fmm"`` (default 1e-6).
 
     Returns
     -------
@@ -124,10 +130,12 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         dev = resolve_device("gpu")
     else:
         dev = resolve_device(device)
-    if method == "fmm":
-        raise NotImplementedError(
-            "method='fmm' is not available in this version of vortexsim; "
-            "use method='direct' (or 'auto').")
+    if method in ("fmm", "auto") and dev.is_gpu:
+        if method == "fmm":
+            raise NotImplementedError(
+                "method='fmm' runs on the CPU only in this version (the GPU pipeline is in "
+                "progress); pass device='cpu', or method='direct' on the GPU.")
+        method = "direct"                      # GPU: the direct sum until the GPU FMM lands
     xp = dev.xp
     dtype = np.dtype(precision)
 
@@ -156,7 +164,18 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         raise ValueError("sigma must be > 0 for every element (core radius in length units); "
                          f"got min(sigma) = {float(sig.min())}.")
 
-    if dev.is_gpu:
+    if method == "auto":
+        n_targets = n if targets is None else tgt.shape[0]
+        method = "fmm" if float(n) * n_targets > AUTO_FMM_PAIRS_CPU else "direct"
+    if method == "fmm":
+        if precision != "float64":
+            raise NotImplementedError("method='fmm' supports precision='float64' only in this "
+                                      "version; use method='direct' for float32.")
+        from .fmm.evaluator import FMM  # noqa: PLC0415
+        fmm = FMM(kern, tol=1e-6 if tol is None else tol, device="cpu")
+        u, grad_u = fmm.evaluate(x, alpha, sig, None if targets is None else tgt,
+                                 gradient=bool(gradient))
+    elif dev.is_gpu:
         u, grad_u = direct_sum_cuda(kern, x, alpha, sig, tgt, gradient=bool(gradient),
                                     exclude_self=exclude_self)
     else:

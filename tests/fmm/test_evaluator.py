@@ -1,0 +1,102 @@
+"""The whole FMM against the regularized direct sum (CPU, NumPy)."""
+import numpy as np
+import pytest
+
+import vortexsim
+from vortexsim.fmm.evaluator import FMM, near_field_reach, order_for_tol
+from vortexsim.kernels.cutoff import get_kernel
+from vortexsim.kernels.direct import direct_sum_numpy
+
+
+def _rel(a, b):
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def _uniform(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.random((n, 3)), rng.normal(size=(n, 3))
+
+
+def _reference(kernel, x, alpha, sigma, targets=None):
+    if targets is None:
+        return direct_sum_numpy(get_kernel(kernel), x, alpha, sigma, x, exclude_self=True)
+    return direct_sum_numpy(get_kernel(kernel), x, alpha, sigma, targets)
+
+
+@pytest.mark.parametrize("kernel", ["singular", "algebraic", "winckelmans", "polynomial",
+                                    "gaussian"])
+@pytest.mark.parametrize("tol", [1e-3, 1e-6])
+def test_fmm_meets_tolerance_uniform(kernel, tol):
+    n = 2500
+    x, alpha = _uniform(n)
+    h = n ** (-1 / 3)
+    sigma = np.full(n, 0.5 * h if kernel in ("gaussian", "polynomial") else h)
+    fmm = FMM(kernel, tol=tol, leaf_size=16)
+    u, g = fmm.evaluate(x, alpha, sigma)
+    ud, gd = _reference(kernel, x, alpha, sigma)
+    assert fmm.config.depth >= 2, "the test must exercise the far field"
+    assert _rel(u, ud) <= tol
+    assert _rel(g, gd) <= 10 * tol
+
+
+def test_fmm_separate_targets_outside_the_sources():
+    x, alpha = _uniform(2000, seed=1)
+    targets = np.random.default_rng(2).random((700, 3)) * 1.6 - 0.3
+    sigma = np.full(2000, 0.05)
+    fmm = FMM("gaussian", tol=1e-6, leaf_size=16)
+    u, g = fmm.evaluate(x, alpha, sigma, targets)
+    ud, gd = _reference("gaussian", x, alpha, sigma, targets)
+    assert _rel(u, ud) <= 1e-6 and _rel(g, gd) <= 1e-5
+
+
+def test_fmm_gaussian_varying_sigma():
+    x, alpha = _uniform(2500, seed=3)
+    sigma = 0.03 * (1 + 2 * np.random.default_rng(4).random(2500))     # factor 3
+    u, g = FMM("gaussian", tol=1e-3, leaf_size=16).evaluate(x, alpha, sigma)
+    ud, gd = _reference("gaussian", x, alpha, sigma)
+    assert _rel(u, ud) <= 1e-3 and _rel(g, gd) <= 1e-2
+
+
+def test_fmm_algebraic_varying_sigma_is_refused():
+    x, alpha = _uniform(100)
+    sigma = np.linspace(0.05, 0.1, 100)
+    with pytest.raises(ValueError, match="uniform sigma"):
+        FMM("algebraic", tol=1e-6).evaluate(x, alpha, sigma)
+
+
+@pytest.mark.parametrize("case", ["one", "coincident", "empty_targets"])
+def test_fmm_edge_cases(case):
+    if case == "one":
+        x, alpha = np.zeros((1, 3)), np.ones((1, 3))
+        u, g = FMM("gaussian").evaluate(x, alpha, np.ones(1))
+        assert np.all(u == 0) and np.all(g == 0)
+    elif case == "coincident":
+        x = np.full((300, 3), 0.25)
+        alpha = np.random.default_rng(0).normal(size=(300, 3))
+        targets = np.random.default_rng(1).random((50, 3))
+        u, g = FMM("gaussian", tol=1e-6).evaluate(x, alpha, np.full(300, 0.1), targets)
+        ud, gd = _reference("gaussian", x, alpha, np.full(300, 0.1), targets)
+        assert _rel(u, ud) <= 1e-6 and _rel(g, gd) <= 1e-5
+    else:
+        x, alpha = _uniform(50)
+        u, g = FMM("gaussian").evaluate(x, alpha, np.full(50, 0.1), np.zeros((0, 3)))
+        assert u.shape == (0, 3) and g.shape == (0, 3, 3)
+
+
+def test_induced_velocity_method_fmm():
+    x, alpha = _uniform(1500, seed=5)
+    u, g = vortexsim.induced_velocity(x, alpha, 0.08, method="fmm", tol=1e-6, device="cpu")
+    ud, gd = vortexsim.induced_velocity(x, alpha, 0.08, method="direct", device="cpu")
+    assert _rel(u, ud) <= 1e-6 and _rel(g, gd) <= 1e-5
+
+
+def test_parameter_rules():
+    assert order_for_tol(1e-2) < order_for_tol(1e-3) < order_for_tol(1e-6)
+    with pytest.raises(ValueError, match="below what this version's FMM"):
+        order_for_tol(1e-9)
+    # Gaussian reach from fmm.md: 1 − q, 1 − f/3 < tol/10 beyond ρ*
+    k = get_kernel("gaussian")
+    for tol in (1e-3, 1e-6, 1e-9):
+        rho = near_field_reach("gaussian", tol, 1.0)
+        assert 1 - k.q(np.array(rho), np) < tol / 10 and 1 - k.f(np.array(rho), np) / 3 < tol / 10
+    assert near_field_reach("algebraic", 1e-6, 1.0) == 0.0
