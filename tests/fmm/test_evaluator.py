@@ -100,3 +100,23 @@ def test_parameter_rules():
         rho = near_field_reach("gaussian", tol, 1.0)
         assert 1 - k.q(np.array(rho), np) < tol / 10 and 1 - k.f(np.array(rho), np) / 3 < tol / 10
     assert near_field_reach("algebraic", 1e-6, 1.0) == 0.0
+
+
+def test_fmm_ring_with_tracers():
+    """Elements in a Gaussian-core ring (R = 0.3) and tracers in a cloud around it."""
+    rng = np.random.default_rng(8)
+    n_phi, n_core = 160, 8
+    phi = np.repeat(2 * np.pi * np.arange(n_phi) / n_phi, n_core)
+    s = rng.normal(scale=0.02, size=(n_phi * n_core, 2))          # position in the core
+    rad = 0.3 + s[:, 0]
+    x = np.stack([0.5 + rad * np.cos(phi), 0.5 + rad * np.sin(phi), 0.5 + s[:, 1]], axis=1)
+    tangent = np.stack([-np.sin(phi), np.cos(phi), np.zeros_like(phi)], axis=1)
+    alpha = (2 * np.pi * 0.3 / n_phi / n_core) * tangent
+    tracers = 0.5 + rng.normal(scale=0.2, size=(1500, 3))
+    sigma = np.full(len(x), 0.02)
+    for kernel, tol in (("gaussian", 1e-6), ("algebraic", 1e-3)):
+        fmm = FMM(kernel, tol=tol, leaf_size=16)
+        u, g = fmm.evaluate(x, alpha, sigma, tracers)
+        ud, gd = _reference(kernel, x, alpha, sigma, tracers)
+        assert fmm.config.depth >= 2
+        assert _rel(u, ud) <= tol and _rel(g, gd) <= 10 * tol
