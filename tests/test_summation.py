@@ -564,12 +564,6 @@ def test_device_gpu_without_gpu_raises(rng):
     assert isinstance(u, np.ndarray)
 
 
-def test_fmm_float32_and_gpu_are_refused_clearly(rng):
-    x, alpha, sigma = _good(rng)
-    with pytest.raises(NotImplementedError, match="float64"):
-        velocity(x, alpha, sigma, method="fmm", precision="float32")
-
-
 # --- property-based -------------------------------------------------------
 
 seeds = st.integers(min_value=0, max_value=2**32 - 1)

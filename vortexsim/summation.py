@@ -25,6 +25,8 @@ METHODS = ("direct", "fmm", "auto")
 #: method="auto" on the CPU uses the FMM above this many pairs N·M (provisional: the
 #: NumPy FMM and the NumPy direct sum cross near N = M ≈ 3·10^4, benchmarks/RESULTS.md)
 AUTO_FMM_PAIRS_CPU = 1e9
+#: the same on the GPU (provisional, see benchmarks/RESULTS.md)
+AUTO_FMM_PAIRS_GPU = 1e10
 PRECISIONS = ("float64", "float32")
 
 
@@ -90,10 +92,11 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
     method : {"direct", "fmm", "auto"}
         ``"direct"``: all pairs, exact to round-off (memory O(N + M)).
         ``"fmm"``: fast multipole method to relative accuracy ``tol`` (u; ∇u to
-        10·tol) against the regularized direct sum; CPU and float64 only in this
-        version (:class:`vortexsim.fmm.evaluator.FMM`).
-        ``"auto"``: the FMM on the CPU above N·M = 1e9 pairs, else the direct sum;
-        the direct sum on the GPU.
+        10·tol) against the regularized direct sum
+        (:class:`vortexsim.fmm.evaluator.FMM`; one evaluator per call — keep an
+        ``FMM`` object for repeated calls).
+        ``"auto"``: the FMM above N·M = 1e9 pairs on the CPU (1e10 on the GPU),
+        else the direct sum.
     gradient : bool
         Also return grad_u.
     precision : {"float64", "float32"}
@@ -130,12 +133,6 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         dev = resolve_device("gpu")
     else:
         dev = resolve_device(device)
-    if method in ("fmm", "auto") and dev.is_gpu:
-        if method == "fmm":
-            raise NotImplementedError(
-                "method='fmm' runs on the CPU only in this version (the GPU pipeline is in "
-                "progress); pass device='cpu', or method='direct' on the GPU.")
-        method = "direct"                      # GPU: the direct sum until the GPU FMM lands
     xp = dev.xp
     dtype = np.dtype(precision)
 
@@ -166,13 +163,11 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
 
     if method == "auto":
         n_targets = n if targets is None else tgt.shape[0]
-        method = "fmm" if float(n) * n_targets > AUTO_FMM_PAIRS_CPU else "direct"
+        crossover = AUTO_FMM_PAIRS_GPU if dev.is_gpu else AUTO_FMM_PAIRS_CPU
+        method = "fmm" if float(n) * n_targets > crossover else "direct"
     if method == "fmm":
-        if precision != "float64":
-            raise NotImplementedError("method='fmm' supports precision='float64' only in this "
-                                      "version; use method='direct' for float32.")
         from .fmm.evaluator import FMM  # noqa: PLC0415
-        fmm = FMM(kern, tol=1e-6 if tol is None else tol, device="cpu")
+        fmm = FMM(kern, tol=1e-6 if tol is None else tol, precision=precision, device=dev)
         u, grad_u = fmm.evaluate(x, alpha, sig, None if targets is None else tgt,
                                  gradient=bool(gradient))
     elif dev.is_gpu:

@@ -120,3 +120,13 @@ def test_fmm_ring_with_tracers():
         ud, gd = _reference(kernel, x, alpha, sigma, tracers)
         assert fmm.config.depth >= 2
         assert _rel(u, ud) <= tol and _rel(g, gd) <= 10 * tol
+
+
+def test_fmm_float32_near_field():
+    x, alpha = _uniform(2000, seed=9)
+    sigma = np.full(2000, 0.06)
+    u, g = vortexsim.induced_velocity(x, alpha, sigma, method="fmm", tol=1e-4,
+                                      precision="float32", device="cpu")
+    assert u.dtype == np.float32 and g.dtype == np.float32
+    ud, gd = _reference("gaussian", x, alpha, sigma)
+    assert _rel(u, ud) <= 1e-4 and _rel(g, gd) <= 1e-3

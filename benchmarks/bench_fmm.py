@@ -1,0 +1,167 @@
+"""Benchmark of the FMM on the GPU (u and grad_u), per benchmarks.md.
+
+Standard inputs (fixed seeds): ``uniform`` (N points in the unit cube, alpha ~ N(0,1)^3,
+sigma = h = N^(-1/3) or 2h), ``rings`` (two coaxial rings of radius 0.3 with elements in
+a Gaussian core, plus M tracers in a Gaussian cloud), ``clustered`` (Plummer cloud).
+For each case: the relative L2 error of u and grad_u on sampled targets against the
+float64 NumPy direct sum, the median of >= 5 timed evaluations after warm-up (CUDA
+events), the stage breakdown of one profiled evaluation, and the direct-sum time
+for the same input (timed once, or estimated from the measured pairs/s of the
+direct kernel on a subset when marked "est").  Prints a table and writes JSON.
+
+    python benchmarks/bench_fmm.py --out bench_fmm.json [--cases uniform-gauss-1e-6 ...]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+
+import numpy as np
+
+from vortexsim.fmm.evaluator import FMM
+from vortexsim.kernels.cutoff import get_kernel
+from vortexsim.kernels.direct import direct_sum_at_elements, direct_sum_cuda, direct_sum_numpy
+
+
+def uniform(n, rng):
+    return rng.random((n, 3)), rng.normal(size=(n, 3)), None
+
+
+def rings(n, m, rng):
+    """Two coaxial rings (R = 0.3, axial gap 0.3) of n elements in Gaussian cores + m tracers."""
+    half = n // 2
+    xs, als = [], []
+    for z0 in (0.35, 0.65):
+        phi = 2 * np.pi * rng.random(half)
+        s = rng.normal(scale=0.03, size=(half, 2))
+        rad = 0.3 + s[:, 0]
+        xs.append(np.stack([0.5 + rad * np.cos(phi), 0.5 + rad * np.sin(phi), z0 + s[:, 1]], 1))
+        als.append(np.stack([-np.sin(phi), np.cos(phi), 0 * phi], 1) * (2 * np.pi * 0.3 / half))
+    tracers = np.clip(0.5 + rng.normal(scale=0.15, size=(m, 3)), 0, 1)
+    return np.concatenate(xs), np.concatenate(als), tracers
+
+
+def clustered(n, rng):
+    """Plummer sphere (scale 0.05) clipped to the unit cube."""
+    r = 0.05 / np.sqrt(rng.random(n) ** (-2 / 3) - 1)
+    v = rng.normal(size=(n, 3))
+    v /= np.linalg.norm(v, axis=1)[:, None]
+    x = np.clip(0.5 + r[:, None] * v, 0, 1)
+    return x, rng.normal(size=(n, 3)), None
+
+
+CASES = {
+    # name: (input, N, M, kernel, tol, precision, sigma/h, target ms)
+    "uniform-gauss-1e-6": ("uniform", 1 << 20, None, "gaussian", 1e-6, "float64", 1.0, 100),
+    "uniform-gauss-1e-6-2h": ("uniform", 1 << 20, None, "gaussian", 1e-6, "float64", 2.0, None),
+    "uniform-alg-1e-6": ("uniform", 1 << 20, None, "algebraic", 1e-6, "float64", 1.0, None),
+    "uniform-winck-1e-6": ("uniform", 1 << 20, None, "winckelmans", 1e-6, "float64", 1.0, None),
+    "uniform-gauss-f32-1e-4": ("uniform", 1 << 20, None, "gaussian", 1e-4, "float32", 1.0, 40),
+    "rings-gauss-1e-6": ("rings", 1 << 15, 1 << 20, "gaussian", 1e-6, "float64", None, 15),
+    "clustered-gauss-1e-6": ("clustered", 1 << 20, None, "gaussian", 1e-6, "float64", 1.0, None),
+    "uniform-2^24-f32-1e-4": ("uniform", 1 << 24, None, "gaussian", 1e-4, "float32", 1.0, 1000),
+}
+
+
+def time_gpu(fn, repeats=5):
+    import cupy as cp
+    fn()
+    times = []
+    for _ in range(repeats):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(cp.cuda.get_elapsed_time(a, b) * 1e-3)
+    return float(np.median(times))
+
+
+def main(argv=None):
+    import cupy as cp
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cases", nargs="+", default=list(CASES))
+    p.add_argument("--samples", type=int, default=200)
+    p.add_argument("--direct-max-pairs", type=float, default=2e12,
+                   help="time the direct sum outright up to this many pairs, else estimate")
+    p.add_argument("--out", default="bench_fmm.json")
+    args = p.parse_args(argv)
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    device = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    rows = []
+    for name in args.cases:
+        kind, n, m, kname, tol, prec, sh, target = CASES[name]
+        rng = np.random.default_rng(abs(hash(name)) % 2**32)
+        if kind == "rings":
+            x, alpha, tracers = rings(n, m, rng)
+            sigma_val = 0.01
+        else:
+            x, alpha, tracers = uniform(n, rng) if kind == "uniform" else clustered(n, rng)
+            sigma_val = sh * n ** (-1 / 3)
+        sigma = np.full(n, sigma_val)
+        kern = get_kernel(kname)
+        fmm = FMM(kname, tol=tol, precision=prec, device="gpu")
+        dt = np.dtype(prec)
+        xd, ad, sd = (cp.asarray(a, dtype=dt) for a in (x, alpha, sigma))
+        td = None if tracers is None else cp.asarray(tracers, dtype=dt)
+        t_fmm = time_gpu(lambda: fmm.evaluate(xd, ad, sd, td))
+        fmm.profile = True
+        u, g = fmm.evaluate(xd, ad, sd, td)
+        stages = dict(fmm.timings)
+        fmm.profile = False
+        n_t = n if tracers is None else tracers.shape[0]
+        sample = np.sort(rng.choice(n_t, size=min(args.samples, n_t), replace=False))
+        if tracers is None:
+            ud, gd = direct_sum_at_elements(kern, x, alpha, sigma, sample)
+        else:
+            ud, gd = direct_sum_numpy(kern, x, alpha, sigma, tracers[sample])
+        uf, gf = u[sample].get().astype(np.float64), g[sample].get().astype(np.float64)
+        err_u = float(np.linalg.norm(uf - ud) / np.linalg.norm(ud))
+        err_g = float(np.linalg.norm(gf - gd) / np.linalg.norm(gd))
+        pairs = float(n) * n_t
+        if pairs <= args.direct_max_pairs:
+            tdd = td if td is not None else xd
+            start, stop = cp.cuda.Event(), cp.cuda.Event()
+            direct_sum_cuda(kern, xd[:1024], ad[:1024], sd[:1024], tdd[:1024])   # warm-up
+            start.record()
+            direct_sum_cuda(kern, xd, ad, sd, tdd, exclude_self=tracers is None)
+            stop.record()
+            stop.synchronize()
+            t_direct, how = cp.cuda.get_elapsed_time(start, stop) * 1e-3, "timed"
+        else:
+            k = 1 << 17
+            sub = time_gpu(lambda: direct_sum_cuda(kern, xd[:k], ad[:k], sd[:k], xd[:k]), 3)
+            t_direct, how = sub * pairs / float(k * k), "est"
+        row = dict(case=name, device=device, n=n, m=n_t, kernel=kname, tol=tol, precision=prec,
+                   sigma=sigma_val, order=fmm.config.order, depth=fmm.config.depth,
+                   err_u=err_u, err_grad=err_g, time_s=t_fmm, stages=stages,
+                   direct_s=t_direct, direct_how=how, target_ms=target,
+                   met=None if target is None else (t_fmm * 1e3 <= target and err_u <= tol
+                                                    and err_g <= 10 * tol))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        del xd, ad, sd, td, u, g
+        cp.get_default_memory_pool().free_all_blocks()
+    meta = dict(date=datetime.date.today().isoformat(), device=device, rows=rows)
+    with open(args.out, "w") as fh:
+        json.dump(meta, fh, indent=1)
+    print(f"\n## bench_fmm {meta['date']} on {device}\n")
+    print("| case | N | M | kernel | prec | tol | P | depth | err u | err ∇u | FMM ms | "
+          "stages ms (tree/near/up/m2l/down) | direct ms | target |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        st = "/".join(f"{r['stages'].get(k, 0) * 1e3:.0f}"
+                      for k in ("tree", "near", "upward", "m2l", "downward"))
+        tgt = "" if r["target_ms"] is None else (
+            f"≤ {r['target_ms']} ms: {'met' if r['met'] else 'MISSED'}")
+        print(f"| {r['case']} | {r['n']} | {r['m']} | {r['kernel']} | {r['precision']} | "
+              f"{r['tol']:g} | {r['order']} | {r['depth']} | {r['err_u']:.1e} | "
+              f"{r['err_grad']:.1e} | {r['time_s'] * 1e3:.1f} | {st} | "
+              f"{r['direct_s'] * 1e3:.0f} ({r['direct_how']}) | {tgt} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
