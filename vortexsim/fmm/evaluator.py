@@ -46,15 +46,19 @@ __all__ = ["FMM", "FMMConfig", "order_for_tol", "near_field_reach"]
 #: uniform inputs (σ = h, N = 4000, benchmarks/calibrate_fmm.py, worst of singular,
 #: algebraic, winckelmans) are err_u ≤ tol/2 and err_∇u ≤ 5·tol; see docs/fmm-design.md.
 #: Below 1e-6 the full Cartesian M2L (O(P⁶)) is too costly: those tolerances wait for
-#: the next far-field operator.
+#: the next far-field operator.  The singular far field (singular, gaussian, polynomial)
+#: converges faster than the regularized one (algebraic, winckelmans).
 _ORDER_TABLE = ((1e-2, 4), (1e-3, 8), (1e-4, 10), (1e-5, 14), (1e-6, 16))
+_ORDER_TABLE_SINGULAR = ((1e-2, 4), (1e-3, 6), (1e-4, 8), (1e-5, 10), (1e-6, 14))
 
 
-def order_for_tol(tol: float) -> int:
-    """Expansion order P for a relative tolerance ``tol`` (1e-10 ≤ tol < 1)."""
+def order_for_tol(tol: float, kernel_name: str = "algebraic") -> int:
+    """Expansion order P for a relative tolerance ``tol`` (1e-6 ≤ tol < 1) and kernel."""
     if not 0 < tol < 1:
         raise ValueError(f"tol must be in (0, 1), got {tol!r}.")
-    for t, p in _ORDER_TABLE:
+    table = (_ORDER_TABLE_SINGULAR if kernel_name in ("singular", "gaussian", "polynomial")
+             else _ORDER_TABLE)
+    for t, p in table:
         if tol >= t:
             return p
     raise ValueError(f"tol = {tol:g} is below what this version's FMM delivers "
@@ -115,7 +119,7 @@ class FMM:
                  leaf_size=64, near_radius=1, order=None, profile=False):
         from ..backend import resolve_device  # noqa: PLC0415
         self.kernel = get_kernel(kernel)
-        self.order = order_for_tol(tol) if order is None else int(order)
+        self.order = order_for_tol(tol, self.kernel.name) if order is None else int(order)
         self.tol = float(tol)
         if precision not in ("float64", "float32"):
             raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}.")
@@ -165,9 +169,14 @@ class FMM:
         reach = near_field_reach(name, self.tol, s_max)
         lo, width = root_cube(x, y, xp)
         width = float(width)
-        depth = choose_depth(n, m, self.leaf_size,
-                             min_leaf_width=reach / self.near_radius if reach > 0 else None,
-                             width=width, max_depth=8)
+        depth = choose_depth(n, m, self.leaf_size, max_depth=8)
+        if reach > 0:
+            # the deepest level whose leaves still reach `reach` with the stencil, and a
+            # root cube stretched so that those leaves are no wider than they must be
+            min_leaf = reach / self.near_radius
+            depth_reach = max(0, math.ceil(math.log2(width / min_leaf)))
+            width = max(width, (1 << depth_reach) * min_leaf * (1 + 1e-9))
+            depth = min(depth, depth_reach)
         P = self.order
         self.config = FMMConfig(P, depth, self.near_radius, reach, self.leaf_size)
         tree = build_tree(x, y, depth, xp, lo=lo, width=width)
@@ -298,19 +307,32 @@ class FMM:
         L = tree.depth
         locals_ = {}
         idx, binom = (xp.asarray(a) for a in E._m2l_tables(P))
+        homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
+        degree = xp.asarray(E.multi_indices(P).k.sum(axis=1).astype(np.float64))
         for level in range(2, L + 1):
             M = multipoles[level]
             Lc = xp.zeros_like(M)
             sep = self.near_radius + 1 if level == L else 2
             pairs = self._m2l_pairs(level, sep)
             w = float(tree.box_width(level))
-            R = xp.asarray(np.array([-d * w for d, _, _ in pairs]).reshape(-1, 3))  # c_L − c_M
-            T = E.kernel_taylor(green, R, 2 * P, xp)
-            for o, (_, tgt, src) in enumerate(pairs):
-                # full square operator (|k|, |m| ≤ P): the total-degree truncation
-                # |k| + |m| ≤ P is 11× cheaper at P = 12 but 50× less accurate here
-                A = T[o][idx] * binom
-                Lc[tgt] += _apply(A, M[src], xp)
+            if homogeneous:
+                # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m]; unit operators cached
+                scale = w ** -degree
+                Ms = M * scale[None, :, None]
+                for d, tgt, src in pairs:
+                    A1 = self._cached(("m2l_unit", P) + tuple(int(v) for v in d),
+                                      lambda d=d: E.kernel_taylor(
+                                          green, xp.asarray(-d[None, :].astype(np.float64)),
+                                          2 * P, xp)[0][idx] * binom)
+                    Lc[tgt] += _apply(A1, Ms[src], xp)
+                Lc *= (scale / w)[None, :, None]
+            else:
+                R = xp.asarray(np.array([-d * w for d, _, _ in pairs]).reshape(-1, 3))  # c_L − c_M
+                T = E.kernel_taylor(green, R, 2 * P, xp)
+                for o, (_, tgt, src) in enumerate(pairs):
+                    # full square operator (|k|, |m| ≤ P): the total-degree truncation
+                    # |k| + |m| ≤ P is 11× cheaper at P = 12 but 50× less accurate here
+                    Lc[tgt] += _apply(T[o][idx] * binom, M[src], xp)
             locals_[level] = Lc
         return locals_
 

@@ -93,7 +93,10 @@ def direct_sum_numpy(kernel: CutoffKernel, x, alpha, sigma, targets, *, gradient
 
 
 def direct_sum_at_elements(kernel: CutoffKernel, x, alpha, sigma, indices, *, gradient=True):
-    """u and ∇u at the elements ``x[indices]``, each without its own contribution (NumPy).
+    """u and ∇u at the elements ``x[indices]``, each without its own contribution.
+
+    NumPy arrays use :func:`direct_sum_numpy`, CuPy arrays :func:`direct_sum_cuda`
+    (same dtype as the inputs; pass float64 for a reference).
 
     The reference for accuracy checks on sampled targets: equal to rows ``indices``
     of ``direct_sum_numpy(kernel, x, alpha, sigma, x, exclude_self=True)`` at the cost
@@ -101,12 +104,14 @@ def direct_sum_at_elements(kernel: CutoffKernel, x, alpha, sigma, indices, *, gr
     (1/4π) A(0) α × · to ∇u (smooth kernels; A(0) := 0 for the others), which is
     subtracted here.
     """
-    indices = np.asarray(indices)
-    u, grad_u = direct_sum_numpy(kernel, x, alpha, sigma, x[indices], gradient=gradient)
+    xp = _xp_of(x)
+    indices = xp.asarray(indices)
+    direct = direct_sum_numpy if xp is np else direct_sum_cuda
+    u, grad_u = direct(kernel, x, alpha, sigma, x[indices], gradient=gradient)
     if gradient:
         with np.errstate(divide="ignore", invalid="ignore"):
-            a0, _ = kernel.factors(np.zeros(len(indices)), sigma[indices], np)
-        a0 = np.where(np.isfinite(a0), a0, 0.0)
+            a0, _ = kernel.factors(xp.zeros(len(indices), x.dtype), sigma[indices], xp)
+        a0 = xp.where(xp.isfinite(a0), a0, 0.0)
         grad_u -= INV_4PI * skew(a0[:, None] * alpha[indices])
     return u, grad_u
 
