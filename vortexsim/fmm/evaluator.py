@@ -45,11 +45,14 @@ __all__ = ["FMM", "FMMConfig", "order_for_tol", "near_field_reach"]
 #: expansion order P for a tolerance: the smallest P whose measured errors on
 #: uniform inputs (σ = h, N = 4000, benchmarks/calibrate_fmm.py, worst of singular,
 #: algebraic, winckelmans) are err_u ≤ tol/2 and err_∇u ≤ 5·tol; see docs/fmm-design.md.
+#: Deeper trees (2^20 points, depth 4–5 on the GPU) err ~5× more than depth 2 at the
+#: same P (P = 14 gave 1.5e-6 for the Gaussian at 2^20), so the 1/r far field keeps
+#: the same table as the regularized one.
 #: Below 1e-6 the full Cartesian M2L (O(P⁶)) is too costly: those tolerances wait for
 #: the next far-field operator.  The singular far field (singular, gaussian, polynomial)
 #: converges faster than the regularized one (algebraic, winckelmans).
 _ORDER_TABLE = ((1e-2, 4), (1e-3, 8), (1e-4, 10), (1e-5, 14), (1e-6, 16))
-_ORDER_TABLE_SINGULAR = ((1e-2, 4), (1e-3, 6), (1e-4, 8), (1e-5, 10), (1e-6, 14))
+_ORDER_TABLE_SINGULAR = _ORDER_TABLE
 
 
 def order_for_tol(tol: float, kernel_name: str = "algebraic") -> int:
@@ -316,16 +319,20 @@ class FMM:
             pairs = self._m2l_pairs(level, sep)
             w = float(tree.box_width(level))
             if homogeneous:
-                # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m]; unit operators cached
+                # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m], and A(1) = U C Vᵀ exactly
+                # (harmonic_bases); the unit cores C per offset are cached
+                U, V = self._cached(("harmonic", P),
+                                    lambda: tuple(xp.asarray(a) for a in E.harmonic_bases(P)))
                 scale = w ** -degree
-                Ms = M * scale[None, :, None]
+                Mt = _apply(V.T, M * scale[None, :, None], xp)       # (B, (P+1)², 3)
+                Lt = xp.zeros_like(Mt)
                 for d, tgt, src in pairs:
-                    A1 = self._cached(("m2l_unit", P) + tuple(int(v) for v in d),
-                                      lambda d=d: E.kernel_taylor(
-                                          green, xp.asarray(-d[None, :].astype(np.float64)),
-                                          2 * P, xp)[0][idx] * binom)
-                    Lc[tgt] += _apply(A1, Ms[src], xp)
-                Lc *= (scale / w)[None, :, None]
+                    C = self._cached(("m2l_core", P) + tuple(int(v) for v in d),
+                                     lambda d=d: U.T @ (E.kernel_taylor(
+                                         green, xp.asarray(-d[None, :].astype(np.float64)),
+                                         2 * P, xp)[0][idx] * binom) @ V)
+                    Lt[tgt] += _apply(C, Mt[src], xp)
+                Lc = _apply(U, Lt, xp) * (scale / w)[None, :, None]
             else:
                 R = xp.asarray(np.array([-d * w for d, _, _ in pairs]).reshape(-1, 3))  # c_L − c_M
                 T = E.kernel_taylor(green, R, 2 * P, xp)

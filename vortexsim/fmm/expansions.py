@@ -45,7 +45,7 @@ import math
 import numpy as np
 
 __all__ = ["MultiIndexSet", "GreenFunction", "green_function", "kernel_taylor",
-           "m2l_matrices", "shift_matrices", "p2m", "m2p", "l2p", "monomials"]
+           "m2l_matrices", "harmonic_bases", "shift_matrices", "p2m", "m2p", "l2p", "monomials"]
 
 INV_4PI = 1.0 / (4.0 * math.pi)
 
@@ -193,6 +193,54 @@ def m2l_matrices(green: GreenFunction, R, order: int, xp):
     idx, binom = _m2l_tables(order)
     T = kernel_taylor(green, R, 2 * order, xp)
     return T[:, xp.asarray(idx)] * xp.asarray(binom)
+
+
+@functools.lru_cache(maxsize=None)
+def harmonic_bases(order: int):
+    """Orthonormal bases (U, V), each (n, (order+1)²), that compress the 1/r M2L exactly.
+
+    For a harmonic G (the 1/r far field), every local expansion is a harmonic
+    polynomial degree by degree, so L lies in span(U) (U_d: the null space of the
+    Laplacian on degree-d polynomials, dimension 2d + 1), and every multipole
+    vector in N = span{Σ_i (m' + 2e_i)! e_{m'+2e_i}} produces no potential (from
+    Σ_i ∂_i² G = 0), so only its component in V = N^⊥ matters.  Hence
+    A = U (Uᵀ A V) Vᵀ exactly, and M2L costs (P+1)⁴ instead of n(P)² per box pair
+    (P = 16: 8.4e4 instead of 9.4e5).  Not valid for the regularized kernels.
+    """
+    mi = multi_indices(order)
+    n = mi.n
+    r = (order + 1) ** 2
+    U = np.zeros((n, r))
+    V = np.zeros((n, r))
+    col = 0
+    fact = np.vectorize(math.factorial)
+    for d in range(order + 1):
+        lo, hi = int(mi.degree_start[d]), int(mi.degree_start[d + 1])
+        k = mi.k[lo:hi]
+        width = 2 * d + 1
+        if d < 2:
+            U[lo:hi, col:col + width] = np.eye(hi - lo)
+            V[lo:hi, col:col + width] = np.eye(hi - lo)
+            col += width
+            continue
+        lo2 = int(mi.degree_start[d - 2])
+        lap = np.zeros((int(mi.degree_start[d - 1]) - lo2, hi - lo))   # Laplacian, degree d → d−2
+        trace = np.zeros_like(lap)                                      # rows: the null vectors z
+        for j, kk in enumerate(k):
+            for i in range(3):
+                if kk[i] >= 2:
+                    km = kk.copy()
+                    km[i] -= 2
+                    row = mi.index[km[0], km[1], km[2]] - lo2
+                    lap[row, j] += kk[i] * (kk[i] - 1)
+                    trace[row, j] = float(np.prod(fact(kk)))
+        for mat, basis in ((lap, U), (trace, V)):
+            _, _, vt = np.linalg.svd(mat)
+            basis[lo:hi, col:col + width] = vt[-width:].T                # null space of mat
+        col += width
+    for a in (U, V):
+        a.setflags(write=False)
+    return U, V
 
 
 def monomials(h, order: int, xp):
