@@ -114,3 +114,22 @@ def test_l2l_is_exact_for_polynomials():
     p_parent = E.monomials(h + d, order, np) @ L
     p_child = E.monomials(h, order, np) @ Lc
     np.testing.assert_allclose(p_child, p_parent, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("order", [3, 8])
+def test_harmonic_compression_of_the_m2l_is_exact(order):
+    U, V = E.harmonic_bases(order)
+    r = (order + 1) ** 2
+    assert U.shape == V.shape == (E.multi_indices(order).n, r)
+    np.testing.assert_allclose(U.T @ U, np.eye(r), atol=1e-12)
+    np.testing.assert_allclose(V.T @ V, np.eye(r), atol=1e-12)
+    K = E.unit_m2l_cores(order)
+    g = E.green_function("singular", None)
+    for o in (0, 100, 171, 342):                       # corners, middle; 171 is d = 0
+        d = E.OFFSETS_3[o]
+        C = K[:, o * r:(o + 1) * r]
+        if np.abs(d).max() < 2:
+            assert not C.any()
+            continue
+        A = E.m2l_matrices(g, -d[None, :].astype(float), order, np)[0]
+        np.testing.assert_allclose(U @ C @ V.T, A, rtol=0, atol=1e-13 * np.abs(A).max())

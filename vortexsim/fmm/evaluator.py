@@ -46,13 +46,13 @@ __all__ = ["FMM", "FMMConfig", "order_for_tol", "near_field_reach"]
 #: uniform inputs (σ = h, N = 4000, benchmarks/calibrate_fmm.py, worst of singular,
 #: algebraic, winckelmans) are err_u ≤ tol/2 and err_∇u ≤ 5·tol; see docs/fmm-design.md.
 #: Deeper trees (2^20 points, depth 4–5 on the GPU) err ~5× more than depth 2 at the
-#: same P (P = 14 gave 1.5e-6 for the Gaussian at 2^20), so the 1/r far field keeps
-#: the same table as the regularized one.
+#: same P (P = 14 gave 1.5e-6 for the Gaussian, P = 16 1.2e-6 for the algebraic kernel
+#: at 2^20), so both tables carry that extra margin.
 #: Below 1e-6 the full Cartesian M2L (O(P⁶)) is too costly: those tolerances wait for
 #: the next far-field operator.  The singular far field (singular, gaussian, polynomial)
 #: converges faster than the regularized one (algebraic, winckelmans).
-_ORDER_TABLE = ((1e-2, 4), (1e-3, 8), (1e-4, 10), (1e-5, 14), (1e-6, 16))
-_ORDER_TABLE_SINGULAR = _ORDER_TABLE
+_ORDER_TABLE = ((1e-2, 4), (1e-3, 8), (1e-4, 10), (1e-5, 14), (1e-6, 18))
+_ORDER_TABLE_SINGULAR = ((1e-2, 4), (1e-3, 8), (1e-4, 10), (1e-5, 14), (1e-6, 16))
 
 
 def order_for_tol(tol: float, kernel_name: str = "algebraic") -> int:
@@ -136,6 +136,8 @@ class FMM:
         self.timings: dict[str, float] = {}
         self.config: FMMConfig | None = None
         self._cache: dict = {}
+        # work-array budget of the batched M2L (bytes)
+        self._chunk_bytes = 2 << 30 if self.device.is_gpu else 256 << 20
 
     # -- the evaluation -----------------------------------------------------
     def evaluate(self, x, alpha, sigma, targets=None, gradient=True):
@@ -282,7 +284,7 @@ class FMM:
             out[level - 1] = parent
         return out
 
-    def _m2l_pairs(self, level, sep):
+    def _m2l_pairs_host(self, level, sep):
         """Host index tables: [(offset d (3,), target boxes, source boxes)] for one level."""
         def build():
             nbr = neighbor_table(level, 3, np)
@@ -297,12 +299,26 @@ class FMM:
                 if tgt.size:
                     pairs.append((d, tgt, nbr[tgt, o]))
             return pairs
-        pairs = self._cached(("m2l_pairs", level, sep), build)
+        return self._cached(("m2l_pairs", level, sep), build)
+
+    def _m2l_pairs(self, level, sep):
+        """:meth:`_m2l_pairs_host` with the index arrays on the evaluator's device."""
+        pairs = self._m2l_pairs_host(level, sep)
         if self.device.is_gpu:
             xp = self.device.xp
             return self._cached(("m2l_pairs_d", level, sep),
                                 lambda: [(d, xp.asarray(t), xp.asarray(s)) for d, t, s in pairs])
         return pairs
+
+    def _m2l_gather(self, level, sep):
+        """(8^level, 343) source box per (target box, offset), 8^level where not interacting."""
+        def build():
+            g = np.full((8 ** level, len(_OFFSETS_3)), 8 ** level, dtype=np.int64)
+            offset_index = {tuple(d): o for o, d in enumerate(_OFFSETS_3)}
+            for d, tgt, src in self._m2l_pairs_host(level, sep):
+                g[tgt, offset_index[tuple(d)]] = src
+            return self.device.xp.asarray(g)
+        return self._cached(("m2l_gather", level, sep), build)
 
     def _m2l(self, tree, multipoles, green, P):
         """Local expansions per level (levels 2..L) from M2L, one GEMM per offset."""
@@ -320,18 +336,24 @@ class FMM:
             w = float(tree.box_width(level))
             if homogeneous:
                 # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m], and A(1) = U C Vᵀ exactly
-                # (harmonic_bases); the unit cores C per offset are cached
+                # (harmonic_bases).  All offsets of a level in one GEMM per chunk of target
+                # boxes: L̃_t = [C_0 … C_342] · [M̃_src(t,0); …; M̃_src(t,342)] (zero blocks
+                # where the pair is not in the interaction list).
                 U, V = self._cached(("harmonic", P),
                                     lambda: tuple(xp.asarray(a) for a in E.harmonic_bases(P)))
+                K = self._cached(("m2l_cores", P), lambda: xp.asarray(E.unit_m2l_cores(P)))
+                gather = self._m2l_gather(level, sep)                   # (B, 343), −1: none
                 scale = w ** -degree
-                Mt = _apply(V.T, M * scale[None, :, None], xp)       # (B, (P+1)², 3)
-                Lt = xp.zeros_like(Mt)
-                for d, tgt, src in pairs:
-                    C = self._cached(("m2l_core", P) + tuple(int(v) for v in d),
-                                     lambda d=d: U.T @ (E.kernel_taylor(
-                                         green, xp.asarray(-d[None, :].astype(np.float64)),
-                                         2 * P, xp)[0][idx] * binom) @ V)
-                    Lt[tgt] += _apply(C, Mt[src], xp)
+                Mt = _apply(V.T, M * scale[None, :, None], xp)       # (B, r, 3)
+                B, r = Mt.shape[0], Mt.shape[1]
+                Mt = xp.concatenate([Mt, xp.zeros((1, r, 3))], axis=0)
+                Lt = xp.empty((B, r, 3))
+                chunk = max(1, int(self._chunk_bytes // (gather.shape[1] * r * 3 * 8)))
+                for b0 in range(0, B, chunk):
+                    b1 = min(B, b0 + chunk)
+                    X = Mt[gather[b0:b1]]                             # (b, 343, r, 3)
+                    X = X.transpose(1, 2, 3, 0).reshape(gather.shape[1] * r, 3 * (b1 - b0))
+                    Lt[b0:b1] = (K @ X).reshape(r, 3, b1 - b0).transpose(2, 0, 1)
                 Lc = _apply(U, Lt, xp) * (scale / w)[None, :, None]
             else:
                 R = xp.asarray(np.array([-d * w for d, _, _ in pairs]).reshape(-1, 3))  # c_L − c_M
@@ -415,7 +437,7 @@ def _leaf_of(start, count, xp):
     return xp.searchsorted(start, xp.arange(count), side="right") - 1
 
 
-_OFFSETS_3 = np.stack(np.meshgrid(*(np.arange(-3, 4),) * 3, indexing="ij"), axis=-1).reshape(-1, 3)
+_OFFSETS_3 = E.OFFSETS_3
 
 
 def _child_offsets(child_width):

@@ -243,6 +243,34 @@ def harmonic_bases(order: int):
     return U, V
 
 
+#: offsets (343, 3) of the boxes within three boxes of a box, dx slowest, dz fastest
+#: (the column order of :func:`vortexsim.fmm.tree.neighbor_table` with radius 3)
+OFFSETS_3 = np.stack(np.meshgrid(*(np.arange(-3, 4),) * 3, indexing="ij"),
+                     axis=-1).reshape(-1, 3)
+OFFSETS_3.setflags(write=False)
+
+
+@functools.lru_cache(maxsize=None)
+def unit_m2l_cores(order: int):
+    """[C_0 … C_342] (r, 343 r), r = (order+1)²: compressed 1/r M2L operators.
+
+    C_o = Uᵀ A(R_o) V for a source box at offset d_o (in box widths) from the
+    target box, R_o = −d_o (unit box width); zero blocks for the 27 near offsets.
+    Scale by w^−(1+|k|+|m|) for boxes of width w (see the evaluator).  NumPy, cached.
+    """
+    U, V = harmonic_bases(order)
+    idx, binom = _m2l_tables(order)
+    far = np.abs(OFFSETS_3).max(axis=1) >= 2
+    T = kernel_taylor(green_function("singular", None), -OFFSETS_3[far].astype(np.float64),
+                      2 * order, np)
+    r = U.shape[1]
+    K = np.zeros((r, len(OFFSETS_3) * r))
+    for t, o in enumerate(np.nonzero(far)[0]):
+        K[:, o * r:(o + 1) * r] = U.T @ ((T[t][idx] * binom) @ V)
+    K.setflags(write=False)
+    return K
+
+
 def monomials(h, order: int, xp):
     """h^k for |k| ≤ order: array (B, n) from h (B, 3)."""
     mi = multi_indices(order)
