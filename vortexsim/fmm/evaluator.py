@@ -26,9 +26,11 @@ P2M and L2P (``kernels/cuda/fmm.cu``), all deterministic.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import math
+import os
 import time
 
 import numpy as np
@@ -217,17 +219,29 @@ class FMM:
         u_s, w_s, g_s = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3, 3))
         ss, ts = tree.src_start, tree.tgt_start
         xs_, as_, sg_, ys_ = (a.astype(self.dtype) for a in (xs, alpha_s, sigma_s, ys))
-        for leaf in np.nonzero(ts[1:] > ts[:-1])[0]:
+
+        def leaf_sum(leaf):
             t0, t1 = int(ts[leaf]), int(ts[leaf + 1])
             boxes = nbr[leaf][nbr[leaf] >= 0]
             src = np.concatenate([np.arange(ss[b], ss[b + 1]) for b in boxes])
             if src.size == 0:
-                continue
+                return
             d = ys_[t0:t1, None, :] - xs_[None, src, :]
             mask = (np.arange(t0, t1)[:, None] == src[None, :]) if exclude_self else None
             ub, wb, gb = (np.zeros_like(a[t0:t1], dtype=self.dtype) for a in (u_s, w_s, g_s))
             _accumulate_block(self.kernel, d, as_[src], sg_[src], mask, gradient, ub, wb, gb)
             u_s[t0:t1], w_s[t0:t1], g_s[t0:t1] = ub, wb, gb
+
+        # leaves write disjoint target ranges: threads (NumPy releases the GIL) keep the
+        # result bitwise identical to a serial loop
+        leaves = np.nonzero(ts[1:] > ts[:-1])[0]
+        workers = min(len(leaves), os.cpu_count() or 1)
+        if workers > 1:
+            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                list(pool.map(leaf_sum, leaves))
+        else:
+            for leaf in leaves:
+                leaf_sum(leaf)
         return INV_4PI * u_s, (INV_4PI * (skew(w_s) - g_s) if gradient else None)
 
     def _near_cuda(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, nbr):
