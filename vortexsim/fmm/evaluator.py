@@ -324,15 +324,25 @@ class FMM:
                                 lambda: [(d, xp.asarray(t), xp.asarray(s)) for d, t, s in pairs])
         return pairs
 
-    def _m2l_gather(self, level, sep):
-        """(8^level, 343) source box per (target box, offset), 8^level where not interacting."""
+    def _m2l_classes(self, level, sep):
+        """Per parity class p = key & 7: (offset indices O_p into OFFSETS_3, gather (B/8, |O_p|)).
+
+        gather[j, q] is the source box of target box p + 8j at offset O_p[q], or 8^level
+        (a zero column) where that box lies outside the grid.
+        """
         def build():
-            g = np.full((8 ** level, len(_OFFSETS_3)), 8 ** level, dtype=np.int64)
-            offset_index = {tuple(d): o for o, d in enumerate(_OFFSETS_3)}
-            for d, tgt, src in self._m2l_pairs_host(level, sep):
-                g[tgt, offset_index[tuple(d)]] = src
-            return self.device.xp.asarray(g)
-        return self._cached(("m2l_gather", level, sep), build)
+            nbr = neighbor_table(level, 3, np)
+            zero = 8 ** level
+            classes = []
+            for p in range(8):
+                b = np.array([p & 1, (p >> 1) & 1, (p >> 2) & 1])
+                ok = (np.all((b + _OFFSETS_3 >= -2) & (b + _OFFSETS_3 <= 3), axis=1)
+                      & (np.abs(_OFFSETS_3).max(axis=1) >= sep))
+                offsets = np.nonzero(ok)[0]
+                g = nbr[p::8][:, offsets]
+                classes.append((offsets, self.device.xp.asarray(np.where(g >= 0, g, zero))))
+            return classes
+        return self._cached(("m2l_classes", level, sep), build)
 
     def _m2l(self, tree, multipoles, green, P):
         """Local expansions per level (levels 2..L) from M2L, one GEMM per offset."""
@@ -350,25 +360,29 @@ class FMM:
             w = float(tree.box_width(level))
             if homogeneous:
                 # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m], and A(1) = U C Vᵀ exactly
-                # (harmonic_bases).  All offsets of a level in one GEMM per chunk of target
-                # boxes: L̃_t = [C_0 … C_342] · [M̃_src(t,0); …; M̃_src(t,342)] (zero blocks
-                # where the pair is not in the interaction list).
+                # (harmonic_bases).  Boxes of one parity class (key & 7, i.e. every 8th box)
+                # share their interaction offsets O_p, so per class and component one GEMM
+                #   L̃[:, t] = [C_o]_{o ∈ O_p} (k-major) · M̃[k, src(t, o)]   for all t of p
+                # on compressed, coefficient-major multipoles (no zero blocks, no transposes).
                 U, V = self._cached(("harmonic", P),
                                     lambda: tuple(xp.asarray(a) for a in E.harmonic_bases(P)))
-                K = self._cached(("m2l_cores", P), lambda: xp.asarray(E.unit_m2l_cores(P)))
-                gather = self._m2l_gather(level, sep)                   # (B, 343), −1: none
                 scale = w ** -degree
                 Mt = _apply(V.T, M * scale[None, :, None], xp)       # (B, r, 3)
                 B, r = Mt.shape[0], Mt.shape[1]
-                Mt = xp.concatenate([Mt, xp.zeros((1, r, 3))], axis=0)
-                Lt = xp.empty((B, r, 3))
-                chunk = max(1, int(self._chunk_bytes // (gather.shape[1] * r * 3 * 8)))
-                for b0 in range(0, B, chunk):
-                    b1 = min(B, b0 + chunk)
-                    X = Mt[gather[b0:b1]]                             # (b, 343, r, 3)
-                    X = X.transpose(1, 2, 3, 0).reshape(gather.shape[1] * r, 3 * (b1 - b0))
-                    Lt[b0:b1] = (K @ X).reshape(r, 3, b1 - b0).transpose(2, 0, 1)
-                Lc = _apply(U, Lt, xp) * (scale / w)[None, :, None]
+                Mcm = xp.concatenate([Mt.transpose(1, 2, 0), xp.zeros((r, 3, 1))], axis=2)
+                Lt = xp.empty((r, 3, B))
+                for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
+                    Kp = self._cached(("m2l_class_cores", P, sep, p), lambda offsets=offsets:
+                                      xp.asarray(_class_cores(E.unit_m2l_cores(P), offsets)))
+                    nb = gather.shape[0]
+                    chunk = max(1, int(self._chunk_bytes // (len(offsets) * r * 8)))
+                    for j0 in range(0, nb, chunk):
+                        j1 = min(nb, j0 + chunk)
+                        g = gather[j0:j1].T                            # (|O_p|, b)
+                        for c in range(3):
+                            X = Mcm[:, c, g].reshape(r * len(offsets), j1 - j0)
+                            Lt[:, c, p + 8 * j0:p + 8 * j1:8] = Kp @ X
+                Lc = _apply(U, Lt.transpose(2, 0, 1), xp) * (scale / w)[None, :, None]
             else:
                 R = xp.asarray(np.array([-d * w for d, _, _ in pairs]).reshape(-1, 3))  # c_L − c_M
                 T = E.kernel_taylor(green, R, 2 * P, xp)
@@ -437,6 +451,13 @@ class _Clock:
     def finish(self):
         self.laps["total"] = self.last - self.t0
         return self.laps
+
+
+def _class_cores(K, offsets):
+    """Columns of the unit cores K (r, 343 r) for ``offsets``, k-major: (r, r · |offsets|)."""
+    r = K.shape[0]
+    Kc = K.reshape(r, -1, r)[:, offsets, :]                   # (r, |O|, r): [row, q, k]
+    return np.ascontiguousarray(Kc.transpose(0, 2, 1).reshape(r, r * len(offsets)))
 
 
 def _apply(A, X, xp):
