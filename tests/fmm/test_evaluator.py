@@ -130,3 +130,18 @@ def test_fmm_float32_near_field():
     assert u.dtype == np.float32 and g.dtype == np.float32
     ud, gd = _reference("gaussian", x, alpha, sigma)
     assert _rel(u, ud) <= 1e-4 and _rel(g, gd) <= 1e-3
+
+
+def test_fmm_with_given_sigma_range_and_root():
+    x, alpha = _uniform(2000, seed=12)
+    sigma = np.full(2000, 0.04)
+    fmm = FMM("gaussian", tol=1e-6, leaf_size=16)
+    u0, g0 = fmm.evaluate(x, alpha, sigma)
+    root = (np.array([-0.1, -0.1, -0.1]), 1.3)
+    u, g = fmm.evaluate(x, alpha, sigma, sigma_range=(0.04, 0.04), root=root, check_root=False)
+    ud, gd = _reference("gaussian", x, alpha, sigma)
+    assert _rel(u, ud) <= 1e-6 and _rel(g, gd) <= 1e-5 and _rel(u, u0) <= 2e-6
+    with pytest.raises(ValueError, match="outside the root cube"):
+        fmm.evaluate(x, alpha, sigma, root=(np.zeros(3), 0.5))
+    with pytest.raises(ValueError, match="sigma_range"):
+        fmm.evaluate(x, alpha, sigma, sigma_range=(0.0, 0.04))

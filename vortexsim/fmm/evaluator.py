@@ -142,11 +142,23 @@ class FMM:
         self._chunk_bytes = 2 << 30 if self.device.is_gpu else 256 << 20
 
     # -- the evaluation -----------------------------------------------------
-    def evaluate(self, x, alpha, sigma, targets=None, gradient=True):
+    def evaluate(self, x, alpha, sigma, targets=None, gradient=True, *, sigma_range=None,
+                 root=None, check_root=True):
         """u (M, 3) and ∇u (M, 3, 3) (or None) at ``targets`` (the sources when None).
 
         x, alpha (N, 3), sigma (N,) [or scalar], targets (M, 3): arrays of the
         evaluator's device (validated by :func:`vortexsim.induced_velocity`).
+
+        sigma_range : (float, float), optional
+            (min σ, max σ) [L] when the caller knows them; otherwise read from ``sigma``.
+        root : (array (3,), float), optional
+            Lower corner and edge [L] of a cube holding every source and target (e.g. a
+            time stepper's box with slack); otherwise the bounding cube.
+        check_root : bool, default True
+            Verify that a given ``root`` holds every point (a ValueError otherwise; one
+            device-to-host sync).  With ``sigma_range``, ``root`` and ``check_root=False``
+            an evaluation makes no device-to-host transfer at all; the caller then
+            guarantees containment.
         """
         xp = self.device.xp
         clock = _Clock(xp, self.profile and self.device.is_gpu)
@@ -164,7 +176,13 @@ class FMM:
         alpha = xp.asarray(alpha, dtype=xp.float64)
         sigma = xp.broadcast_to(xp.asarray(sigma, dtype=xp.float64), (n,))
         # host scalars (one sync each on the GPU): core-radius range and root cube
-        s_min, s_max = float(sigma.min()), float(sigma.max())
+        if sigma_range is None:
+            s_min, s_max = float(sigma.min()), float(sigma.max())
+        else:
+            s_min, s_max = (float(v) for v in sigma_range)
+            if not 0 < s_min <= s_max:
+                raise ValueError(f"sigma_range must be (min, max) with 0 < min <= max, "
+                                 f"got {sigma_range!r}.")
         name = self.kernel.name
         if name in ("algebraic", "winckelmans") and s_max > s_min * (1 + 1e-12):
             raise ValueError(
@@ -174,8 +192,11 @@ class FMM:
                 f"1.5/rho^2 for that kernel. Use kernel='gaussian' or method='direct'.")
         green = E.green_function(name, s_min)
         reach = near_field_reach(name, self.tol, s_max)
-        lo, width = root_cube(x, y, xp)
-        width = float(width)
+        if root is None:
+            lo, width = root_cube(x, y, xp)
+            width = float(width)
+        else:
+            lo, width = xp.asarray(root[0], dtype=xp.float64), float(root[1])
         depth = choose_depth(n, m, self.leaf_size, max_depth=8)
         if reach > 0:
             # the deepest level whose leaves still reach `reach` with the stencil, and a
@@ -186,7 +207,8 @@ class FMM:
             depth = min(depth, depth_reach)
         P = self.order
         self.config = FMMConfig(P, depth, self.near_radius, reach, self.leaf_size)
-        tree = build_tree(x, y, depth, xp, lo=lo, width=width)
+        tree = build_tree(x, y, depth, xp, lo=lo, width=width,
+                          check=root is not None and check_root)
         xs, alpha_s, sigma_s = x[tree.src_order], alpha[tree.src_order], sigma[tree.src_order]
         ys = y[tree.tgt_order]
         clock.lap("tree")

@@ -224,7 +224,7 @@ def root_cube(sources, targets, xp):
     return lo, width
 
 
-def build_tree(sources, targets, depth, xp, lo=None, width=None):
+def build_tree(sources, targets, depth, xp, lo=None, width=None, check=True):
     """Sort sources and targets into the leaves of a level-uniform octree.
 
     Each point gets the Morton key of its leaf, ``morton_keys(x, lo, width, depth)``
@@ -241,6 +241,9 @@ def build_tree(sources, targets, depth, xp, lo=None, width=None):
     lo, width : optional root cube, array-like (3,) [L] and float [L] > 0, given together.
         Default: :func:`root_cube` of sources ∪ targets. A supplied cube must contain
         every point (checked, which costs one device-to-host sync on the GPU).
+    check : bool, default True. False skips that containment check, for callers that
+        built the cube around the points themselves (points outside would be clamped
+        into the boundary leaves — correct near field, wrong expansion centres).
 
     Returns
     -------
@@ -262,8 +265,10 @@ def build_tree(sources, targets, depth, xp, lo=None, width=None):
                          f"(got lo={lo!r}, width={width!r}).")
     if width is None:
         lo, width = root_cube(sources, targets, xp)
-    else:
+    elif check:
         lo, width = _check_cube(sources, targets, lo, width, xp)
+    else:
+        lo, width = xp.asarray(lo, dtype=xp.float64), float(width)
 
     src_order, src_start = _sort_into_leaves(sources, lo, width, depth, xp)
     tgt_order, tgt_start = _sort_into_leaves(targets, lo, width, depth, xp)
