@@ -19,6 +19,8 @@ import sys
 
 import numpy as np
 
+from _timing import time_gpu
+
 from vortexsim.kernels.cutoff import get_kernel
 from vortexsim.kernels.direct import (DEFAULT_LAUNCH, DirectLaunchConfig, direct_sum_at_elements,
                                       direct_sum_cuda)
@@ -26,21 +28,6 @@ from vortexsim.kernels.direct import (DEFAULT_LAUNCH, DirectLaunchConfig, direct
 TARGETS = {("gaussian", "float64"): 1.0e11, ("gaussian", "float32"): 3.0e11,
            ("algebraic", "float64"): 2.7e11, ("algebraic", "float32"): 6.0e11}
 SHAPES = [(128, 1), (256, 1), (128, 2), (256, 2)]
-
-
-def time_gpu(fn, repeats=5, warmup=1):
-    import cupy as cp
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) * 1e-3)
-    return float(np.median(times))
 
 
 def rel_l2(a, b):

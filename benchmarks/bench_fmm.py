@@ -20,36 +20,12 @@ import sys
 
 import numpy as np
 
+from _timing import time_gpu
+
 from vortexsim.fmm.evaluator import FMM
+from vortexsim.inputs import clustered, rings, uniform
 from vortexsim.kernels.cutoff import get_kernel
 from vortexsim.kernels.direct import direct_sum_at_elements, direct_sum_cuda
-
-
-def uniform(n, rng):
-    return rng.random((n, 3)), rng.normal(size=(n, 3)), None
-
-
-def rings(n, m, rng):
-    """Two coaxial rings (R = 0.3, axial gap 0.3) of n elements in Gaussian cores + m tracers."""
-    half = n // 2
-    xs, als = [], []
-    for z0 in (0.35, 0.65):
-        phi = 2 * np.pi * rng.random(half)
-        s = rng.normal(scale=0.03, size=(half, 2))
-        rad = 0.3 + s[:, 0]
-        xs.append(np.stack([0.5 + rad * np.cos(phi), 0.5 + rad * np.sin(phi), z0 + s[:, 1]], 1))
-        als.append(np.stack([-np.sin(phi), np.cos(phi), 0 * phi], 1) * (2 * np.pi * 0.3 / half))
-    tracers = np.clip(0.5 + rng.normal(scale=0.15, size=(m, 3)), 0, 1)
-    return np.concatenate(xs), np.concatenate(als), tracers
-
-
-def clustered(n, rng):
-    """Plummer sphere (scale 0.05) clipped to the unit cube."""
-    r = 0.05 / np.sqrt(rng.random(n) ** (-2 / 3) - 1)
-    v = rng.normal(size=(n, 3))
-    v /= np.linalg.norm(v, axis=1)[:, None]
-    x = np.clip(0.5 + r[:, None] * v, 0, 1)
-    return x, rng.normal(size=(n, 3)), None
 
 
 CASES = {
@@ -66,20 +42,6 @@ CASES = {
     "uniform-gauss-1e-6-r2": ("uniform", 1 << 20, None, "gaussian", 1e-6, "float64", 1.0, 100),
     "uniform-gauss-f32-1e-4-r2": ("uniform", 1 << 20, None, "gaussian", 1e-4, "float32", 1.0, 40),
 }
-
-
-def time_gpu(fn, repeats=5):
-    import cupy as cp
-    fn()
-    times = []
-    for _ in range(repeats):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b) * 1e-3)
-    return float(np.median(times))
 
 
 def main(argv=None):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from vortexsim.fmm.evaluator import FMM
+from vortexsim.inputs import rings
 from vortexsim.kernels.cutoff import get_kernel
 from vortexsim.kernels.direct import direct_sum_at_elements, direct_sum_numpy
 
@@ -57,12 +58,7 @@ def test_fmm_2e4_gaussian_sigma_varying_by_3(uniform):
 def test_fmm_2e4_ring_elements_and_tracers(tol):
     rng = np.random.default_rng(5)
     n = 4000
-    phi = 2 * np.pi * rng.random(n)
-    s = rng.normal(scale=0.02, size=(n, 2))
-    rad = 0.3 + s[:, 0]
-    x = np.stack([0.5 + rad * np.cos(phi), 0.5 + rad * np.sin(phi), 0.5 + s[:, 1]], axis=1)
-    alpha = np.stack([-np.sin(phi), np.cos(phi), 0 * phi], axis=1) * (2 * np.pi * 0.3 / n)
-    tracers = 0.5 + rng.normal(scale=0.2, size=(N, 3))
+    x, alpha, tracers = rings(n, N, rng, core=0.02, centres_z=(0.5,), cloud=0.2)
     sigma = np.full(n, 0.015)
     u, g = FMM("gaussian", tol=tol).evaluate(x, alpha, sigma, tracers)
     sample = rng.choice(N, 400, replace=False)

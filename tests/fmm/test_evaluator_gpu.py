@@ -4,6 +4,7 @@ import pytest
 
 from vortexsim.backend import gpu_available
 from vortexsim.fmm.evaluator import FMM
+from vortexsim.inputs import rings
 from vortexsim.kernels.cutoff import get_kernel
 from vortexsim.kernels.direct import direct_sum_at_elements, direct_sum_numpy
 
@@ -44,12 +45,7 @@ def test_gpu_fmm_uniform_2_20_sampled(kernel, tol, sigma_h):
 def test_gpu_fmm_rings_and_tracers_float32():
     rng = np.random.default_rng(1)
     n, m = 1 << 14, 1 << 17
-    phi = 2 * np.pi * rng.random(n)
-    s = rng.normal(scale=0.02, size=(n, 2))
-    rad = 0.3 + s[:, 0]
-    x = np.stack([0.5 + rad * np.cos(phi), 0.5 + rad * np.sin(phi), 0.5 + s[:, 1]], axis=1)
-    alpha = np.stack([-np.sin(phi), np.cos(phi), 0 * phi], axis=1) * (2 * np.pi * 0.3 / n)
-    tracers = 0.5 + rng.normal(scale=0.2, size=(m, 3))
+    x, alpha, tracers = rings(n, m, rng, core=0.02, centres_z=(0.5,), cloud=0.2)
     sigma = np.full(n, 0.02)
     sample = rng.choice(m, 300, replace=False)
     ud, gd = direct_sum_numpy(get_kernel("gaussian"), x, alpha, sigma, tracers[sample])
