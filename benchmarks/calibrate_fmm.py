@@ -38,7 +38,7 @@ def main(argv=None):
     for name in args.kernels:
         ref_u, ref_g = direct_sum_at_elements(get_kernel(name), x, alpha, sigma, sample)
         for order in args.orders:
-            fmm = FMM(name, tol=1e-3, order=order, leaf_size=32)
+            fmm = FMM(name, tol=1e-3, order=order, leaf_size=32, device="cpu")
             u, g = fmm.evaluate(x, alpha, sigma)
             eu = float(np.linalg.norm(u[sample] - ref_u) / np.linalg.norm(ref_u))
             eg = float(np.linalg.norm(g[sample] - ref_g) / np.linalg.norm(ref_g))

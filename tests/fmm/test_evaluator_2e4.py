@@ -7,7 +7,7 @@ and 1e-6 (1e-9 is refused by this version, tested in test_evaluator.py). Marked
 import numpy as np
 import pytest
 
-from vortexsim.fmm.evaluator import FMM
+from vortexsim.fmm.evaluator import FMM as _FMM
 from vortexsim.inputs import rings
 from vortexsim.kernels.cutoff import get_kernel
 from vortexsim.kernels.direct import direct_sum_at_elements, direct_sum_numpy
@@ -15,6 +15,12 @@ from vortexsim.kernels.direct import direct_sum_at_elements, direct_sum_numpy
 pytestmark = pytest.mark.slow
 
 N = 20000
+
+
+
+def FMM(*args, **kwargs):
+    """The CPU evaluator: these tests check the NumPy path even on a GPU machine."""
+    return _FMM(*args, device="cpu", **kwargs)
 
 
 def _rel(a, b):
