@@ -151,3 +151,17 @@ def test_fmm_with_given_sigma_range_and_root():
         fmm.evaluate(x, alpha, sigma, root=(np.zeros(3), 0.5))
     with pytest.raises(ValueError, match="sigma_range"):
         fmm.evaluate(x, alpha, sigma, sigma_range=(0.0, 0.04))
+
+
+def test_memory_budget_caps_the_depth_not_the_accuracy():
+    x, alpha = _uniform(3000, seed=13)
+    sigma = np.full(3000, 0.05)
+    deep = FMM("algebraic", tol=1e-3, leaf_size=8)
+    u1, g1 = deep.evaluate(x, alpha, sigma)
+    per_box = 6 * 165 * 3 * 8                               # P = 8: n = 165 coefficients
+    capped = FMM("algebraic", tol=1e-3, leaf_size=8, memory_budget=64 * per_box)
+    u2, g2 = capped.evaluate(x, alpha, sigma)
+    assert deep.config.depth == 3 and capped.config.depth == 2
+    ud, gd = _reference("algebraic", x, alpha, sigma)
+    for u, g in ((u1, g1), (u2, g2)):
+        assert _rel(u, ud) <= 1e-3 and _rel(g, gd) <= 1e-2

@@ -112,6 +112,8 @@ class FMM:
         near field must reach further)
     near_radius : {1, 2}, leaf-level near-field stencil half-width in boxes
     order : int, optional, expansion order P overriding the rule of :func:`order_for_tol`
+    memory_budget : float, optional, bytes the expansion arrays may take (default: a
+        quarter of the GPU's memory, or of the host's RAM on the CPU); caps the depth
 
     ``evaluate(x, alpha, sigma, targets=None, gradient=True) -> (u, grad_u)`` takes
     arrays on the evaluator's device; ``timings`` holds the seconds of each stage of
@@ -121,7 +123,7 @@ class FMM:
     """
 
     def __init__(self, kernel="gaussian", tol=1e-6, precision="float64", device="auto",
-                 leaf_size=64, near_radius=1, order=None, profile=False):
+                 leaf_size=64, near_radius=1, order=None, profile=False, memory_budget=None):
         from ..backend import resolve_device  # noqa: PLC0415
         self.kernel = get_kernel(kernel)
         self.order = order_for_tol(tol, self.kernel.name) if order is None else int(order)
@@ -140,6 +142,8 @@ class FMM:
         self._cache: dict = {}
         # work-array budget of the batched M2L (bytes)
         self._chunk_bytes = 2 << 30 if self.device.is_gpu else 256 << 20
+        self.memory_budget = _memory_budget(self.device) if memory_budget is None \
+            else float(memory_budget)
 
     # -- the evaluation -----------------------------------------------------
     def evaluate(self, x, alpha, sigma, targets=None, gradient=True, *, sigma_range=None,
@@ -197,7 +201,8 @@ class FMM:
             width = float(width)
         else:
             lo, width = xp.asarray(root[0], dtype=xp.float64), float(root[1])
-        depth = choose_depth(n, m, self.leaf_size, max_depth=8)
+        P = self.order
+        depth = choose_depth(n, m, self.leaf_size, max_depth=self._max_depth(P))
         if reach > 0:
             # the deepest level whose leaves still reach `reach` with the stencil, and a
             # root cube stretched so that those leaves are no wider than they must be
@@ -205,7 +210,6 @@ class FMM:
             depth_reach = max(0, math.ceil(math.log2(width / min_leaf)))
             width = max(width, (1 << depth_reach) * min_leaf * (1 + 1e-9))
             depth = min(depth, depth_reach)
-        P = self.order
         self.config = FMMConfig(P, depth, self.near_radius, reach, self.leaf_size)
         tree = build_tree(x, y, depth, xp, lo=lo, width=width,
                           check=root is not None and check_root)
@@ -448,6 +452,19 @@ class FMM:
             if gradient:
                 g_s[c0:c1] += gc
 
+    def _max_depth(self, order):
+        """Deepest leaf level whose expansion arrays fit ``memory_budget`` bytes.
+
+        Multipoles and locals of the leaf level, their compressed copies and one level
+        above take about 6 × 8^L × n(P) × 3 × 8 bytes; beyond that budget leaves get
+        fuller instead (more near-field work, same accuracy).
+        """
+        per_box = 6 * E.multi_indices(order).n * 3 * 8
+        depth = 0
+        while depth < 8 and 8 ** (depth + 1) * per_box <= self.memory_budget:
+            depth += 1
+        return depth
+
     def _cached(self, key, build):
         key = key + (self.device.kind,)
         if key not in self._cache:
@@ -473,6 +490,17 @@ class _Clock:
     def finish(self):
         self.laps["total"] = self.last - self.t0
         return self.laps
+
+
+def _memory_budget(device):
+    """A quarter of the device's (GPU) or host's (CPU) memory, in bytes."""
+    if device.is_gpu:
+        import cupy as cp  # noqa: PLC0415
+        return 0.25 * cp.cuda.runtime.memGetInfo()[1]
+    try:
+        return 0.25 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 4.0 * 2**30
 
 
 def _class_cores(K, offsets):
