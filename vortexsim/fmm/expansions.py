@@ -151,7 +151,6 @@ def kernel_taylor(green: GreenFunction, R, order: int, xp):
     """
     mi = multi_indices(order)
     back1, back2 = (xp.asarray(a) for a in _recurrence_tables(order))
-    kdeg = mi.k.sum(axis=1)
     B = R.shape[0]
     t0 = (R * R).sum(axis=1) + green.sigma2
     total = xp.zeros((B, mi.n), dtype=R.dtype)
