@@ -133,3 +133,14 @@ def test_harmonic_compression_of_the_m2l_is_exact(order):
             continue
         A = E.m2l_matrices(g, -d[None, :].astype(float), order, np)[0]
         np.testing.assert_allclose(U @ C @ V.T, A, rtol=0, atol=1e-13 * np.abs(A).max())
+
+
+def test_l2p_box_equals_l2p():
+    rng = np.random.default_rng(4)
+    order = 7
+    L = rng.normal(size=(E.multi_indices(order).n, 3))
+    h = rng.normal(size=(20, 3)) * 0.2
+    u1, g1 = E.l2p(np.broadcast_to(L, (20,) + L.shape), h, order, np)
+    u2, g2 = E.l2p_box(L, h, order, np)
+    np.testing.assert_allclose(u2, u1, rtol=1e-12, atol=1e-12 * np.abs(u1).max())
+    np.testing.assert_allclose(g2, g1, rtol=1e-12, atol=1e-12 * np.abs(g1).max())

@@ -307,13 +307,11 @@ class FMM:
                 (xs, alpha_s, tree.src_start, xp.ascontiguousarray(centres), kidx,
                  np.int32(mi.n), np.int64(8 ** L), M))
         else:
-            leaf = _leaf_of(tree.src_start, xs.shape[0], np)
             M = np.zeros((8 ** L, mi.n, 3))
-            chunk = max(1, (1 << 22) // (mi.n * 3))
-            for c0 in range(0, xs.shape[0], chunk):
-                c1 = min(xs.shape[0], c0 + chunk)
-                mono = E.monomials(centres[leaf[c0:c1]] - xs[c0:c1], P, np)
-                np.add.at(M, leaf[c0:c1], mono[:, :, None] * alpha_s[c0:c1, None, :])
+            ss = tree.src_start
+            for leaf in np.nonzero(ss[1:] > ss[:-1])[0]:          # one GEMM per leaf
+                s0, s1 = ss[leaf], ss[leaf + 1]
+                M[leaf] = E.p2m(xs[s0:s1], alpha_s[s0:s1], centres[leaf], P, np)
         out = {L: M}
         for level in range(L, 2, -1):
             S = E.shift_matrices(xp.asarray(_child_offsets(tree.box_width(level))), P, xp, "m2m")
@@ -431,10 +429,10 @@ class FMM:
             for c in range(8):
                 child[:, c] += _apply(S[c], parent, xp)
         centres = tree.box_centers(L, xp)
-        leaf = _leaf_of(tree.tgt_start, ys.shape[0], xp)
         Ll = locals_[L]
         if self.device.is_gpu:
             from ..kernels.modules import get_function  # noqa: PLC0415
+            leaf = _leaf_of(tree.tgt_start, ys.shape[0], xp)
             kidx = self._cached(("kidx", P), lambda: xp.asarray(mi.k.astype(np.int32)))
             m = ys.shape[0]
             g = g_s if gradient else u_s
@@ -443,14 +441,13 @@ class FMM:
                 (xp.ascontiguousarray(Ll), xp.ascontiguousarray(centres), leaf, ys, kidx,
                  np.int32(mi.n), np.int32(P), np.int64(m), u_s, g))
             return
-        chunk = max(1, (1 << 21) // (mi.n * 3))
-        for c0 in range(0, ys.shape[0], chunk):
-            c1 = min(ys.shape[0], c0 + chunk)
-            uc, gc = E.l2p(Ll[leaf[c0:c1]], ys[c0:c1] - centres[leaf[c0:c1]], P, np,
-                           gradient=gradient)
-            u_s[c0:c1] += uc
+        ts = tree.tgt_start
+        for box in np.nonzero(ts[1:] > ts[:-1])[0]:                # two GEMMs per leaf
+            t0, t1 = ts[box], ts[box + 1]
+            uc, gc = E.l2p_box(Ll[box], ys[t0:t1] - centres[box], P, np, gradient=gradient)
+            u_s[t0:t1] += uc
             if gradient:
-                g_s[c0:c1] += gc
+                g_s[t0:t1] += gc
 
     def _max_depth(self, order):
         """Deepest leaf level whose expansion arrays fit ``memory_budget`` bytes.
