@@ -330,9 +330,7 @@ class FMM:
             parity = np.stack([ix, iy, iz], axis=1) % 2
             pairs = []
             for o, d in enumerate(_OFFSETS_3):
-                if np.abs(d).max() < sep:
-                    continue
-                ok = (nbr[:, o] >= 0) & np.all((parity + d >= -2) & (parity + d <= 3), axis=1)
+                ok = (nbr[:, o] >= 0) & _interacts(parity, d, sep)
                 tgt = np.nonzero(ok)[0]
                 if tgt.size:
                     pairs.append((d, tgt, nbr[tgt, o]))
@@ -360,27 +358,22 @@ class FMM:
             classes = []
             for p in range(8):
                 b = np.array([p & 1, (p >> 1) & 1, (p >> 2) & 1])
-                ok = (np.all((b + _OFFSETS_3 >= -2) & (b + _OFFSETS_3 <= 3), axis=1)
-                      & (np.abs(_OFFSETS_3).max(axis=1) >= sep))
-                offsets = np.nonzero(ok)[0]
+                offsets = np.nonzero(_interacts(b, _OFFSETS_3, sep))[0]
                 g = nbr[p::8][:, offsets]
                 classes.append((offsets, self.device.xp.asarray(np.where(g >= 0, g, zero))))
             return classes
         return self._cached(("m2l_classes", level, sep), build)
 
     def _m2l(self, tree, multipoles, green, P):
-        """Local expansions per level (levels 2..L) from M2L, one GEMM per offset."""
+        """Local expansions per level (levels 2..L) from M2L (see the comments per path)."""
         xp = self.device.xp
         L = tree.depth
         locals_ = {}
-        idx, binom = (xp.asarray(a) for a in E._m2l_tables(P))
         homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
         degree = xp.asarray(E.multi_indices(P).k.sum(axis=1).astype(np.float64))
         for level in range(2, L + 1):
             M = multipoles[level]
-            Lc = xp.zeros_like(M)
             sep = self.near_radius + 1 if level == L else 2
-            pairs = self._m2l_pairs(level, sep)
             w = float(tree.box_width(level))
             if homogeneous:
                 # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m], and A(1) = U C Vᵀ exactly
@@ -408,6 +401,10 @@ class FMM:
                             Lt[:, c, p + 8 * j0:p + 8 * j1:8] = Kp @ X
                 Lc = _apply(U, Lt.transpose(2, 0, 1), xp) * (scale / w)[None, :, None]
             else:
+                # regularized G: operators depend on σ/w, built per level, one GEMM per offset
+                idx, binom = (xp.asarray(a) for a in E._m2l_tables(P))
+                pairs = self._m2l_pairs(level, sep)
+                Lc = xp.zeros_like(M)
                 R = xp.asarray(np.array([-d * w for d, _, _ in pairs]).reshape(-1, 3))  # c_L − c_M
                 T = E.kernel_taylor(green, R, 2 * P, xp)
                 for o, (_, tgt, src) in enumerate(pairs):
@@ -498,6 +495,14 @@ def _memory_budget(device):
         return 0.25 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 4.0 * 2**30
+
+
+def _interacts(parity, d, sep):
+    """M2L rule: a box of ``parity`` (…, 3) takes the box at offset ``d`` (…, 3) when their
+    parents are neighbours (parity + d ∈ [−2, 3] per axis) and it lies outside the
+    near stencil (max |d| ≥ ``sep``)."""
+    return (np.all((parity + d >= -2) & (parity + d <= 3), axis=-1)
+            & (np.abs(d).max(axis=-1) >= sep))
 
 
 def _class_cores(K, offsets):

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from ..backend import array_namespace
 from .cutoff import CutoffKernel
 from .morton import bounding_cube, morton_keys
 
@@ -104,7 +105,7 @@ def direct_sum_at_elements(kernel: CutoffKernel, x, alpha, sigma, indices, *, gr
     (1/4π) A(0) α × · to ∇u (smooth kernels; A(0) := 0 for the others), which is
     subtracted here.
     """
-    xp = _xp_of(x)
+    xp = array_namespace(x)
     indices = xp.asarray(indices)
     direct = direct_sum_numpy if xp is np else direct_sum_cuda
     u, grad_u = direct(kernel, x, alpha, sigma, x[indices], gradient=gradient)
@@ -118,7 +119,7 @@ def direct_sum_at_elements(kernel: CutoffKernel, x, alpha, sigma, indices, *, gr
 
 def skew(w):
     """Matrices S (…, 3, 3) with S v = w × v, i.e. S[a, b] = ε_acb w_c."""
-    xp = np if isinstance(w, np.ndarray) else _xp_of(w)
+    xp = array_namespace(w)
     s = xp.zeros(w.shape[:-1] + (3, 3), w.dtype)
     s[..., 0, 1] = -w[..., 2]
     s[..., 0, 2] = w[..., 1]
@@ -128,10 +129,6 @@ def skew(w):
     s[..., 2, 1] = w[..., 0]
     return s
 
-
-def _xp_of(a):
-    from ..backend import array_namespace  # noqa: PLC0415
-    return array_namespace(a)
 
 
 def source_parameters(kernel: CutoffKernel, sigma, xp):
