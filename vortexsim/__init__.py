@@ -7,12 +7,19 @@ FMM               reusable fast multipole evaluator (CPU and GPU)
 KERNELS           the cutoff kernels (physics.md)
 stretching        vortex-stretching right-hand side (classical | transpose)
 Device            compute device (cpu | gpu)
+Simulation        time integration of vortex elements and tracers (vortexsim.simulation)
+SimulationError   a failed safety check (carries the last good state)
+make_case         build a named case (single_ring, leapfrog, collision, oblique_collision,
+                  ring_ground) as a Simulation; list_cases, from_config
 """
 from .backend import Device
 from .kernels.cutoff import KERNELS, get_kernel, stretching
 from .fmm.evaluator import FMM
 from .summation import induced_velocity
+from .simulation import Simulation, SimulationError
+from .cases import from_config, list_cases, make_case
 
 __version__ = "0.1.0"
 
-__all__ = ["induced_velocity", "FMM", "KERNELS", "get_kernel", "stretching", "Device", "__version__"]
+__all__ = ["induced_velocity", "FMM", "KERNELS", "get_kernel", "stretching", "Device", "Simulation",
+           "SimulationError", "make_case", "list_cases", "from_config", "__version__"]

@@ -1,4 +1,13 @@
-"""Case builders (rings now; the simulation cases of issue 4 build on them)."""
-from .rings import vortex_ring
+"""Case builders: the vortex-ring discretization and the named simulation cases.
 
-__all__ = ["vortex_ring"]
+``make_case(name, **overrides)`` returns a :class:`vortexsim.Simulation`;
+``list_cases()`` names the cases; ``from_config(sim.config)`` rebuilds one.
+"""
+from .rings import vortex_ring
+from .registry import CASES, CaseSetup, case_defaults, from_config, get_case, list_cases, \
+    make_case, register_case
+from . import ring_cases  # noqa: F401  (registers the ring cases)
+from .ring_cases import ring_tracers
+
+__all__ = ["vortex_ring", "ring_tracers", "CASES", "CaseSetup", "case_defaults", "from_config",
+           "get_case", "list_cases", "make_case", "register_case"]

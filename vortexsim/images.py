@@ -1,0 +1,134 @@
+r"""Boundaries by images (``physics.md``, "Boundaries").
+
+* ``free``: free space, no images.
+* ``ground``: the inviscid, impermeable plane z = z₀.  An element at (x, y, z) with
+  strength (α_x, α_y, α_z) has an image at (x, y, 2z₀ − z) with strength
+  (−α_x, −α_y, α_z) and the same core σ.  The images are generated inside the
+  right-hand side (appended to the sources of each summation) and never stored as
+  state; tracers see them like the elements do.  The normal velocity then vanishes on
+  the plane, and the motion in z > z₀ is that of the upper half of a mirror-symmetric
+  free-space flow (a ring hitting the ground moves exactly as one ring of a head-on
+  collision of two mirror rings).
+
+A boundary object offers ``sources(x, alpha, sigma) -> (x_s, alpha_s, sigma_s)`` (the
+elements followed by their images, device arrays, no host transfer), ``check(x, what)``
+(host-side validation at construction) and ``extend_box(lo, hi)`` (the box of the
+images, for the FMM's root cube).
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+
+import numpy as np
+
+from .backend import array_namespace, to_host
+
+__all__ = ["FreeSpace", "GroundPlane", "make_boundary", "BOUNDARIES", "mirror"]
+
+BOUNDARIES = ("free", "ground")
+
+
+def mirror(x, alpha, z0=0.0):
+    """Images of elements in the plane z = z₀: (x, y, 2z₀ − z), (−α_x, −α_y, α_z).
+
+    Parameters
+    ----------
+    x, alpha : arrays (N, 3) [L], [L³/T] (NumPy or CuPy)
+    z0 : float [L]
+
+    Returns
+    -------
+    x_image, alpha_image : new arrays (N, 3), same namespace and dtype
+    """
+    xp = array_namespace(x, alpha)
+    sign = xp.asarray([1.0, 1.0, -1.0], dtype=x.dtype)
+    x_img = x * sign
+    if z0 != 0.0:
+        x_img[:, 2] += 2.0 * z0
+    return x_img, alpha * (-sign)
+
+
+@dataclasses.dataclass(frozen=True)
+class FreeSpace:
+    """Unbounded domain: the sources are the elements themselves."""
+
+    name: str = "free"
+
+    def sources(self, x, alpha, sigma):
+        return x, alpha, sigma
+
+    @property
+    def n_images_per_element(self):
+        return 0
+
+    def check(self, x, what):
+        return None
+
+    def extend_box(self, lo, hi):
+        """(lo, hi) of sources ∪ targets given the elements' box: unchanged."""
+        return lo, hi
+
+    def as_dict(self):
+        return {"boundary": "free"}
+
+
+@dataclasses.dataclass(frozen=True)
+class GroundPlane:
+    """The plane z = z₀ (elements and tracers in z ≥ z₀), by images.
+
+    Parameters
+    ----------
+    z0 : float [L], height of the plane
+    """
+
+    z0: float = 0.0
+    name: str = "ground"
+
+    def __post_init__(self):
+        if not math.isfinite(self.z0):
+            raise ValueError(f"ground height z0 must be finite, got {self.z0!r}.")
+
+    @property
+    def n_images_per_element(self):
+        return 1
+
+    def sources(self, x, alpha, sigma):
+        """Elements followed by their images: (2N, 3), (2N, 3), (2N,)."""
+        xp = array_namespace(x, alpha, sigma)
+        x_img, alpha_img = mirror(x, alpha, self.z0)
+        return (xp.concatenate([x, x_img]), xp.concatenate([alpha, alpha_img]),
+                xp.concatenate([sigma, sigma]))
+
+    def check(self, x, what):
+        """Raise if any point of ``x`` (host or device) lies below the plane."""
+        z = to_host(x[:, 2]) if len(x) else np.zeros(0)
+        if z.size and float(z.min()) < self.z0:
+            raise ValueError(
+                f"{what} reach below the ground plane z0 = {self.z0} (min z = {float(z.min()):g}); "
+                "with boundary='ground' every element and tracer must start at z >= z0. "
+                "Move the case up or lower z0.")
+
+    def extend_box(self, lo, hi):
+        """Box of the elements and their images from the elements' box (host (3,) arrays)."""
+        lo, hi = np.array(lo, dtype=float), np.array(hi, dtype=float)
+        z_lo, z_hi = lo[2], hi[2]
+        lo[2] = min(z_lo, 2 * self.z0 - z_hi)
+        hi[2] = max(z_hi, 2 * self.z0 - z_lo)
+        return lo, hi
+
+    def as_dict(self):
+        return {"boundary": "ground", "ground_z": self.z0}
+
+
+def make_boundary(name="free", ground_z=0.0):
+    """Boundary object from its name (``"free"`` | ``"ground"``) and the plane height [L]."""
+    if name == "free":
+        return FreeSpace()
+    if name == "ground":
+        return GroundPlane(float(ground_z))
+    close = difflib.get_close_matches(str(name), BOUNDARIES, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ValueError(f"Unknown boundary {name!r}; expected one of {list(BOUNDARIES)} "
+                     f"(periodic boxes are not implemented yet).{hint}")

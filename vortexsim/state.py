@@ -1,0 +1,163 @@
+r"""Simulation state: vortex elements, passive tracers and labelled element groups.
+
+``physics.md`` ("State"):
+
+* vortex elements p = 1..N: position ``x`` (N, 3) [L], vector strength ``alpha`` = ω_p V_p
+  (N, 3) [L³/T], core radius ``sigma`` (N,) [L];
+* passive tracers t = 1..M: position ``x`` (M, 3) [L]; they move with the flow and induce
+  nothing.
+
+The arrays live on one device (NumPy or CuPy), chosen once when the state is built
+(:func:`make_elements`, :func:`make_tracers`); afterwards nothing here moves data
+between host and device.  Element groups (:class:`ElementGroup`) label index ranges, e.g.
+the elements of one vortex ring, for per-ring diagnostics.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+
+from .backend import Device, to_host
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Elements", "Tracers", "ElementGroup", "make_elements", "make_tracers"]
+
+
+@dataclasses.dataclass
+class Elements:
+    """Vortex elements on one device.
+
+    Attributes
+    ----------
+    x : array (N, 3) [L], positions
+    alpha : array (N, 3) [L³/T], vector strengths (vorticity × volume)
+    sigma : array (N,) [L], core radii, > 0
+    """
+
+    x: object
+    alpha: object
+    sigma: object
+
+    def __len__(self):
+        return int(self.x.shape[0])
+
+    def to_host(self):
+        """NumPy copies ``{"x", "alpha", "sigma"}`` (float64 arrays stay bitwise equal)."""
+        return {"x": to_host(self.x).copy(), "alpha": to_host(self.alpha).copy(),
+                "sigma": to_host(self.sigma).copy()}
+
+
+@dataclasses.dataclass
+class Tracers:
+    """Passive tracers on one device: ``x`` (M, 3) [L] (M may be 0)."""
+
+    x: object
+
+    def __len__(self):
+        return int(self.x.shape[0])
+
+    def to_host(self):
+        """NumPy copy ``{"x"}``."""
+        return {"x": to_host(self.x).copy()}
+
+
+@dataclasses.dataclass(frozen=True)
+class ElementGroup:
+    """A labelled index range ``[start, stop)`` of the elements (e.g. one vortex ring).
+
+    Attributes
+    ----------
+    name : str
+    start, stop : int, the elements ``start .. stop-1``
+    circulation : float [L²/T], Γ of a ring (None for groups that are not rings)
+    axis : tuple (3,), the ring's initial axis n̂ (its direction of travel for Γ > 0)
+    """
+
+    name: str
+    start: int
+    stop: int
+    circulation: float | None = None
+    axis: tuple | None = None
+
+    def __post_init__(self):
+        if not 0 <= self.start < self.stop:
+            raise ValueError(f"group {self.name!r}: need 0 <= start < stop, got "
+                             f"[{self.start}, {self.stop}).")
+
+    @property
+    def is_ring(self) -> bool:
+        return self.circulation is not None and self.axis is not None
+
+    def as_dict(self):
+        """Plain-dict form (JSON-able) for configs and checkpoints."""
+        return {"name": self.name, "start": self.start, "stop": self.stop,
+                "circulation": self.circulation,
+                "axis": None if self.axis is None else [float(a) for a in self.axis]}
+
+    @classmethod
+    def from_dict(cls, d):
+        axis = d.get("axis")
+        return cls(str(d["name"]), int(d["start"]), int(d["stop"]),
+                   None if d.get("circulation") is None else float(d["circulation"]),
+                   None if axis is None else tuple(float(a) for a in axis))
+
+
+def _host_float64(name, a, shape_hint):
+    try:
+        a = np.asarray(to_host(a))
+    except Exception as exc:  # noqa: BLE001
+        raise TypeError(f"{name} must be an array of shape {shape_hint}; got "
+                        f"{type(a).__name__}.") from exc
+    if a.dtype.kind not in "fiu":
+        raise TypeError(f"{name} has dtype {a.dtype}; expected real numbers of shape "
+                        f"{shape_hint}.")
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def make_elements(x, alpha, sigma, device: Device, dtype="float64") -> Elements:
+    """Validate element arrays (host or device) once and place them on ``device``.
+
+    Parameters
+    ----------
+    x : (N, 3) [L]; alpha : (N, 3) [L³/T]; sigma : float or (N,) [L], > 0
+    device : :class:`vortexsim.Device`
+    dtype : the floating dtype of the state (float64 unless the config says otherwise)
+
+    Raises ``ValueError``/``TypeError`` for wrong shapes, non-finite values or σ ≤ 0.
+    """
+    x = _host_float64("x", x, "(N, 3)")
+    if x.ndim != 2 or x.shape[1] != 3 or x.shape[0] == 0:
+        raise ValueError(f"element positions x have shape {x.shape}; expected (N, 3) with N ≥ 1.")
+    n = x.shape[0]
+    alpha = _host_float64("alpha", alpha, f"({n}, 3)")
+    if alpha.shape != (n, 3):
+        raise ValueError(f"alpha has shape {alpha.shape}; expected ({n}, 3) to match x. "
+                         "Pass vector strengths (vorticity × volume), not vorticity.")
+    sigma = _host_float64("sigma", sigma, f"scalar or ({n},)")
+    if sigma.ndim == 0:
+        sigma = np.full(n, float(sigma))
+    if sigma.shape != (n,):
+        raise ValueError(f"sigma has shape {sigma.shape}; expected a scalar or ({n},).")
+    for name, a in (("x", x), ("alpha", alpha), ("sigma", sigma)):
+        if not np.isfinite(a).all():
+            raise ValueError(f"element {name} contains NaN or inf; all inputs must be finite.")
+    if not (sigma > 0).all():
+        raise ValueError(f"sigma must be > 0 for every element; got min(sigma) = {sigma.min()}.")
+    xp = device.xp
+    return Elements(xp.asarray(x, dtype=dtype), xp.asarray(alpha, dtype=dtype),
+                    xp.asarray(sigma, dtype=dtype))
+
+
+def make_tracers(x, device: Device, dtype="float64") -> Tracers:
+    """Validate tracer positions (M, 3) [L] (``None`` or M = 0 for none) and place them."""
+    if x is None:
+        x = np.zeros((0, 3))
+    x = _host_float64("tracers", x, "(M, 3)")
+    if x.ndim != 2 or x.shape[1] != 3:
+        raise ValueError(f"tracer positions have shape {x.shape}; expected (M, 3).")
+    if not np.isfinite(x).all():
+        raise ValueError("tracer positions contain NaN or inf; all inputs must be finite.")
+    return Tracers(device.xp.asarray(x, dtype=dtype))
