@@ -230,10 +230,8 @@ class Simulation:
 
     def _initial_maxima(self):
         """Host max |u| (elements and tracers) and max ‖∇u‖_F (elements) at the current state."""
-        rhs = self.rhs
-        rhs.begin_step(self.t, self.elements.sigma, self._sigma_range, self._root()[0])
-        rhs((self.elements.x, self.elements.alpha, self.tracers.x), self.t)
-        s = to_host(rhs.stage_max)
+        self.rates()
+        s = to_host(self.rhs.stage_max)
         if not np.isfinite(s).all():
             raise ValueError("the initial state gives a non-finite velocity; check that "
                              "sigma > 0 and that no two elements coincide with a singular kernel.")
@@ -381,6 +379,13 @@ class Simulation:
         return self
 
     # -- diagnostics -----------------------------------------------------------
+    def rates(self):
+        """Time derivatives (dx/dt, dα/dt, dy/dt) of the current state (device arrays):
+        one right-hand-side evaluation, as the integrator's first stage sees it."""
+        el = self.elements
+        self.rhs.begin_step(self.t, el.sigma, self._sigma_range, self._root()[0])
+        return self.rhs((el.x, el.alpha, self.tracers.x), self.t)
+
     def velocity(self, targets=None, gradient=False):
         """u (and ∇u) at ``targets`` (M, 3) (default: the elements, without self pairs),
         including the images of a ground plane; arrays of the simulation's device."""

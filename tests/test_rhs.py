@@ -1,0 +1,105 @@
+"""Right-hand side and summation strategy: one call for elements and tracers, self pairs,
+stretching, images, FMM strategy, core spreading."""
+import math
+
+import numpy as np
+import pytest
+
+import vortexsim
+from vortexsim.backend import Device
+from vortexsim.images import FreeSpace, GroundPlane, mirror
+from vortexsim.rhs import Summation, VortexRHS
+
+CPU = Device("cpu")
+
+
+def _ring_and_tracers(rng, n_tracers=40):
+    x, a, s = vortexsim.cases.vortex_ring(radius=1.0, centre=(0, 0, 1.2), axis=(0.2, 0, 1),
+                                          core=0.1, n_phi=24, layers=2)
+    y = rng.normal(scale=0.8, size=(n_tracers, 3)) + [0, 0, 1.2]
+    return x, a, s, y
+
+
+def _rhs(boundary=FreeSpace(), method="direct", stretching="transpose", nu=0.0, **kw):
+    rhs = VortexRHS(Summation(method, "gaussian", device=CPU, **kw), boundary, stretching, nu)
+    return rhs
+
+
+def _call(rhs, x, a, s, y, t=0.0):
+    rhs.begin_step(0.0, s, (s.min(), s.max()))
+    return rhs((x, a, y), t)
+
+
+@pytest.mark.parametrize("stretching", ["transpose", "classical"])
+def test_one_call_equals_separate_induced_velocity(rng, stretching):
+    x, a, s, y = _ring_and_tracers(rng)
+    dx, da, dy = _call(_rhs(stretching=stretching), x, a, s, y)
+    u, g = vortexsim.induced_velocity(x, a, s, device="cpu")            # self pairs excluded
+    ut, _ = vortexsim.induced_velocity(x, a, s, y, gradient=False, device="cpu")
+    np.testing.assert_allclose(dx, u, rtol=0, atol=1e-13 * np.abs(u).max())
+    np.testing.assert_allclose(dy, ut, rtol=0, atol=1e-13 * np.abs(u).max())
+    expect = vortexsim.stretching(a, g, stretching)
+    np.testing.assert_allclose(da, expect, rtol=0, atol=1e-12 * np.abs(expect).max())
+
+
+def test_transpose_stretching_conserves_total_strength(rng):
+    x, a, s, y = _ring_and_tracers(rng)
+    a = a + 0.02 * rng.normal(size=a.shape)         # a generic, non-symmetric field
+    _, da, _ = _call(_rhs(), x, a, s, y)
+    assert np.abs(da.sum(axis=0)).max() <= 1e-13 * np.abs(da).sum()
+    _, da_c, _ = _call(_rhs(stretching="classical"), x, a, s, y)
+    assert np.abs(da_c.sum(axis=0)).max() > 1e-6 * np.abs(da_c).sum()   # the check can fail
+
+
+def test_ground_images_equal_explicit_mirror_sources(rng):
+    x, a, s, y = _ring_and_tracers(rng)
+    y[:, 2] = np.abs(y[:, 2])
+    dx, da, dy = _call(_rhs(GroundPlane(0.0)), x, a, s, y)
+    xi, ai = mirror(x, a)
+    xs, as_, ss = np.concatenate([x, xi]), np.concatenate([a, ai]), np.concatenate([s, s])
+    u, g = vortexsim.induced_velocity(xs, as_, ss, np.concatenate([x, y]), device="cpu")
+    np.testing.assert_allclose(dx, u[:len(x)], atol=1e-13 * np.abs(u).max(), rtol=0)
+    np.testing.assert_allclose(dy, u[len(x):], atol=1e-13 * np.abs(u).max(), rtol=0)
+    # the element's own pair is the only one removed (its image stays)
+    from vortexsim.kernels.direct import INV_4PI, skew
+    a0, _ = vortexsim.get_kernel("gaussian").factors(np.zeros(len(x)), s, np)
+    g_el = g[:len(x)] - INV_4PI * skew(a0[:, None] * a)
+    np.testing.assert_allclose(da, vortexsim.stretching(a, g_el), atol=1e-12 * np.abs(da).max(),
+                               rtol=0)
+
+
+def test_fmm_strategy_matches_direct(rng):
+    x, a, s, y = _ring_and_tracers(rng, 300)
+    ref = _call(_rhs(), x, a, s, y)
+    rhs = _rhs(method="fmm", tol=1e-6)
+    lo = np.minimum(x.min(0), y.min(0)) - 0.5
+    rhs.begin_step(0.0, s, (s.min(), s.max()), root=(lo, float((np.maximum(x.max(0), y.max(0)) - lo).max() + 0.5)))
+    got = rhs((x, a, y), 0.0)
+    assert rhs.summation.method == "fmm"
+    for r, g, tol in zip(ref, got, (1e-6, 1e-5, 1e-6)):
+        assert np.linalg.norm(g - r) <= tol * np.linalg.norm(r)
+
+
+def test_auto_method_resolution():
+    assert Summation("auto", device=CPU, n_sources=100, n_targets=100).method == "direct"
+    assert Summation("auto", device=CPU, n_sources=10**4, n_targets=10**4).method == "fmm"
+    with pytest.raises(ValueError, match="Did you mean 'direct'"):
+        Summation("drect", device=CPU)
+
+
+def test_core_spreading_sigma_at_stage_times():
+    rhs = _rhs(nu=0.01)
+    s = np.array([0.1, 0.2])
+    rhs.begin_step(1.0, s, (0.1, 0.2))
+    np.testing.assert_allclose(rhs.sigma_at(1.5), np.sqrt(s ** 2 + 2 * 0.01 * 0.5), rtol=1e-15)
+    lo, hi = rhs.sigma_range_at(1.5)
+    assert lo == pytest.approx(math.sqrt(0.01 + 0.01)) and hi == pytest.approx(math.sqrt(0.04 + 0.01))
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="not implemented"):
+        VortexRHS(Summation(device=CPU), FreeSpace(), nu=0.1, viscous="pse")
+    with pytest.raises(ValueError, match="nu"):
+        VortexRHS(Summation(device=CPU), FreeSpace(), nu=-1.0)
+    with pytest.raises(ValueError, match="Did you mean 'classical'"):
+        VortexRHS(Summation(device=CPU), FreeSpace(), stretching="clasical")
