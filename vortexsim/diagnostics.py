@@ -47,7 +47,8 @@ from .backend import array_namespace
 from .kernels.cutoff import erf, get_kernel
 
 __all__ = ["total_vorticity", "linear_impulse", "angular_impulse", "ring_centre",
-           "ring_radius", "ring_frame", "kinetic_energy", "enstrophy", "helicity",
+           "ring_radius", "ring_frame", "kinetic_energy", "enstrophy", "energy_and_enstrophy",
+           "helicity",
            "stream_factor"]
 
 
@@ -139,8 +140,9 @@ def stream_factor(kernel, rho, xp=np):
     return inv                                                     # singular
 
 
-def _pair_sum(x, alpha, sigma, sources, pair_factor, pairs_per_block):
-    """Σ_p Σ_q (α_p·α_q) F(r_pq², σ_pq²) in blocks of targets (0-d float64 array)."""
+def _pair_sum(x, alpha, sigma, sources, pair_factors, pairs_per_block):
+    """Σ_p Σ_q (α_p·α_q) F_k(r_pq², σ_pq²) for each factor F_k, in blocks of targets
+    (list of 0-d float64 arrays)."""
     xp = array_namespace(x, alpha, sigma)
     xs, alpha_s, sigma_s = (x, alpha, sigma) if sources is None else sources
     n_t, n_s = x.shape[0], xs.shape[0]
@@ -148,16 +150,34 @@ def _pair_sum(x, alpha, sigma, sources, pair_factor, pairs_per_block):
         pairs_per_block = 1 << 18 if xp is np else 1 << 25
     bt = max(1, int(pairs_per_block) // max(1, n_s))
     s2_s = (sigma_s * sigma_s)[None, :]
-    total = xp.zeros((), dtype=xp.float64)
+    totals = [xp.zeros((), dtype=xp.float64) for _ in pair_factors]
     for t0 in range(0, n_t, bt):
         t1 = min(n_t, t0 + bt)
         d = x[t0:t1, None, :] - xs[None, :, :]
         r2 = (d * d).sum(axis=2)
         s2 = sigma[t0:t1, None] ** 2 + s2_s
-        factor = pair_factor(r2, s2)
-        factor = xp.where(xp.isfinite(factor), factor, 0.0)
-        total = total + ((alpha[t0:t1] @ alpha_s.T) * factor).sum()
-    return total
+        dot = alpha[t0:t1] @ alpha_s.T
+        for k, pair_factor in enumerate(pair_factors):
+            factor = pair_factor(r2, s2)
+            factor = xp.where(xp.isfinite(factor), factor, 0.0)
+            totals[k] = totals[k] + (dot * factor).sum()
+    return totals
+
+
+def _energy_factor(kernel, xp):
+    def factor(r2, s2):
+        s = xp.sqrt(s2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return stream_factor(kernel, xp.sqrt(r2) / s, xp) / (8.0 * math.pi * s)
+    return factor
+
+
+def _enstrophy_factor(kernel, xp):
+    zeta = get_kernel(kernel).zeta
+
+    def factor(r2, s2):
+        return zeta(xp.sqrt(r2 / s2), xp) / (s2 * xp.sqrt(s2))
+    return factor
 
 
 def kinetic_energy(x, alpha, sigma, kernel="gaussian", sources=None, pairs_per_block=None):
@@ -172,13 +192,7 @@ def kinetic_energy(x, alpha, sigma, kernel="gaussian", sources=None, pairs_per_b
     pairs_per_block : work-array size (default 2^18 on the CPU, 2^25 on the GPU)
     """
     xp = array_namespace(x, alpha, sigma)
-
-    def factor(r2, s2):
-        s = xp.sqrt(s2)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return stream_factor(kernel, xp.sqrt(r2) / s, xp) / s
-
-    return _pair_sum(x, alpha, sigma, sources, factor, pairs_per_block) / (8.0 * math.pi)
+    return _pair_sum(x, alpha, sigma, sources, [_energy_factor(kernel, xp)], pairs_per_block)[0]
 
 
 def enstrophy(x, alpha, sigma, kernel="gaussian", sources=None, pairs_per_block=None):
@@ -187,11 +201,19 @@ def enstrophy(x, alpha, sigma, kernel="gaussian", sources=None, pairs_per_block=
     Same arguments as :func:`kinetic_energy`.
     """
     xp = array_namespace(x, alpha, sigma)
-    zeta = get_kernel(kernel).zeta
-    if zeta is None:
+    if get_kernel(kernel).zeta is None:
         return xp.asarray(float("nan"))
+    return _pair_sum(x, alpha, sigma, sources, [_enstrophy_factor(kernel, xp)],
+                     pairs_per_block)[0]
 
-    def factor(r2, s2):
-        return zeta(xp.sqrt(r2 / s2), xp) / (s2 * xp.sqrt(s2))
 
-    return _pair_sum(x, alpha, sigma, sources, factor, pairs_per_block)
+def energy_and_enstrophy(x, alpha, sigma, kernel="gaussian", sources=None,
+                         pairs_per_block=None):
+    """(E, Ω₂) of :func:`kinetic_energy` and :func:`enstrophy` in one blocked pass."""
+    xp = array_namespace(x, alpha, sigma)
+    if get_kernel(kernel).zeta is None:
+        return kinetic_energy(x, alpha, sigma, kernel, sources, pairs_per_block), \
+            xp.asarray(float("nan"))
+    e, w = _pair_sum(x, alpha, sigma, sources,
+                     [_energy_factor(kernel, xp), _enstrophy_factor(kernel, xp)], pairs_per_block)
+    return e, w

@@ -416,17 +416,17 @@ class Simulation:
         kernel = self.summation.kernel.name
         u, _ = self.velocity()
         sources = self.boundary.sources(el.x, el.alpha, el.sigma)
+        energy, enstrophy = D.energy_and_enstrophy(el.x, el.alpha, el.sigma, kernel,
+                                                   sources=sources)
         out = {
             "t": self.t,
             "iteration": self.iteration,
             "total_vorticity": to_host(D.total_vorticity(el.alpha)),
             "linear_impulse": to_host(D.linear_impulse(el.x, el.alpha)),
             "angular_impulse": to_host(D.angular_impulse(el.x, el.alpha)),
-            "energy": float(to_host(D.kinetic_energy(el.x, el.alpha, el.sigma, kernel,
-                                                     sources=sources))),
+            "energy": float(to_host(energy)),
             "helicity": float(to_host(D.helicity(el.alpha, u.astype(el.x.dtype)))),
-            "enstrophy": float(to_host(D.enstrophy(el.x, el.alpha, el.sigma, kernel,
-                                                   sources=sources))),
+            "enstrophy": float(to_host(enstrophy)),
         }
         rings = [g for g in self.groups if g.is_ring]
         if rings:
