@@ -1,0 +1,181 @@
+"""Heavier issue-4 validations of the simulation driver (CPU or GPU); prints a JSON summary.
+
+    python benchmarks/validate_rings.py saffman  [--sigma-eff 0.045 0.065] [--device gpu --method fmm]
+    python benchmarks/validate_rings.py leapfrog [--n-phi 32 --layers 2 --dt 0.1]
+    python benchmarks/validate_rings.py ground   [--n-phi 48]
+    python benchmarks/validate_rings.py perf     [--n-phi 2341 --tracers 524288]   # GPU: RK4 step time
+
+saffman   single ring with a resolved Gaussian core (4 layers to 3σ_c, σ = σ_c, stations
+          spaced σ), inviscid, RK4: speed of the impulse centre fitted over one radius of
+          travel against Saffman's U = Γ/(4πR)[ln(8R/(√2σ_eff)) − 0.558]; drift of Σα
+          (relative to Σ|α|), of the linear impulse and of the energy.
+leapfrog  the default leapfrog case to t = 20: pass times (ring centres swap order),
+          impulse and energy drift.
+ground    ring_ground against the upper ring of the head-on collision of mirror rings
+          (same dt, direct sum or FMM): the largest difference over the run, and the
+          largest |w| on the plane z = 0.
+perf      wall time of RK4 steps of ``leapfrog`` at GPU sizes (default 2 × 2341 × 7 =
+          32 774 elements, 2^20 tracers, float64, FMM tol 1e-6).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+import numpy as np
+
+import vortexsim
+from vortexsim import diagnostics as D
+from vortexsim.backend import to_host
+
+
+def saffman_speed(circulation, radius, sigma_eff):
+    return circulation / (4 * math.pi * radius) * (
+        math.log(8 * radius / (math.sqrt(2) * sigma_eff)) - 0.558)
+
+
+def _run_kw(args):
+    return dict(device=args.device, method=args.method, tol=args.tol, progress=False)
+
+
+def saffman(args):
+    out = []
+    for sigma_eff in args.sigma_eff:
+        core = sigma_eff / math.sqrt(2)
+        n_phi = math.ceil(2 * math.pi / core)
+        dt = args.dt or 0.6 * core          # ≈ 0.8 rad of core rotation per step
+        sim = vortexsim.make_case("single_ring", core=core, sigma=core, layers=4,
+                                  layer_spacing=1.0, n_phi=n_phi, tracers_per_ring=0, dt=dt,
+                                  **_run_kw(args))
+        d0 = sim.diagnostics()
+        scale = float(np.abs(to_host(sim.elements.alpha)).sum())
+        expect = saffman_speed(1.0, 1.0, sigma_eff)
+        t_end = args.travel / expect
+        times, z = [0.0], [d0["ring_centre"][0, 2]]
+        start = time.perf_counter()
+        while sim.t < t_end - 1e-12:
+            sim.run(t_end=min(t_end, sim.t + 5 * dt))
+            times.append(sim.t)
+            z.append(sim.diagnostics()["ring_centre"][0, 2])
+        wall = time.perf_counter() - start
+        d = sim.diagnostics()
+        speed = float(np.polyfit(times, z, 1)[0])
+        res = {"sigma_eff": sigma_eff, "n_elements": len(sim.elements), "dt": dt,
+               "t_end": sim.t, "travel": z[-1] - z[0], "speed_fit": speed,
+               "speed_mean": (z[-1] - z[0]) / sim.t, "saffman": expect,
+               "error_percent": 100 * (speed / expect - 1),
+               "sum_alpha_drift": float(np.abs(d["total_vorticity"] - d0["total_vorticity"]).max()
+                                        / scale),
+               "impulse_drift": float(np.linalg.norm(d["linear_impulse"] - d0["linear_impulse"])
+                                      / np.linalg.norm(d0["linear_impulse"])),
+               "energy_drift": (d["energy"] - d0["energy"]) / d0["energy"],
+               "wall_s": wall, "device": sim.device.describe(), "method": sim.summation.method}
+        print(json.dumps(res), flush=True)
+        out.append(res)
+    return out
+
+
+def leapfrog(args):
+    sim = vortexsim.make_case("leapfrog", n_phi=args.n_phi or 32, layers=args.layers or 2,
+                              dt=args.dt or 0.1, tracers_per_ring=args.tracers,
+                              **_run_kw(args))
+    d0 = sim.diagnostics()
+    times, gap = [0.0], [float(np.diff(d0["ring_centre"][:, 2])[0])]
+    start = time.perf_counter()
+    while sim.t < 20.0 - 1e-9:
+        sim.run(t_end=min(20.0, sim.t + 0.2))
+        d = sim.diagnostics()
+        times.append(sim.t)
+        gap.append(float(d["ring_centre"][1, 2] - d["ring_centre"][0, 2]))
+    gap = np.array(gap)
+    idx = np.nonzero(np.sign(gap[1:]) != np.sign(gap[:-1]))[0]
+    passes = [times[i] - gap[i] * (times[i + 1] - times[i]) / (gap[i + 1] - gap[i]) for i in idx]
+    res = {"n_elements": len(sim.elements), "n_tracers": len(sim.tracers),
+           "pass_times": [round(p, 3) for p in passes],
+           "impulse_drift": float(np.linalg.norm(d["linear_impulse"] - d0["linear_impulse"])
+                                  / np.linalg.norm(d0["linear_impulse"])),
+           "energy_drift": (d["energy"] - d0["energy"]) / d0["energy"],
+           "wall_s": time.perf_counter() - start, "device": sim.device.describe(),
+           "method": sim.summation.method}
+    print(json.dumps(res), flush=True)
+    return res
+
+
+def ground(args):
+    kw = dict(n_phi=args.n_phi or 48, layers=args.layers or 2, dt=args.dt or 0.05,
+              tracers_per_ring=args.tracers, **_run_kw(args))
+    g = vortexsim.make_case("ring_ground", height=1.0, **kw)
+    c = vortexsim.make_case("collision", spacing=2.0, **kw)
+    n, m = len(g.elements), len(g.tracers)
+    plane = np.column_stack([np.random.default_rng(0).uniform(-2, 2, (200, 2)), np.zeros(200)])
+    worst, w_plane = 0.0, 0.0
+    start = time.perf_counter()
+    while g.t < 6.0 - 1e-9:
+        g.run(t_end=min(6.0, g.t + 0.5))
+        c.run(t_end=min(6.0, c.t + 0.5))
+        diff = max(float(np.abs(to_host(g.elements.x) - to_host(c.elements.x)[:n]).max()),
+                   float(np.abs(to_host(g.tracers.x) - to_host(c.tracers.x)[:m]).max()))
+        worst = max(worst, diff)
+        u = to_host(g.velocity(plane)[0])
+        w_plane = max(w_plane, float(np.abs(u[:, 2]).max() / np.abs(u).max()))
+    res = {"n_elements": n, "t_end": g.t, "max_difference": worst,
+           "max_w_on_plane_relative": w_plane, "ring_radius_end": float(g.diagnostics()["ring_radius"][0]),
+           "wall_s": time.perf_counter() - start, "method": g.summation.method}
+    print(json.dumps(res), flush=True)
+    return res
+
+
+def perf(args):
+    sim = vortexsim.make_case("leapfrog", n_phi=args.n_phi or 2341, layers=args.layers or 2,
+                              tracers_per_ring=args.tracers // 2, dt=args.dt or 0.01,
+                              device=args.device, method=args.method, tol=args.tol,
+                              progress=False)
+    xp = sim.device.xp
+
+    def sync():
+        if sim.device.is_gpu:
+            xp.cuda.Device().synchronize()
+    sim.run(steps=2)                                   # warm-up (compilation, caches)
+    sync()
+    walls = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        sim.step()
+        sync()
+        walls.append(time.perf_counter() - t0)
+    res = {"n_elements": len(sim.elements), "n_tracers": len(sim.tracers),
+           "integrator": sim.scheme.name, "method": sim.summation.method, "tol": args.tol,
+           "step_ms_median": 1e3 * float(np.median(walls)), "step_ms_min": 1e3 * min(walls),
+           "device": sim.device.describe()}
+    print(json.dumps(res), flush=True)
+    return res
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("check", choices=["saffman", "leapfrog", "ground", "perf"])
+    p.add_argument("--device", default="auto")
+    p.add_argument("--method", default="direct")
+    p.add_argument("--tol", type=float, default=1e-6)
+    p.add_argument("--sigma-eff", type=float, nargs="+", default=[0.045, 0.065])
+    p.add_argument("--travel", type=float, default=1.0, help="saffman: distance in radii")
+    p.add_argument("--dt", type=float, default=None)
+    p.add_argument("--n-phi", type=int, default=None)
+    p.add_argument("--layers", type=int, default=None)
+    p.add_argument("--tracers", type=int, default=0, help="tracers (per ring; perf: total)")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--output", default=None, help="write the JSON results here")
+    args = p.parse_args(argv)
+    if args.check == "perf" and args.tracers == 0:
+        args.tracers = 2 ** 20
+    res = {"saffman": saffman, "leapfrog": leapfrog, "ground": ground, "perf": perf}[args.check](args)
+    if args.output:
+        with open(args.output, "w") as fh:
+            json.dump(res, fh, indent=1)
+    return res
+
+
+if __name__ == "__main__":
+    main()
