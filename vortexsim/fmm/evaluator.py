@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -70,6 +71,7 @@ def order_for_tol(tol: float, kernel_name: str = "algebraic") -> int:
                      f"({_ORDER_TABLE[-1][0]:g}); use method='direct' (exact to round-off).")
 
 
+@functools.lru_cache(maxsize=64)
 def _gaussian_rho_star(tol: float) -> float:
     """Smallest ρ beyond which 1 − q < tol/10 and 1 − f/3 < tol/10 (Gaussian)."""
     k = get_kernel("gaussian")
@@ -95,7 +97,7 @@ class FMMConfig:
     depth: int
     near_radius: int
     reach: float
-    leaf_size: int
+    leaf_size: int | None
 
 
 class FMM:
@@ -108,8 +110,9 @@ class FMM:
     precision : {"float64", "float32"}; the near field runs in this precision, the
         expansions always in float64 (their coefficients span too many decades for float32)
     device : {"auto", "cpu", "gpu"} or :class:`vortexsim.Device`, chosen once
-    leaf_size : int, target mean number of points per leaf (larger leaves where the
-        near field must reach further)
+    leaf_size : int, optional, target mean number of points per leaf (larger leaves where
+        the near field must reach further); default: the depth of least modelled cost
+        (:meth:`_cheapest_depth`)
     near_radius : {1, 2}, leaf-level near-field stencil half-width in boxes
     order : int, optional, expansion order P overriding the rule of :func:`order_for_tol`
     memory_budget : float, optional, bytes the expansion arrays may take (default: a
@@ -123,7 +126,7 @@ class FMM:
     """
 
     def __init__(self, kernel="gaussian", tol=1e-6, precision="float64", device="auto",
-                 leaf_size=64, near_radius=1, order=None, profile=False, memory_budget=None):
+                 leaf_size=None, near_radius=1, order=None, profile=False, memory_budget=None):
         from ..backend import resolve_device  # noqa: PLC0415
         self.kernel = get_kernel(kernel)
         self.order = order_for_tol(tol, self.kernel.name) if order is None else int(order)
@@ -134,7 +137,7 @@ class FMM:
         self.device = resolve_device(device)
         if near_radius not in (1, 2):
             raise ValueError(f"near_radius must be 1 or 2, got {near_radius!r}.")
-        self.leaf_size = int(leaf_size)
+        self.leaf_size = None if leaf_size is None else int(leaf_size)
         self.near_radius = int(near_radius)
         self.profile = bool(profile)
         self.timings: dict[str, float] = {}
@@ -202,15 +205,20 @@ class FMM:
         else:
             lo, width = xp.asarray(root[0], dtype=xp.float64), float(root[1])
         P = self.order
-        depth = choose_depth(n, m, self.leaf_size, max_depth=self._max_depth(P))
+        depth_max = self._max_depth(P)
         if reach > 0:
             # the deepest level whose leaves still reach `reach` with the stencil, and a
             # root cube stretched so that those leaves are no wider than they must be
             min_leaf = reach / self.near_radius
             depth_reach = max(0, math.ceil(math.log2(width / min_leaf)))
             width = max(width, (1 << depth_reach) * min_leaf * (1 + 1e-9))
-            depth = min(depth, depth_reach)
+            depth_max = min(depth_max, depth_reach)
+        if self.leaf_size is None:
+            depth = self._cheapest_depth(n, m, depth_max, green)
+        else:
+            depth = choose_depth(n, m, self.leaf_size, max_depth=depth_max)
         self.config = FMMConfig(P, depth, self.near_radius, reach, self.leaf_size)
+        clock.lap("setup")
         tree = build_tree(x, y, depth, xp, lo=lo, width=width,
                           check=root is not None and check_root)
         xs, alpha_s, sigma_s = x[tree.src_order], alpha[tree.src_order], sigma[tree.src_order]
@@ -220,12 +228,10 @@ class FMM:
         u_s, g_s = self._near(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient)
         clock.lap("near")
         if depth >= 2:
-            multipoles = self._upward(tree, xs, alpha_s, P)
-            clock.lap("upward")
+            multipoles = self._upward(tree, xs, alpha_s, P, clock)
             locals_ = self._m2l(tree, multipoles, green, P)
             clock.lap("m2l")
-            self._downward(tree, locals_, ys, P, gradient, u_s, g_s)
-            clock.lap("downward")
+            self._downward(tree, locals_, ys, P, gradient, u_s, g_s, clock)
         u[tree.tgt_order] = u_s.astype(dtype, copy=False)
         if gradient:
             grad_u[tree.tgt_order] = g_s.astype(dtype, copy=False)
@@ -252,11 +258,16 @@ class FMM:
             src = np.concatenate([np.arange(ss[b], ss[b + 1]) for b in boxes])
             if src.size == 0:
                 return
-            d = ys_[t0:t1, None, :] - xs_[None, src, :]
-            mask = (np.arange(t0, t1)[:, None] == src[None, :]) if exclude_self else None
-            ub, wb, gb = (np.zeros_like(a[t0:t1], dtype=self.dtype) for a in (u_s, w_s, g_s))
-            _accumulate_block(self.kernel, d, as_[src], sg_[src], mask, gradient, ub, wb, gb)
-            u_s[t0:t1], w_s[t0:t1], g_s[t0:t1] = ub, wb, gb
+            # target chunks keep the pair block near 2^18 pairs (O(N + M) memory even
+            # when one leaf holds most points)
+            step = max(1, (1 << 18) // src.size)
+            for c0 in range(t0, t1, step):
+                c1 = min(t1, c0 + step)
+                d = ys_[c0:c1, None, :] - xs_[None, src, :]
+                mask = (np.arange(c0, c1)[:, None] == src[None, :]) if exclude_self else None
+                ub, wb, gb = (np.zeros_like(a[c0:c1], dtype=self.dtype) for a in (u_s, w_s, g_s))
+                _accumulate_block(self.kernel, d, as_[src], sg_[src], mask, gradient, ub, wb, gb)
+                u_s[c0:c1], w_s[c0:c1], g_s[c0:c1] = ub, wb, gb
 
         # leaves write disjoint target ranges: threads (NumPy releases the GIL) keep the
         # result bitwise identical to a serial loop
@@ -276,7 +287,7 @@ class FMM:
         from ..kernels.modules import CTYPES, get_function  # noqa: PLC0415
         dtype = self.dtype
         nbr_d = self._cached(("nbr_d", tree.depth, self.near_radius), lambda: cp.asarray(nbr))
-        block = 128
+        block = self._block_for(ys.shape[0], tree.n_leaves)
         name = (f"p2p_near<{CTYPES[dtype.name]},{self.kernel.code},"
                 f"{'true' if gradient else 'false'},{block}>")
         fn = get_function("fmm.cu", name)
@@ -291,35 +302,56 @@ class FMM:
             u, g))
         return u.astype(cp.float64), (g.astype(cp.float64) if gradient else None)
 
-    def _upward(self, tree, xs, alpha_s, P):
-        """Multipoles per level: dict level → array (8^level, n, 3), float64."""
+    def _shift_operators(self, P):
+        """Level-independent M2M and L2L operators on normalized expansions (cached).
+
+        With M̃_m = M_m / w^|m| and L̃_k = L_k w^|k| (w: the box width of the level), a
+        child → parent M2M is M̃_p = Σ_c T_c M̃_c with T_c = diag(2^−|m|) S_c and a
+        parent → child L2L is L̃_c = R_c diag(2^−|k|) L̃_p, where S_c, R_c are the exact
+        shifts for a unit child width (:func:`expansions.shift_matrices`).  Returns
+        T (n, 8n) = [T_0 … T_7] and R (8n, n) = [R_0; …; R_7] on the evaluator's device.
+        """
+        def build():
+            mi = E.multi_indices(P)
+            half = 2.0 ** -mi.k.sum(axis=1).astype(np.float64)
+            S = E.shift_matrices(_child_offsets(1.0), P, np, "m2m")
+            R = E.shift_matrices(_child_offsets(1.0), P, np, "l2l")
+            T = np.concatenate([half[:, None] * S[c] for c in range(8)], axis=1)
+            Rc = np.concatenate([R[c] * half[None, :] for c in range(8)], axis=0)
+            xp = self.device.xp
+            return xp.asarray(T), xp.asarray(Rc)
+        return self._cached(("shift", P), build)
+
+    def _upward(self, tree, xs, alpha_s, P, clock):
+        """Normalized multipoles M̃ per level: dict level → array (8^level, n, 3), float64."""
         xp = self.device.xp
         L = tree.depth
         mi = E.multi_indices(P)
         centres = tree.box_centers(L, xp)
+        w = float(tree.box_width(L))
         if self.device.is_gpu:
             from ..kernels.modules import get_function  # noqa: PLC0415
             kidx = self._cached(("kidx", P), lambda: xp.asarray(mi.k.astype(np.int32)))
             M = xp.empty((8 ** L, mi.n, 3))
-            total = 8 ** L * mi.n
-            get_function("fmm.cu", "p2m_leaves<double>")(
-                ((total + 127) // 128,), (128,),
-                (xs, alpha_s, tree.src_start, xp.ascontiguousarray(centres), kidx,
-                 np.int32(mi.n), np.int64(8 ** L), M))
+            get_function("fmm.cu", f"p2m_leaf<{P},128>")(
+                (8 ** L,), (128,),
+                (xs, alpha_s, tree.src_start, xp.ascontiguousarray(centres), np.float64(1.0 / w),
+                 kidx, M))
         else:
             M = np.zeros((8 ** L, mi.n, 3))
             ss = tree.src_start
             for leaf in np.nonzero(ss[1:] > ss[:-1])[0]:          # one GEMM per leaf
                 s0, s1 = ss[leaf], ss[leaf + 1]
-                M[leaf] = E.p2m(xs[s0:s1], alpha_s[s0:s1], centres[leaf], P, np)
+                M[leaf] = E.monomials((centres[leaf] - xs[s0:s1]) / w, P, np).T @ alpha_s[s0:s1]
+        clock.lap("p2m")
+        T, _ = self._shift_operators(P)
         out = {L: M}
-        for level in range(L, 2, -1):
-            S = E.shift_matrices(xp.asarray(_child_offsets(tree.box_width(level))), P, xp, "m2m")
-            child = out[level].reshape(8 ** (level - 1), 8, mi.n, 3)
-            parent = xp.zeros((8 ** (level - 1), mi.n, 3))
-            for c in range(8):
-                parent += _apply(S[c], child[:, c], xp)
-            out[level - 1] = parent
+        n = mi.n
+        for level in range(L, 2, -1):                              # M2M: one GEMM per level
+            bp = 8 ** (level - 1)
+            X = out[level].reshape(bp, 8, n, 3).transpose(1, 2, 0, 3).reshape(8 * n, bp * 3)
+            out[level - 1] = (T @ X).reshape(n, bp, 3).transpose(1, 0, 2)
+        clock.lap("m2m")
         return out
 
     def _m2l_pairs_host(self, level, sep):
@@ -365,43 +397,51 @@ class FMM:
         return self._cached(("m2l_classes", level, sep), build)
 
     def _m2l(self, tree, multipoles, green, P):
-        """Local expansions per level (levels 2..L) from M2L (see the comments per path)."""
+        """Normalized local expansions L̃ per level (levels 2..L) from M2L."""
         xp = self.device.xp
         L = tree.depth
         locals_ = {}
         homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
-        degree = xp.asarray(E.multi_indices(P).k.sum(axis=1).astype(np.float64))
+        degree = E.multi_indices(P).k.sum(axis=1).astype(np.float64)
         for level in range(2, L + 1):
             M = multipoles[level]
             sep = self.near_radius + 1 if level == L else 2
             w = float(tree.box_width(level))
             if homogeneous:
-                # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m], and A(1) = U C Vᵀ exactly
-                # (harmonic_bases).  Boxes of one parity class (key & 7, i.e. every 8th box)
-                # share their interaction offsets O_p, so per class and component one GEMM
-                #   L̃[:, t] = [C_o]_{o ∈ O_p} (k-major) · M̃[k, src(t, o)]   for all t of p
-                # on compressed, coefficient-major multipoles (no zero blocks, no transposes).
+                # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m] and A(1) = U C Vᵀ exactly
+                # (harmonic_bases), so on normalized expansions L̃ = U (C (Vᵀ M̃)) / w.
+                # Boxes of one parity class (key & 7, i.e. every 8th box) share their
+                # interaction offsets O_p, so per class one GEMM over all its boxes and
+                # the three components:
+                #   L̃[:, (t, c)] = [C_o]_{o ∈ O_p} (k-major) · M̃[k, src(t, o), c]
+                # on compressed, coefficient-major multipoles (no zero blocks).
                 U, V = self._cached(("harmonic", P),
                                     lambda: tuple(xp.asarray(a) for a in E.harmonic_bases(P)))
-                scale = w ** -degree
-                Mt = _apply(V.T, M * scale[None, :, None], xp)       # (B, r, 3)
-                B, r = Mt.shape[0], Mt.shape[1]
-                Mcm = xp.concatenate([Mt.transpose(1, 2, 0), xp.zeros((r, 3, 1))], axis=2)
-                Lt = xp.empty((r, 3, B))
+                # In float32 runs with tol ≥ 1e-5 these GEMMs run in float32: normalized
+                # expansions are O(1), so float32 rounding (6e-8) stays far below tol.
+                mdt = np.float32 if self.dtype == np.float32 and self.tol >= 1e-5 else np.float64
+                B, r = M.shape[0], U.shape[1]
+                Mt = (V.T @ M.transpose(1, 0, 2).reshape(-1, B * 3)).reshape(r, B, 3)
+                Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
+                Lt = xp.empty((r, B, 3), mdt)                      # Mcm: (r, B + 1, 3)
                 for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
-                    Kp = self._cached(("m2l_class_cores", P, sep, p), lambda offsets=offsets:
-                                      xp.asarray(_class_cores(E.unit_m2l_cores(P), offsets)))
+                    Kp = self._cached(("m2l_class_cores", P, sep, p, mdt), lambda offsets=offsets:
+                                      xp.asarray(_class_cores(E.unit_m2l_cores(P), offsets),
+                                                 dtype=mdt))
                     nb = gather.shape[0]
-                    chunk = max(1, int(self._chunk_bytes // (len(offsets) * r * 8)))
+                    chunk = max(1, int(self._chunk_bytes
+                                       // (len(offsets) * r * 3 * np.dtype(mdt).itemsize)))
                     for j0 in range(0, nb, chunk):
                         j1 = min(nb, j0 + chunk)
-                        g = gather[j0:j1].T                            # (|O_p|, b)
-                        for c in range(3):
-                            X = Mcm[:, c, g].reshape(r * len(offsets), j1 - j0)
-                            Lt[:, c, p + 8 * j0:p + 8 * j1:8] = Kp @ X
-                Lc = _apply(U, Lt.transpose(2, 0, 1), xp) * (scale / w)[None, :, None]
+                        X = Mcm[:, gather[j0:j1].T, :].reshape(r * len(offsets), 3 * (j1 - j0))
+                        Lt[:, p + 8 * j0:p + 8 * j1:8, :] = (Kp @ X).reshape(r, j1 - j0, 3)
+                Lc = (U @ Lt.reshape(r, B * 3).astype(np.float64)).reshape(-1, B, 3) \
+                    .transpose(1, 0, 2) / w
             else:
-                # regularized G: operators depend on σ/w, built per level, one GEMM per offset
+                # regularized G: operators depend on σ/w, built per level, one GEMM per
+                # offset, on de-normalized expansions (M = w^|m| M̃, L̃ = w^|k| L)
+                wdeg = xp.asarray(w ** degree)
+                M = M * wdeg[None, :, None]
                 idx, binom = (xp.asarray(a) for a in E._m2l_tables(P))
                 pairs = self._m2l_pairs(level, sep)
                 Lc = xp.zeros_like(M)
@@ -411,40 +451,83 @@ class FMM:
                     # full square operator (|k|, |m| ≤ P): the total-degree truncation
                     # |k| + |m| ≤ P is 11× cheaper at P = 12 but 50× less accurate here
                     Lc[tgt] += _apply(T[o][idx] * binom, M[src], xp)
-            locals_[level] = Lc
+                Lc *= wdeg[None, :, None]
+            locals_[level] = xp.ascontiguousarray(Lc)
         return locals_
 
-    def _downward(self, tree, locals_, ys, P, gradient, u_s, g_s):
+    def _downward(self, tree, locals_, ys, P, gradient, u_s, g_s, clock):
         """L2L to the leaves, then L2P added into u_s, g_s (sorted targets)."""
         xp = self.device.xp
         L = tree.depth
-        mi = E.multi_indices(P)
-        for level in range(3, L + 1):
-            S = E.shift_matrices(xp.asarray(_child_offsets(tree.box_width(level))), P, xp, "l2l")
-            parent = locals_[level - 1]
-            child = locals_[level].reshape(8 ** (level - 1), 8, mi.n, 3)
-            for c in range(8):
-                child[:, c] += _apply(S[c], parent, xp)
+        n = E.multi_indices(P).n
+        _, R = self._shift_operators(P)
+        for level in range(3, L + 1):                              # L2L: one GEMM per level
+            bp = 8 ** (level - 1)
+            Y = (R @ locals_[level - 1].transpose(1, 0, 2).reshape(n, bp * 3))
+            locals_[level] += Y.reshape(8, n, bp, 3).transpose(2, 0, 1, 3).reshape(8 * bp, n, 3)
+        clock.lap("l2l")
         centres = tree.box_centers(L, xp)
         Ll = locals_[L]
+        w = float(tree.box_width(L))
         if self.device.is_gpu:
             from ..kernels.modules import get_function  # noqa: PLC0415
-            leaf = _leaf_of(tree.tgt_start, ys.shape[0], xp)
-            kidx = self._cached(("kidx", P), lambda: xp.asarray(mi.k.astype(np.int32)))
-            m = ys.shape[0]
+            idx, fu, fg = self._cached(("l2p_tables", P), lambda: tuple(
+                xp.asarray(a) for a in _l2p_coefficient_tables(P)))
+            B, n_out, m = Ll.shape[0], idx.shape[1], ys.shape[0]
+            C = xp.empty((B, n_out))
+            get_function("fmm.cu", "l2p_coefficients")(
+                ((B * n_out + 255) // 256,), (256,),
+                (Ll, idx, fu, fg, np.float64(1.0 / w), np.int32(n * 3), np.int32(n_out),
+                 np.int64(B), tree.tgt_start, C))
+            leaf = xp.searchsorted(tree.tgt_start, xp.arange(m), side="right") - 1
             g = g_s if gradient else u_s
-            get_function("fmm.cu", f"l2p_targets<double,{'true' if gradient else 'false'}>")(
+            get_function("fmm.cu", f"l2p_targets<{P},{'true' if gradient else 'false'}>")(
                 ((m + 127) // 128,), (128,),
-                (xp.ascontiguousarray(Ll), xp.ascontiguousarray(centres), leaf, ys, kidx,
-                 np.int32(mi.n), np.int32(P), np.int64(m), u_s, g))
+                (C, xp.ascontiguousarray(centres), np.float64(1.0 / w), leaf, ys, np.int64(m),
+                 u_s, g))
+            clock.lap("l2p")
             return
         ts = tree.tgt_start
         for box in np.nonzero(ts[1:] > ts[:-1])[0]:                # two GEMMs per leaf
             t0, t1 = ts[box], ts[box + 1]
-            uc, gc = E.l2p_box(Ll[box], ys[t0:t1] - centres[box], P, np, gradient=gradient)
-            u_s[t0:t1] += uc
+            uc, gc = E.l2p_box(Ll[box], (ys[t0:t1] - centres[box]) / w, P, np, gradient=gradient)
+            u_s[t0:t1] += uc / w
             if gradient:
-                g_s[t0:t1] += gc
+                g_s[t0:t1] += gc / (w * w)
+        clock.lap("l2p")
+
+    @staticmethod
+    def _block_for(n_points, n_leaves):
+        """Threads per block for kernels with one block per leaf: ~ the mean leaf size."""
+        mean = n_points / max(n_leaves, 1)
+        return 32 if mean <= 32 else 64 if mean <= 64 else 128
+
+    #: cost model of :meth:`_cheapest_depth`: near-field pairs per second and M2L flops
+    #: per second, per device kind and precision (H100 and the 2-core CI machine,
+    #: measured 2026-11-22 with benchmarks/bench_fmm.py and the CPU tests).
+    COST_RATES = {("gpu", "float64"): (1.1e11, 2.0e13), ("gpu", "float32"): (3.5e11, 3.0e13),
+                  ("cpu", "float64"): (2.0e7, 3.0e10), ("cpu", "float32"): (2.0e7, 3.0e10)}
+
+    def _cheapest_depth(self, n, m, depth_max, green):
+        """Leaf level (≤ ``depth_max``) with the least modelled cost for N, M uniform points.
+
+        near(L) = N M min(1, (2r+1)³ / 8^L) pairs at the device's pair rate;
+        far(L)  = Σ_{l=2..L} 8^l × 189 M2L box pairs × 6 c² flops at its GEMM rate, with
+        c = (P+1)² for the compressed 1/r far field and c = n(P) for the regularized one.
+        P2M and L2P cost the same at every depth and are left out.  Non-uniform inputs
+        get fuller leaves in their dense parts (the adaptive tree is future work).
+        """
+        near_rate, gemm_rate = self.COST_RATES[(self.device.kind, self.dtype.name)]
+        homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
+        c = (self.order + 1) ** 2 if homogeneous else E.multi_indices(self.order).n
+        stencil = (2 * self.near_radius + 1) ** 3
+        best, best_cost = 0, math.inf
+        for depth in range(depth_max + 1):
+            near = n * m * min(1.0, stencil / 8.0 ** depth) / near_rate
+            far = sum(8.0 ** level for level in range(2, depth + 1)) * 189 * 6 * c * c / gemm_rate
+            if near + far <= best_cost:                    # ties: the deeper tree
+                best, best_cost = depth, near + far
+        return best
 
     def _max_depth(self, order):
         """Deepest leaf level whose expansion arrays fit ``memory_budget`` bytes.
@@ -519,9 +602,42 @@ def _apply(A, X, xp):
     return Y.reshape(A.shape[0], B, 3).transpose(1, 0, 2)
 
 
-def _leaf_of(start, count, xp):
-    """Leaf index of each of ``count`` sorted points from CSR starts."""
-    return xp.searchsorted(start, xp.arange(count), side="right") - 1
+def _l2p_coefficient_tables(order):
+    """Gather tables of the GPU L2P: per-leaf coefficients C from normalized locals L̃.
+
+    For the n1 = n(order − 1) monomials ĥ^j, row j of C holds 12 values: the
+    coefficients of u_a (a = 0..2) and of ∂_d u_a (3a + d, zero at degree order − 1),
+    each the sum of two terms ± f · L̃[k, c] (from u_a = ε_abc ∂_b ψ_c / 4π):
+
+        u_a[j]     = Σ_bc ε_abc (j_b + 1) L̃[j + e_b, c] / (4π w)
+        ∂_d u_a[j] = Σ_bc ε_abc (j_d + 1)((j + e_d)_b + 1) L̃[j + e_d + e_b, c] / (4π w²)
+
+    Returns idx (2, n1·12) int64 into L̃ flattened as (n·3), and fu, fg (2, n1·12):
+    the factors are fu / w + fg / w² (fu holds the u rows, fg the ∂u rows).
+    """
+    mi = E.multi_indices(order)
+    m1 = E.multi_indices(max(order - 1, 0))
+    n1 = m1.n
+    idx = np.zeros((2, n1, 12), dtype=np.int64)
+    fu = np.zeros((2, n1, 12))
+    fg = np.zeros((2, n1, 12))
+    terms = {0: ((1, 2, 1.0), (2, 1, -1.0)), 1: ((2, 0, 1.0), (0, 2, -1.0)),
+             2: ((0, 1, 1.0), (1, 0, -1.0))}
+    eye = np.eye(3, dtype=np.int64)
+    for j, kj in enumerate(m1.k):
+        deg = int(kj.sum())
+        for a in range(3):
+            for t, (b, c, sign) in enumerate(terms[a]):
+                kk = kj + eye[b]
+                idx[t, j, a] = mi.index[kk[0], kk[1], kk[2]] * 3 + c
+                fu[t, j, a] = sign * (kj[b] + 1) * E.INV_4PI
+                if deg <= order - 2:
+                    for d in range(3):
+                        kd = kj + eye[d]
+                        k2 = kd + eye[b]
+                        idx[t, j, 3 + 3 * a + d] = mi.index[k2[0], k2[1], k2[2]] * 3 + c
+                        fg[t, j, 3 + 3 * a + d] = sign * (kj[d] + 1) * (kd[b] + 1) * E.INV_4PI
+    return idx.reshape(2, -1), fu.reshape(2, -1), fg.reshape(2, -1)
 
 
 _OFFSETS_3 = E.OFFSETS_3

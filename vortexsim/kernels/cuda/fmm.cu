@@ -58,83 +58,138 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
     }
 }
 
-// P2M: multipole coefficients of every leaf, M[leaf, c, d] = Σ_p (c_leaf − y_p)^k_c α_p,d
-// (the (−(y − c))^k of expansions.py).  One thread per (leaf, coefficient).
-template <typename T>
-__global__ void p2m_leaves(const T* __restrict__ xs, const T* __restrict__ alpha,
-                           const long long* __restrict__ src_start,
-                           const T* __restrict__ centres, const int* __restrict__ kidx,
-                           const int n_coef, const long long n_leaves, T* __restrict__ M) {
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= n_leaves * n_coef) return;
-    const long long leaf = idx / n_coef;
-    const int c = (int)(idx % n_coef);
-    const int kx = kidx[3 * c], ky = kidx[3 * c + 1], kz = kidx[3 * c + 2];
-    const T cx = centres[3 * leaf], cy = centres[3 * leaf + 1], cz = centres[3 * leaf + 2];
-    T m0 = T(0), m1 = T(0), m2 = T(0);
-    for (long long p = src_start[leaf]; p < src_start[leaf + 1]; ++p) {
-        const T hx = cx - xs[3 * p], hy = cy - xs[3 * p + 1], hz = cz - xs[3 * p + 2];
-        T w = T(1);
-        for (int e = 0; e < kx; ++e) w *= hx;
-        for (int e = 0; e < ky; ++e) w *= hy;
-        for (int e = 0; e < kz; ++e) w *= hz;
-        m0 += w * alpha[3 * p]; m1 += w * alpha[3 * p + 1]; m2 += w * alpha[3 * p + 2];
+// P2M in normalized coordinates: M̃[leaf, c, d] = Σ_p ((c_leaf − y_p) / w)^k_c α_p,d
+// (w = leaf width; M̃_m = M_m / w^|m| of expansions.py).  One block per leaf; the
+// leaf's sources are staged through shared memory in chunks of CH as per-axis power
+// tables, and each thread accumulates NPT coefficients in registers.  Empty leaves
+// write zeros.
+template <int ORDER, int BS>
+__global__ void __launch_bounds__(BS)
+p2m_leaf(const double* __restrict__ xs, const double* __restrict__ alpha,
+         const long long* __restrict__ src_start, const double* __restrict__ centres,
+         const double inv_w, const int* __restrict__ kidx, double* __restrict__ M) {
+    constexpr int NC = (ORDER + 1) * (ORDER + 2) * (ORDER + 3) / 6;
+    constexpr int NPT = (NC + BS - 1) / BS;
+    constexpr int CH = 32;
+    __shared__ double pw[CH][3][ORDER + 1];
+    __shared__ double al[CH][3];
+    const int leaf = blockIdx.x;
+    const long long s0 = src_start[leaf], s1 = src_start[leaf + 1];
+    int k[NPT][3];
+    double acc[NPT][3];
+#pragma unroll
+    for (int q = 0; q < NPT; ++q) {
+        const int c = min((int)threadIdx.x + q * BS, NC - 1);
+        k[q][0] = kidx[3 * c]; k[q][1] = kidx[3 * c + 1]; k[q][2] = kidx[3 * c + 2];
+        acc[q][0] = acc[q][1] = acc[q][2] = 0.0;
     }
-    T* out = M + (leaf * n_coef + c) * 3;
-    out[0] = m0; out[1] = m1; out[2] = m2;
-}
-
-// L2P: adds the far field of the local expansion L (n_leaves, n_coef, 3) of each
-// target's leaf: u_a += (1/4π) ε_abc ∂_b ψ_c, ∇u[a][d] += (1/4π) ε_abc ∂_d ∂_b ψ_c.
-// One thread per target; monomials from per-axis power tables (order ≤ 32).
-template <typename T, bool GRAD>
-__global__ void l2p_targets(const T* __restrict__ L, const T* __restrict__ centres,
-                            const long long* __restrict__ tgt_leaf, const T* __restrict__ yt,
-                            const int* __restrict__ kidx, const int n_coef, const int order,
-                            const long long n_tgt, T* __restrict__ u, T* __restrict__ grad) {
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n_tgt) return;
-    const long long leaf = tgt_leaf[i];
-    T pw[3][33];
-    const T h[3] = {yt[3 * i] - centres[3 * leaf], yt[3 * i + 1] - centres[3 * leaf + 1],
-                    yt[3 * i + 2] - centres[3 * leaf + 2]};
-    for (int a = 0; a < 3; ++a) {
-        pw[a][0] = T(1);
-        for (int e = 1; e <= order; ++e) pw[a][e] = pw[a][e - 1] * h[a];
-    }
-    T d1[3][3] = {};          // d1[b][c] = ∂_b ψ_c
-    T d2[3][3][3] = {};       // d2[d][b][c] = ∂_d ∂_b ψ_c
-    const T* Ll = L + leaf * (long long)n_coef * 3;
-    for (int c = 1; c < n_coef; ++c) {
-        const int k[3] = {kidx[3 * c], kidx[3 * c + 1], kidx[3 * c + 2]};
-        const T l0 = Ll[3 * c], l1 = Ll[3 * c + 1], l2 = Ll[3 * c + 2];
-        for (int b = 0; b < 3; ++b) {
-            if (k[b] == 0) continue;
-            int kb[3] = {k[0], k[1], k[2]};
-            kb[b] -= 1;
-            const T w = T(k[b]) * pw[0][kb[0]] * pw[1][kb[1]] * pw[2][kb[2]];
-            d1[b][0] += w * l0; d1[b][1] += w * l1; d1[b][2] += w * l2;
-            if (GRAD) {
-                for (int d = 0; d < 3; ++d) {
-                    if (kb[d] == 0) continue;
-                    int kd[3] = {kb[0], kb[1], kb[2]};
-                    kd[d] -= 1;
-                    const T w2 = T(k[b]) * T(kb[d]) * pw[0][kd[0]] * pw[1][kd[1]] * pw[2][kd[2]];
-                    d2[d][b][0] += w2 * l0; d2[d][b][1] += w2 * l1; d2[d][b][2] += w2 * l2;
-                }
+    const double cen[3] = {centres[3 * leaf], centres[3 * leaf + 1], centres[3 * leaf + 2]};
+    for (long long j0 = s0; j0 < s1; j0 += CH) {
+        __syncthreads();
+        for (int t = threadIdx.x; t < CH * 3; t += BS) {
+            const int s = t / 3, a = t % 3;
+            const long long j = j0 + s;
+            const bool ok = j < s1;
+            const double h = ok ? (cen[a] - xs[3 * j + a]) * inv_w : 0.0;
+            double p = 1.0;
+#pragma unroll
+            for (int e = 0; e <= ORDER; ++e) { pw[s][a][e] = p; p *= h; }
+            al[s][a] = ok ? alpha[3 * j + a] : 0.0;
+        }
+        __syncthreads();
+        const int jn = (int)min((long long)CH, s1 - j0);
+        for (int s = 0; s < jn; ++s) {
+            const double a0 = al[s][0], a1 = al[s][1], a2 = al[s][2];
+#pragma unroll
+            for (int q = 0; q < NPT; ++q) {
+                const double m = pw[s][0][k[q][0]] * pw[s][1][k[q][1]] * pw[s][2][k[q][2]];
+                acc[q][0] += m * a0; acc[q][1] += m * a1; acc[q][2] += m * a2;
             }
         }
     }
-    const T s = T(0.079577471545947667884);   // 1/(4π)
-    // u = ∇ × ψ: (∂_y ψ_z − ∂_z ψ_y, ∂_z ψ_x − ∂_x ψ_z, ∂_x ψ_y − ∂_y ψ_x)
-    u[3 * i] += s * (d1[1][2] - d1[2][1]);
-    u[3 * i + 1] += s * (d1[2][0] - d1[0][2]);
-    u[3 * i + 2] += s * (d1[0][1] - d1[1][0]);
-    if (GRAD) {
-        for (int d = 0; d < 3; ++d) {
-            grad[9 * i + 0 * 3 + d] += s * (d2[d][1][2] - d2[d][2][1]);
-            grad[9 * i + 1 * 3 + d] += s * (d2[d][2][0] - d2[d][0][2]);
-            grad[9 * i + 2 * 3 + d] += s * (d2[d][0][1] - d2[d][1][0]);
+#pragma unroll
+    for (int q = 0; q < NPT; ++q) {
+        const int c = threadIdx.x + q * BS;
+        if (c < NC) {
+            double* out = M + ((long long)leaf * NC + c) * 3;
+            out[0] = acc[q][0]; out[1] = acc[q][1]; out[2] = acc[q][2];
         }
+    }
+}
+
+// L2P, step 1: per leaf with targets, the coefficients of the L2P polynomials (see
+// l2p_targets) from the normalized local expansion L̃ (n_leaves, n_in) (n_in = n·3):
+//   C[leaf, o] = Σ_t (fu[t, o] / w + fg[t, o] / w²) L̃[leaf, idx[t, o]],  t = 0, 1.
+// One thread per (leaf, o); leaves without targets are skipped (never read).
+__global__ void l2p_coefficients(const double* __restrict__ L, const long long* __restrict__ idx,
+                                 const double* __restrict__ fu, const double* __restrict__ fg,
+                                 const double inv_w, const int n_in, const int n_out,
+                                 const long long n_leaves, const long long* __restrict__ tgt_start,
+                                 double* __restrict__ C) {
+    const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= n_leaves * n_out) return;
+    const long long leaf = g / n_out;
+    const int o = (int)(g % n_out);
+    if (tgt_start[leaf] == tgt_start[leaf + 1]) return;
+    const double* Ll = L + leaf * n_in;
+    const double inv_w2 = inv_w * inv_w;
+    C[g] = (fu[o] * inv_w + fg[o] * inv_w2) * Ll[idx[o]]
+         + (fu[n_out + o] * inv_w + fg[n_out + o] * inv_w2) * Ll[idx[n_out + o]];
+}
+
+// L2P, step 2: adds the far field at each sorted target.  C (n_leaves, N1, 12) holds,
+// per leaf and monomial ĥ^j of degree ≤ ORDER − 1 (ĥ = (y − c)/w, multi-index order
+// of expansions.py), the coefficients of u_a (3) and of ∂_d u_a (9, a-major; zero at
+// degree ORDER − 1), with 1/4π and the powers of 1/w applied.  One thread per target
+// (tgt_leaf: its leaf); monomials by running products; the warp's threads mostly share
+// a leaf, so coefficient loads are broadcasts.
+template <int ORDER, bool GRAD>
+__global__ void l2p_targets(const double* __restrict__ C, const double* __restrict__ centres,
+                            const double inv_w, const long long* __restrict__ tgt_leaf,
+                            const double* __restrict__ yt, const long long n_tgt,
+                            double* __restrict__ u, double* __restrict__ grad) {
+    constexpr int D1 = ORDER - 1;
+    constexpr int N1 = (D1 + 1) * (D1 + 2) * (D1 + 3) / 6;
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_tgt) return;
+    const long long leaf = tgt_leaf[i];
+    const double2* Cl = reinterpret_cast<const double2*>(C + leaf * N1 * 12);
+    const double hx = (yt[3 * i] - centres[3 * leaf]) * inv_w,
+                 hy = (yt[3 * i + 1] - centres[3 * leaf + 1]) * inv_w,
+                 hz = (yt[3 * i + 2] - centres[3 * leaf + 2]) * inv_w;
+    double ua[3] = {0.0, 0.0, 0.0};
+    double g[9] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double px = 1.0;
+#pragma unroll 1
+    for (int kx = 0; kx <= D1; ++kx) {
+        double pxy = px;
+#pragma unroll 1
+        for (int ky = 0; ky <= D1 - kx; ++ky) {
+            double m = pxy;
+#pragma unroll 2
+            for (int kz = 0; kz <= D1 - kx - ky; ++kz) {
+                const int d = kx + ky + kz;
+                const int j = d * (d + 1) * (d + 2) / 6 + (d - kx) * (d - kx + 1) / 2
+                              + (d - kx - ky);
+                const double2* c = Cl + 6 * j;
+                const double2 c0 = __ldg(c), c1 = __ldg(c + 1);
+                ua[0] += c0.x * m; ua[1] += c0.y * m; ua[2] += c1.x * m;
+                if (GRAD && d < D1) {
+                    const double2 c2 = __ldg(c + 2), c3 = __ldg(c + 3), c4 = __ldg(c + 4),
+                                  c5 = __ldg(c + 5);
+                    g[0] += c1.y * m; g[1] += c2.x * m; g[2] += c2.y * m;
+                    g[3] += c3.x * m; g[4] += c3.y * m; g[5] += c4.x * m;
+                    g[6] += c4.y * m; g[7] += c5.x * m; g[8] += c5.y * m;
+                }
+                m *= hz;
+            }
+            pxy *= hy;
+        }
+        px *= hx;
+    }
+    u[3 * i] += ua[0]; u[3 * i + 1] += ua[1]; u[3 * i + 2] += ua[2];
+    if (GRAD) {
+#pragma unroll
+        for (int e = 0; e < 9; ++e) grad[9 * i + e] += g[e];
     }
 }
