@@ -165,3 +165,33 @@ def test_memory_budget_caps_the_depth_not_the_accuracy():
     ud, gd = _reference("algebraic", x, alpha, sigma)
     for u, g in ((u1, g1), (u2, g2)):
         assert _rel(u, ud) <= 1e-3 and _rel(g, gd) <= 1e-2
+
+
+def test_near_pair_counts_match_the_trees():
+    """The depth model's pair counts equal Σ_leaf targets × stencil sources of real trees."""
+    from vortexsim.fmm.evaluator import _near_pairs_by_depth
+    from vortexsim.fmm.tree import build_tree, neighbor_table
+    rng = np.random.default_rng(3)
+    x, y = rng.random((3000, 3)) ** 2, rng.random((2000, 3))        # clustered sources
+    for radius in (1, 2):
+        pairs = _near_pairs_by_depth(x, y, np.zeros(3), 1.0, 4, radius, np)
+        for depth in range(5):
+            tree = build_tree(x, y, depth, np, lo=np.zeros(3), width=1.0)
+            nbr = neighbor_table(depth, radius, np)
+            cs, ct = np.diff(tree.src_start), np.diff(tree.tgt_start)
+            ref = sum(int(ct[leaf]) * int(cs[nbr[leaf][nbr[leaf] >= 0]].sum())
+                      for leaf in range(8 ** depth))
+            assert pairs[depth] == ref, (radius, depth)
+
+
+def test_explicit_depth_is_used_and_checked():
+    rng = np.random.default_rng(4)
+    x, alpha = rng.random((600, 3)), rng.normal(size=(600, 3))
+    sigma = np.full(600, 0.02)
+    fmm = FMM("gaussian", tol=1e-3)
+    u2, _ = fmm.evaluate(x, alpha, sigma, depth=2)
+    assert fmm.config.depth == 2
+    ud, _ = _reference("gaussian", x, alpha, sigma)
+    assert _rel(u2, ud) <= 1e-3
+    with pytest.raises(ValueError, match="depth must be an integer"):
+        fmm.evaluate(x, alpha, sigma, depth=9)

@@ -150,7 +150,7 @@ class FMM:
 
     # -- the evaluation -----------------------------------------------------
     def evaluate(self, x, alpha, sigma, targets=None, gradient=True, *, sigma_range=None,
-                 root=None, check_root=True):
+                 root=None, check_root=True, depth=None):
         """u (M, 3) and ∇u (M, 3, 3) (or None) at ``targets`` (the sources when None).
 
         x, alpha (N, 3), sigma (N,) [or scalar], targets (M, 3): arrays of the
@@ -163,9 +163,15 @@ class FMM:
             time stepper's box with slack); otherwise the bounding cube.
         check_root : bool, default True
             Verify that a given ``root`` holds every point (a ValueError otherwise; one
-            device-to-host sync).  With ``sigma_range``, ``root`` and ``check_root=False``
+            device-to-host sync).  With ``sigma_range``, ``root``, ``depth`` and ``check_root=False``
             an evaluation makes no device-to-host transfer at all; the caller then
             guarantees containment.
+        depth : int, optional
+            Leaf level of the tree.  By default the level of least modelled cost for
+            these points (:meth:`_cheapest_depth`; one small device-to-host transfer), or
+            the ``leaf_size`` rule when that was given.  A time stepper may reuse
+            ``config.depth`` of an earlier call.  Deeper than the near-field reach or
+            the memory budget allow is a ValueError.
         """
         xp = self.device.xp
         clock = _Clock(xp, self.profile and self.device.is_gpu)
@@ -206,17 +212,26 @@ class FMM:
             lo, width = xp.asarray(root[0], dtype=xp.float64), float(root[1])
         P = self.order
         depth_max = self._max_depth(P)
+        min_leaf = reach / self.near_radius
         if reach > 0:
-            # the deepest level whose leaves still reach `reach` with the stencil, and a
-            # root cube stretched so that those leaves are no wider than they must be
-            min_leaf = reach / self.near_radius
-            depth_reach = max(0, math.ceil(math.log2(width / min_leaf)))
-            width = max(width, (1 << depth_reach) * min_leaf * (1 + 1e-9))
-            depth_max = min(depth_max, depth_reach)
-        if self.leaf_size is None:
-            depth = self._cheapest_depth(n, m, depth_max, green)
-        else:
+            # the deepest level whose leaves still reach `reach` with the stencil
+            depth_max = min(depth_max, max(0, math.ceil(math.log2(width / min_leaf))))
+        if depth is not None:
+            if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) \
+                    or not 0 <= depth <= depth_max:
+                raise ValueError(f"depth must be an integer in [0, {depth_max}] for this input "
+                                 f"and tolerance (deeper leaves would be narrower than the "
+                                 f"near-field reach or exceed memory_budget), got {depth!r}.")
+            depth = int(depth)
+        elif self.leaf_size is not None:
             depth = choose_depth(n, m, self.leaf_size, max_depth=depth_max)
+        else:
+            # one small device-to-host transfer: the near-field pair counts per depth
+            width_max = max(width, (1 << depth_max) * min_leaf * (1 + 1e-9))
+            pairs = _near_pairs_by_depth(x, y, lo, width_max, depth_max, self.near_radius, xp)
+            depth = self._cheapest_depth(pairs, green)
+        # a root cube stretched so that the leaves are no narrower than the reach
+        width = max(width, (1 << depth) * min_leaf * (1 + 1e-9))
         self.config = FMMConfig(P, depth, self.near_radius, reach, self.leaf_size)
         clock.lap("setup")
         tree = build_tree(x, y, depth, xp, lo=lo, width=width,
@@ -508,25 +523,26 @@ class FMM:
     COST_RATES = {("gpu", "float64"): (1.1e11, 2.0e13), ("gpu", "float32"): (3.5e11, 3.0e13),
                   ("cpu", "float64"): (2.0e7, 3.0e10), ("cpu", "float32"): (2.0e7, 3.0e10)}
 
-    def _cheapest_depth(self, n, m, depth_max, green):
-        """Leaf level (≤ ``depth_max``) with the least modelled cost for N, M uniform points.
+    def _cheapest_depth(self, pairs, green):
+        """Leaf level with the least modelled cost, given the near-field pair counts.
 
-        near(L) = N M min(1, (2r+1)³ / 8^L) pairs at the device's pair rate;
-        far(L)  = Σ_{l=2..L} 8^l × 189 M2L box pairs × 6 c² flops at its GEMM rate, with
-        c = (P+1)² for the compressed 1/r far field and c = n(P) for the regularized one.
-        P2M and L2P cost the same at every depth and are left out.  Non-uniform inputs
-        get fuller leaves in their dense parts (the adaptive tree is future work).
+        ``pairs[L]`` (L = 0..depth_max) is the number of near-field pairs of a tree of
+        depth L for the actual points (:func:`_near_pairs_by_depth`); the cost is
+        near(L) = pairs[L] at the device's pair rate plus
+        far(L) = Σ_{l=2..L} 8^l × 189 M2L box pairs × 6 c² flops at its GEMM rate, with
+        c = (P+1)² for the compressed 1/r far field and c = n(P) for the regularized one
+        (the level-uniform tree translates empty boxes too).  P2M and L2P cost the same
+        at every depth and are left out.  Ties go to the deeper tree.
         """
         near_rate, gemm_rate = self.COST_RATES[(self.device.kind, self.dtype.name)]
         homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
         c = (self.order + 1) ** 2 if homogeneous else E.multi_indices(self.order).n
-        stencil = (2 * self.near_radius + 1) ** 3
         best, best_cost = 0, math.inf
-        for depth in range(depth_max + 1):
-            near = n * m * min(1.0, stencil / 8.0 ** depth) / near_rate
+        for depth, npairs in enumerate(pairs):
             far = sum(8.0 ** level for level in range(2, depth + 1)) * 189 * 6 * c * c / gemm_rate
-            if near + far <= best_cost:                    # ties: the deeper tree
-                best, best_cost = depth, near + far
+            cost = float(npairs) / near_rate + far
+            if cost <= best_cost:
+                best, best_cost = depth, cost
         return best
 
     def _max_depth(self, order):
@@ -600,6 +616,39 @@ def _apply(A, X, xp):
     B, n, _ = X.shape
     Y = A @ X.transpose(1, 0, 2).reshape(n, B * 3)
     return Y.reshape(A.shape[0], B, 3).transpose(1, 0, 2)
+
+
+def _near_pairs_by_depth(x, y, lo, width, depth_max, radius, xp):
+    """Near-field pair counts (depth_max + 1,) of level-uniform trees of depth 0..depth_max.
+
+    Sources x (N, 3) and targets y (M, 3) are histogrammed on the 2^depth_max grid of
+    the cube (lo, width); coarser grids sum 2×2×2 blocks.  At each depth the count is
+    Σ_leaf targets(leaf) × sources in its (2r+1)³ stencil (a box filter of the source
+    grid).  Memory O(N + M + 8^depth_max); one host transfer for the result.
+    """
+    n_side = 1 << depth_max
+
+    def grid(points):
+        cell = xp.clip(xp.floor((points - lo) * (n_side / width)), 0, n_side - 1).astype(xp.int64)
+        flat = (cell[:, 0] * n_side + cell[:, 1]) * n_side + cell[:, 2]
+        return xp.bincount(flat, minlength=n_side ** 3).reshape((n_side,) * 3).astype(xp.float64)
+
+    cs, ct = grid(x), grid(y)
+    counts = []
+    for depth in range(depth_max, -1, -1):
+        pad = xp.pad(cs, radius)
+        side = cs.shape[0]
+        box = pad
+        for axis in range(3):                                     # separable box sum
+            box = sum(xp.take(box, xp.arange(k, k + side), axis=axis)
+                      for k in range(2 * radius + 1))
+        counts.append((ct * box).sum())
+        if depth:
+            h = side // 2
+            cs = cs.reshape(h, 2, h, 2, h, 2).sum(axis=(1, 3, 5))
+            ct = ct.reshape(h, 2, h, 2, h, 2).sum(axis=(1, 3, 5))
+    out = xp.stack(counts[::-1])
+    return out.get() if hasattr(out, "get") else out
 
 
 def _l2p_coefficient_tables(order):
