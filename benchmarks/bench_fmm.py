@@ -44,7 +44,7 @@ CASES = {
 }
 
 
-STAGES = ("setup", "tree", "near", "p2m", "m2m", "m2l", "l2l", "l2p")
+STAGES = ("sigma", "root", "depth", "setup", "tree", "near", "p2m", "m2m", "m2l", "l2l", "l2p")
 
 
 def main(argv=None):
@@ -123,7 +123,7 @@ def main(argv=None):
         json.dump(meta, fh, indent=1)
     print(f"\n## bench_fmm {meta['date']} on {device}\n")
     print("| case | N | M | kernel | prec | tol | P | depth | err u | err ∇u | FMM ms | "
-          "stages ms (setup/tree/near/p2m/m2m/m2l/l2l/l2p) | direct ms | target |")
+          "stages ms (sigma/root/depth/setup/tree/near/p2m/m2m/m2l/l2l/l2p) | direct ms | target |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         st = "/".join(f"{r['stages'].get(k, 0) * 1e3:.1f}"

@@ -92,6 +92,9 @@ class Summation:
         self.method = method
         self.tol = float(tol)
         self.fmm = None
+        #: FMM tree depth reused by later calls (choosing it costs one device-to-host
+        #: transfer); None makes the next call choose it again (see VortexRHS.begin_step)
+        self.depth = None
         if method == "fmm":
             from .fmm.evaluator import FMM  # noqa: PLC0415
             self.fmm = FMM(self.kernel, tol=self.tol, precision=self.precision,
@@ -109,7 +112,8 @@ class Summation:
         if self.method == "fmm":
             u, grad_u = self.fmm.evaluate(x, alpha, sigma, targets, gradient=gradient,
                                           sigma_range=sigma_range, root=root,
-                                          check_root=root is None)
+                                          check_root=root is None, depth=self.depth)
+            self.depth = self.fmm.config.depth
         else:
             if x.dtype != dtype:
                 x, alpha, sigma, targets = (a.astype(dtype) for a in (x, alpha, sigma, targets))

@@ -73,6 +73,10 @@ RUN_DEFAULTS = {
 }
 
 
+#: steps between two choices of the FMM tree depth (each costs one device-to-host
+#: transfer; the depth in use is part of the state, so restarts stay bitwise)
+FMM_DEPTH_REFRESH = 20
+
 class SimulationError(RuntimeError):
     """A step failed a safety check; the simulation stays at its last good state.
 
@@ -263,6 +267,8 @@ class Simulation:
         xp = self.device.xp
         el, tr = self.elements, self.tracers
         root, margin = self._root()
+        if self.iteration % FMM_DEPTH_REFRESH == 0:
+            self.summation.depth = None          # the FMM chooses its tree depth again
         self.rhs.begin_step(self.t, el.sigma, self._sigma_range, root)
         x1, alpha1, y1 = self.scheme.step((el.x, el.alpha, tr.x), self.t, dt, self.rhs)
         nu = self.rhs.nu
@@ -448,8 +454,10 @@ class Simulation:
         float64 arrays copied to the host are bitwise equal to the device ones, so
         :meth:`load_state_dict` of this dict continues bitwise like the original run.
         """
+        depth = self.summation.depth
         return {"t": self.t, "iteration": self.iteration, "dt": self.dt,
                 "sigma_range": list(self._sigma_range),
+                "fmm_depth": -1 if depth is None else int(depth),
                 "elements": self.elements.to_host(), "tracers": self.tracers.to_host()}
 
     def load_state_dict(self, state):
@@ -471,5 +479,7 @@ class Simulation:
         self.iteration = int(state["iteration"])
         self.dt = float(state["dt"])
         self._sigma_range = tuple(float(v) for v in state["sigma_range"])
+        depth = int(state.get("fmm_depth", -1))
+        self.summation.depth = None if depth < 0 else depth
         self._box = self._host_box()
         return self

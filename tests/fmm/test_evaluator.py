@@ -193,5 +193,7 @@ def test_explicit_depth_is_used_and_checked():
     assert fmm.config.depth == 2
     ud, _ = _reference("gaussian", x, alpha, sigma)
     assert _rel(u2, ud) <= 1e-3
-    with pytest.raises(ValueError, match="depth must be an integer"):
-        fmm.evaluate(x, alpha, sigma, depth=9)
+    u9, _ = fmm.evaluate(x, alpha, sigma, depth=9)        # capped at the reach's level
+    assert fmm.config.depth < 9 and _rel(u9, ud) <= 1e-3
+    with pytest.raises(ValueError, match="depth must be a non-negative integer"):
+        fmm.evaluate(x, alpha, sigma, depth=-1)

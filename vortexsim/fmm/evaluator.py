@@ -170,8 +170,8 @@ class FMM:
             Leaf level of the tree.  By default the level of least modelled cost for
             these points (:meth:`_cheapest_depth`; one small device-to-host transfer), or
             the ``leaf_size`` rule when that was given.  A time stepper may reuse
-            ``config.depth`` of an earlier call.  Deeper than the near-field reach or
-            the memory budget allow is a ValueError.
+            ``config.depth`` of an earlier call.  Capped at the deepest level that the
+            near-field reach and the memory budget allow (so it is always accurate).
         """
         xp = self.device.xp
         clock = _Clock(xp, self.profile and self.device.is_gpu)
@@ -190,7 +190,11 @@ class FMM:
         sigma = xp.broadcast_to(xp.asarray(sigma, dtype=xp.float64), (n,))
         # host scalars (one sync each on the GPU): core-radius range and root cube
         if sigma_range is None:
-            s_min, s_max = float(sigma.min()), float(sigma.max())
+            if xp is np:
+                s_min, s_max = float(sigma.min()), float(sigma.max())
+            else:
+                s_min, s_max = (float(v) for v in xp.stack([sigma.min(), sigma.max()]).get())
+            clock.lap("sigma")
         else:
             s_min, s_max = (float(v) for v in sigma_range)
             if not 0 < s_min <= s_max:
@@ -208,6 +212,7 @@ class FMM:
         if root is None:
             lo, width = root_cube(x, y, xp)
             width = float(width)
+            clock.lap("root")
         else:
             lo, width = xp.asarray(root[0], dtype=xp.float64), float(root[1])
         P = self.order
@@ -217,12 +222,9 @@ class FMM:
             # the deepest level whose leaves still reach `reach` with the stencil
             depth_max = min(depth_max, max(0, math.ceil(math.log2(width / min_leaf))))
         if depth is not None:
-            if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) \
-                    or not 0 <= depth <= depth_max:
-                raise ValueError(f"depth must be an integer in [0, {depth_max}] for this input "
-                                 f"and tolerance (deeper leaves would be narrower than the "
-                                 f"near-field reach or exceed memory_budget), got {depth!r}.")
-            depth = int(depth)
+            if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
+                raise ValueError(f"depth must be a non-negative integer, got {depth!r}.")
+            depth = min(int(depth), depth_max)
         elif self.leaf_size is not None:
             depth = choose_depth(n, m, self.leaf_size, max_depth=depth_max)
         else:
@@ -230,6 +232,7 @@ class FMM:
             width_max = max(width, (1 << depth_max) * min_leaf * (1 + 1e-9))
             pairs = _near_pairs_by_depth(x, y, lo, width_max, depth_max, self.near_radius, xp)
             depth = self._cheapest_depth(pairs, green)
+            clock.lap("depth")
         # a root cube stretched so that the leaves are no narrower than the reach
         width = max(width, (1 << depth) * min_leaf * (1 + 1e-9))
         self.config = FMMConfig(P, depth, self.near_radius, reach, self.leaf_size)
@@ -304,7 +307,7 @@ class FMM:
         nbr_d = self._cached(("nbr_d", tree.depth, self.near_radius), lambda: cp.asarray(nbr))
         block = self._block_for(ys.shape[0], tree.n_leaves)
         name = (f"p2p_near<{CTYPES[dtype.name]},{self.kernel.code},"
-                f"{'true' if gradient else 'false'},{block}>")
+                f"{'true' if gradient else 'false'},{block},256>")
         fn = get_function("fmm.cu", name)
         m = ys.shape[0]
         u = cp.empty((m, 3), dtype)
@@ -520,27 +523,33 @@ class FMM:
     #: cost model of :meth:`_cheapest_depth`: near-field pairs per second and M2L flops
     #: per second, per device kind and precision (H100 and the 2-core CI machine,
     #: measured 2026-11-22 with benchmarks/bench_fmm.py and the CPU tests).
-    COST_RATES = {("gpu", "float64"): (1.1e11, 2.0e13), ("gpu", "float32"): (3.5e11, 3.0e13),
-                  ("cpu", "float64"): (2.0e7, 3.0e10), ("cpu", "float32"): (2.0e7, 3.0e10)}
+    #: The third number is the fixed cost [s] of one (target leaf, stencil box) visit of
+    #: the near field (GPU: 19 ns, from 32-point leaves at depth 5 running at 4.7e10
+    #: pairs/s instead of 3.5e11).
+    COST_RATES = {("gpu", "float64"): (1.1e11, 2.0e13, 1.9e-8),
+                  ("gpu", "float32"): (3.5e11, 1.5e13, 1.9e-8),
+                  ("cpu", "float64"): (2.0e7, 3.0e10, 2e-6),
+                  ("cpu", "float32"): (2.0e7, 3.0e10, 2e-6)}
 
     def _cheapest_depth(self, pairs, green):
         """Leaf level with the least modelled cost, given the near-field pair counts.
 
         ``pairs[L]`` (L = 0..depth_max) is the number of near-field pairs of a tree of
         depth L for the actual points (:func:`_near_pairs_by_depth`); the cost is
-        near(L) = pairs[L] at the device's pair rate plus
+        near(L) = pairs[L] at the device's pair rate + 8^L (2r+1)³ leaf visits, plus
         far(L) = Σ_{l=2..L} 8^l × 189 M2L box pairs × 6 c² flops at its GEMM rate, with
         c = (P+1)² for the compressed 1/r far field and c = n(P) for the regularized one
         (the level-uniform tree translates empty boxes too).  P2M and L2P cost the same
         at every depth and are left out.  Ties go to the deeper tree.
         """
-        near_rate, gemm_rate = self.COST_RATES[(self.device.kind, self.dtype.name)]
+        near_rate, gemm_rate, visit = self.COST_RATES[(self.device.kind, self.dtype.name)]
+        stencil = (2 * self.near_radius + 1) ** 3
         homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
         c = (self.order + 1) ** 2 if homogeneous else E.multi_indices(self.order).n
         best, best_cost = 0, math.inf
         for depth, npairs in enumerate(pairs):
             far = sum(8.0 ** level for level in range(2, depth + 1)) * 189 * 6 * c * c / gemm_rate
-            cost = float(npairs) / near_rate + far
+            cost = float(npairs) / near_rate + 8.0 ** depth * stencil * visit + far
             if cost <= best_cost:
                 best, best_cost = depth, cost
         return best
@@ -633,20 +642,26 @@ def _near_pairs_by_depth(x, y, lo, width, depth_max, radius, xp):
         flat = (cell[:, 0] * n_side + cell[:, 1]) * n_side + cell[:, 2]
         return xp.bincount(flat, minlength=n_side ** 3).reshape((n_side,) * 3).astype(xp.float64)
 
-    cs, ct = grid(x), grid(y)
+    same = y is x
+    cs = grid(x)
+    ct = cs if same else grid(y)
     counts = []
+    width_stencil = 2 * radius + 1
     for depth in range(depth_max, -1, -1):
-        pad = xp.pad(cs, radius)
         side = cs.shape[0]
-        box = pad
+        box = xp.pad(cs, radius)
         for axis in range(3):                                     # separable box sum
-            box = sum(xp.take(box, xp.arange(k, k + side), axis=axis)
-                      for k in range(2 * radius + 1))
+            sl = [slice(None)] * 3
+            acc = None
+            for k in range(width_stencil):
+                sl[axis] = slice(k, k + side)
+                acc = box[tuple(sl)] if acc is None else acc + box[tuple(sl)]
+            box = acc
         counts.append((ct * box).sum())
         if depth:
             h = side // 2
             cs = cs.reshape(h, 2, h, 2, h, 2).sum(axis=(1, 3, 5))
-            ct = ct.reshape(h, 2, h, 2, h, 2).sum(axis=(1, 3, 5))
+            ct = cs if same else ct.reshape(h, 2, h, 2, h, 2).sum(axis=(1, 3, 5))
     out = xp.stack(counts[::-1])
     return out.get() if hasattr(out, "get") else out
 

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from vortexsim.kernels.morton import bounding_cube, morton_keys, spread_bits
+from vortexsim.kernels.morton import column_range, morton_keys, spread_bits
 
 logger = logging.getLogger(__name__)
 
@@ -218,8 +218,13 @@ def root_cube(sources, targets, xp):
     if not parts:
         raise ValueError("sources and targets are both empty; need at least one point "
                          "to place the root cube.")
-    points = parts[0] if len(parts) == 1 else xp.concatenate(parts, axis=0)
-    lo, width = bounding_cube(points.astype(xp.float64), xp)
+    if len(parts) == 2 and parts[0] is parts[1]:
+        parts = parts[:1]
+    ranges = [column_range(p.astype(xp.float64, copy=False), xp) for p in parts]
+    lo, hi = ranges[0]
+    for plo, phi in ranges[1:]:
+        lo, hi = xp.minimum(lo, plo), xp.maximum(hi, phi)
+    width = (hi - lo).max() * (1.0 + 1e-12) + np.finfo(np.float64).tiny
     width = xp.maximum(width, xp.abs(lo).max() * 2.0 ** -40 + 1e-290)
     return lo, width
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["morton_keys", "spread_bits"]
+__all__ = ["morton_keys", "spread_bits", "bounding_cube", "column_range"]
 
 MAX_BITS = 21   # 3 × 21 = 63 bits fit a uint64
 
@@ -47,9 +47,24 @@ def morton_keys(points, lo, width, bits, xp):
             | (spread_bits(cell[:, 2], xp) << xp.uint64(2)))
 
 
+def column_range(points, xp):
+    """Per-column minimum and maximum (3,), (3,) of ``points`` (M ≥ 1, 3).
+
+    Reduces in two passes over blocks of rows, so that a GPU reduction of a tall
+    (M, 3) array runs over many blocks instead of one block per column.
+    """
+    m = points.shape[0]
+    k = 1024 if m >= 1 << 16 else 1
+    head = points[: m - m % k].reshape(k, -1, points.shape[1])
+    lo, hi = head.min(axis=1).min(axis=0), head.max(axis=1).max(axis=0)
+    if m % k:
+        tail = points[m - m % k:]
+        lo, hi = xp.minimum(lo, tail.min(axis=0)), xp.maximum(hi, tail.max(axis=0))
+    return lo, hi
+
+
 def bounding_cube(points, xp):
     """Lower corner (3,) and edge length of a cube that contains ``points`` (M ≥ 1)."""
-    lo = points.min(axis=0)
-    hi = points.max(axis=0)
+    lo, hi = column_range(points, xp)
     width = (hi - lo).max() * (1.0 + 1e-12) + np.finfo(np.float64).tiny
     return lo, width

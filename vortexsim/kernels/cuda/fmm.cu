@@ -6,55 +6,77 @@
 #include "p2p.cuh"
 
 // Near field: one block per target leaf, threads over the leaf's targets (in
-// chunks of BS), sources of the leaves in the stencil `nbr` (n_leaves × n_nbr,
-// −1 outside the grid) streamed through shared memory.  Writes the near-field
-// u (M,3) and ∇u (M,3,3) of the sorted targets (with 1/4π).  With self_exclude
-// the sorted sources are the sorted targets and pair i == j is skipped.
-template <typename T, int K, bool GRAD, int BS>
+// chunks of BS).  The sources of the stencil's leaves (`nbr`: n_leaves × n_nbr,
+// −1 outside the grid; n_nbr ≤ 125) form one concatenated stream that is staged
+// through shared memory in tiles of TS records, across leaf boundaries, so small
+// leaves cost few synchronizations.  Writes the near-field u (M,3) and ∇u (M,3,3)
+// of the sorted targets (with 1/4π).  With self_exclude the sorted sources are the
+// sorted targets and each target skips its own record (stream position p_self).
+template <typename T, int K, bool GRAD, int BS, int TS>
 __global__ void __launch_bounds__(BS)
 p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restrict__ param,
          const long long* __restrict__ src_start, const T* __restrict__ yt,
          const long long* __restrict__ tgt_start, const long long* __restrict__ nbr,
          const int n_nbr, const int self_exclude, T* __restrict__ u, T* __restrict__ grad) {
-    __shared__ SourceRecord<T> sh[BS];
+    __shared__ SourceRecord<T> sh[TS];
     __shared__ double2 gtab[GaussTableSize<K, T>::value];
+    __shared__ long long s_beg[125];
+    __shared__ int s_cnt[125], s_off[126];
     load_gauss_table<K, T>(gtab);
     constexpr bool TILE_SUMS = sizeof(T) == 4;
     const int leaf = blockIdx.x;
     const long long t_begin = tgt_start[leaf], t_end = tgt_start[leaf + 1];
+    if (t_begin == t_end) return;                        // block-uniform
+    for (int q = threadIdx.x; q < n_nbr; q += BS) {
+        const long long box = nbr[(long long)leaf * n_nbr + q];
+        const long long b0 = box >= 0 ? src_start[box] : 0;
+        s_beg[q] = b0;
+        s_cnt[q] = box >= 0 ? (int)(src_start[box + 1] - b0) : 0;
+    }
+    __syncthreads();
+    for (int q = threadIdx.x; q <= n_nbr; q += BS) {
+        int off = 0;
+        for (int r = 0; r < q; ++r) off += s_cnt[r];
+        s_off[q] = off;
+    }
+    __syncthreads();
+    const int total = s_off[n_nbr];
+    const int own = self_exclude ? s_off[n_nbr / 2] : 0;   // the centre box is the leaf
     for (long long c0 = t_begin; c0 < t_end; c0 += BS) {
         const long long i = c0 + threadIdx.x;
         const bool active = i < t_end;
         const long long ic = active ? i : t_begin;
         const T tx = yt[3 * ic], ty = yt[3 * ic + 1], tz = yt[3 * ic + 2];
-        PairAccumulator<T> acc, total;
+        const int p_self = self_exclude ? own + (int)(ic - t_begin) : -1;
+        PairAccumulator<T> acc, total_acc;
         acc.zero();
-        total.zero();
-        for (int q = 0; q < n_nbr; ++q) {
-            const long long box = nbr[(long long)leaf * n_nbr + q];
-            if (box < 0) continue;                       // block-uniform
-            const long long s_begin = src_start[box], s_end = src_start[box + 1];
-            for (long long j0 = s_begin; j0 < s_end; j0 += BS) {
-                const long long j = j0 + threadIdx.x;
-                __syncthreads();
-                if (j < s_end)
-                    sh[threadIdx.x] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2], param[2 * j],
-                                       alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2],
-                                       param[2 * j + 1]};
-                __syncthreads();
-                const int jn = (int)min((long long)BS, s_end - j0);
-                const bool check_self = self_exclude && j0 < c0 + BS && c0 < j0 + jn;
-                for (int jj = 0; jj < jn; ++jj) {
-                    if (check_self && j0 + jj == i) continue;
-                    const SourceRecord<T> r = load_record(sh + jj);
-                    acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
-                                              r.p, r.p2, gtab);
+        total_acc.zero();
+        for (int base = 0; base < total; base += TS) {
+            __syncthreads();
+            for (int k = threadIdx.x; k < TS && base + k < total; k += BS) {
+                const int pos = base + k;
+                int lo = 0, hi = n_nbr;                  // s_off[lo] ≤ pos < s_off[hi]
+                while (hi - lo > 1) {
+                    const int mid = (lo + hi) >> 1;
+                    if (s_off[mid] <= pos) lo = mid; else hi = mid;
                 }
-                if (TILE_SUMS) { total.merge(acc); acc.zero(); }
+                const long long j = s_beg[lo] + (pos - s_off[lo]);
+                sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2], param[2 * j],
+                         alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2], param[2 * j + 1]};
             }
+            __syncthreads();
+            const int jn = min(TS, total - base);
+            const int skip = p_self - base;              // outside [0, jn) unless own tile
+            for (int jj = 0; jj < jn; ++jj) {
+                if (jj == skip) continue;
+                const SourceRecord<T> r = load_record(sh + jj);
+                acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
+                                          r.p, r.p2, gtab);
+            }
+            if (TILE_SUMS) { total_acc.merge(acc); acc.zero(); }
         }
-        if (!TILE_SUMS) total = acc;
-        if (active) total.template store<GRAD>(u + 3 * i, GRAD ? grad + 9 * i : nullptr, false);
+        if (!TILE_SUMS) total_acc = acc;
+        if (active) total_acc.template store<GRAD>(u + 3 * i, GRAD ? grad + 9 * i : nullptr, false);
     }
 }
 
