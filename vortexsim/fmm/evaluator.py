@@ -421,6 +421,7 @@ class FMM:
         locals_ = {}
         homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
         degree = E.multi_indices(P).k.sum(axis=1).astype(np.float64)
+        sparse = self._m2l_sparsity(tree) if homogeneous and self.device.is_gpu else None
         for level in range(2, L + 1):
             M = multipoles[level]
             sep = self.near_radius + 1 if level == L else 2
@@ -441,6 +442,11 @@ class FMM:
                 B, r = M.shape[0], U.shape[1]
                 Mt = (V.T @ M.transpose(1, 0, 2).reshape(-1, B * 3)).reshape(r, B, 3)
                 Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
+                if sparse is not None and sparse[level] is not None:
+                    Lt = self._m2l_sparse(tree, level, sep, Mt, P, sparse[level])
+                    Lc = (U @ Lt.reshape(r, B * 3)).reshape(-1, B, 3).transpose(1, 0, 2) / w
+                    locals_[level] = xp.ascontiguousarray(Lc)
+                    continue
                 Lt = xp.empty((r, B, 3), mdt)                      # Mcm: (r, B + 1, 3)
                 for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
                     Kp = self._cached(("m2l_class_cores", P, sep, p, mdt), lambda offsets=offsets:
@@ -472,6 +478,109 @@ class FMM:
                 Lc *= wdeg[None, :, None]
             locals_[level] = xp.ascontiguousarray(Lc)
         return locals_
+
+    #: levels whose fraction of non-empty source boxes is below this use the sparse M2L
+    SPARSE_M2L_FRACTION = 0.5
+
+    def _m2l_sparsity(self, tree):
+        """Per level: None (dense M2L) or (per class: (n_active, active list), colmap, tgt counts).
+
+        Source and target counts per box of every level come from the CSR starts; the
+        numbers of non-empty source boxes per (level, parity class) cross to the host in
+        one transfer (they size the GEMMs).  The lists are built on the device.
+        """
+        xp = self.device.xp
+        L = tree.depth
+        src = {L: xp.diff(tree.src_start)}
+        tgt = {L: xp.diff(tree.tgt_start)}
+        for level in range(L, 2, -1):
+            src[level - 1] = src[level].reshape(-1, 8).sum(axis=1)
+            tgt[level - 1] = tgt[level].reshape(-1, 8).sum(axis=1)
+        levels = list(range(2, L + 1))
+        active = xp.stack([(src[level] > 0).reshape(-1, 8).sum(axis=0) for level in levels])
+        active = active.get()                                      # (levels, 8), one transfer
+        out = {}
+        for row, level in enumerate(levels):
+            B = 8 ** level
+            if active[row].sum() >= self.SPARSE_M2L_FRACTION * B:
+                out[level] = None
+                continue
+            colmap = xp.full(B, -1, dtype=xp.int64)
+            classes = []
+            flags_all = (src[level] > 0).reshape(-1, 8)
+            for p in range(8):
+                n_p = int(active[row, p])
+                flags = flags_all[:, p]
+                pos = xp.where(flags, xp.cumsum(flags) - 1, n_p)
+                buf = xp.empty(n_p + 1, dtype=xp.int64)
+                buf[pos] = xp.arange(B // 8, dtype=xp.int64) * 8 + p
+                lst = buf[:n_p]
+                colmap[lst] = xp.arange(n_p, dtype=xp.int64)
+                classes.append((n_p, lst))
+            out[level] = (classes, colmap, tgt[level])
+        return out
+
+    def _m2l_sparse(self, tree, level, sep, Mt, P, info):
+        """Compressed locals Lt (r, B, 3) from the non-empty source boxes only (GPU).
+
+        Per source class c one GEMM Y_c = Mt[:, active_c]ᵀ · [C_oᵀ]_{o ∈ O'_c} (O'_c: the
+        offsets d for which a box of class c is the source s = t + d of an interacting
+        target t), then ``m2l_gather_sum`` sums each target's blocks.  Same operators and
+        result as the dense path up to round-off; used where most boxes are empty.
+        """
+        import cupy as cp  # noqa: PLC0415
+        from ..kernels.modules import get_function  # noqa: PLC0415
+        classes, colmap, tgt_cnt = info
+        r, B = Mt.shape[0], Mt.shape[1]
+        tables = self._sparse_m2l_tables(P, sep)
+        ys, ybase, ystride, offset = [], [], [], 0
+        for c, (n_c, lst) in enumerate(classes):
+            Kt = tables["Kt"][c]
+            stride = Kt.shape[1]
+            if n_c:
+                A = Mt[:, lst, :].transpose(1, 2, 0).reshape(3 * n_c, r)
+                ys.append((A @ Kt).ravel())
+            ybase.append(offset)
+            ystride.append(stride)
+            offset += 3 * n_c * stride
+        Y = cp.concatenate(ys) if ys else cp.zeros(1)
+        ybase, ystride = cp.asarray(ybase, dtype=cp.int64), cp.asarray(ystride, dtype=cp.int64)
+        Lt = cp.empty((r, B, 3))
+        fn = get_function("fmm.cu", "m2l_gather_sum")
+        for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
+            qcls, qidx = tables["q"][p]
+            fn((B // 8,), (128,),
+               (Y, ybase, ystride, cp.ascontiguousarray(gather), qcls, qidx,
+                np.int32(len(offsets)), colmap, tgt_cnt, np.int32(p), np.int32(r), np.int64(B),
+                Lt))
+        return Lt
+
+    def _sparse_m2l_tables(self, P, sep):
+        """Cached tables of the sparse M2L: per source class c the stacked transposed cores
+        Kt_c (r, |O'_c| r), and per target class p, for each of its offsets q, the source
+        class and row block (int32 arrays)."""
+        def build():
+            xp = self.device.xp
+            K = E.unit_m2l_cores(P)
+            r = K.shape[0]
+            bits = np.array([[p & 1, (p >> 1) & 1, (p >> 2) & 1] for p in range(8)])
+            offidx = -np.ones((8, len(_OFFSETS_3)), dtype=np.int64)
+            Kt = []
+            for c in range(8):
+                tpar = (bits[c][None, :] - _OFFSETS_3) % 2         # the targets' parity
+                ok = np.nonzero(_interacts(tpar, _OFFSETS_3, sep))[0]
+                offidx[c, ok] = np.arange(len(ok))
+                Kt.append(xp.asarray(np.concatenate(
+                    [K[:, o * r:(o + 1) * r].T for o in ok], axis=1)))
+            q = []
+            for p in range(8):
+                offsets = np.nonzero(_interacts(bits[p], _OFFSETS_3, sep))[0]
+                cls = ((bits[p][None, :] + _OFFSETS_3[offsets]) % 2) @ np.array([1, 2, 4])
+                idx = offidx[cls, offsets]
+                assert (idx >= 0).all()
+                q.append((xp.asarray(cls.astype(np.int32)), xp.asarray(idx.astype(np.int32))))
+            return {"Kt": Kt, "q": q}
+        return self._cached(("sparse_m2l", P, sep), build)
 
     def _downward(self, tree, locals_, ys, P, gradient, u_s, g_s, clock):
         """L2L to the leaves, then L2P added into u_s, g_s (sorted targets)."""

@@ -215,3 +215,39 @@ __global__ void l2p_targets(const double* __restrict__ C, const double* __restri
         for (int e = 0; e < 9; ++e) grad[9 * i + e] += g[e];
     }
 }
+
+// Sparse M2L, step 2 (evaluator.py `_m2l_sparse`): the compressed locals of the target
+// boxes t = p + 8j of one parity class p.  Step 1 (GEMMs) gave, per source class c,
+// Y_c (3 n_c, |O'_c| r): row 3·col + component of an active (non-empty) source box,
+// column block q' = its offset's index in O'_c.  Here each target box sums, over its
+// interaction offsets q (gather: source box or n_boxes outside the grid; qcls, qidx:
+// that source's class and row block), the blocks of its active sources.  Boxes without
+// targets get zeros.  Lt (r, n_boxes, 3).  Fixed summation order, no atomics.
+__global__ void m2l_gather_sum(const double* __restrict__ Y, const long long* __restrict__ ybase,
+                               const long long* __restrict__ ystride,
+                               const long long* __restrict__ gather, const int* __restrict__ qcls,
+                               const int* __restrict__ qidx, const int nq,
+                               const long long* __restrict__ colmap,
+                               const long long* __restrict__ tgt_cnt, const int p, const int r,
+                               const long long n_boxes, double* __restrict__ Lt) {
+    const long long j = blockIdx.x;
+    const long long t = p + 8 * j;
+    const bool empty = tgt_cnt[t] == 0;
+    for (int k = threadIdx.x; k < r; k += blockDim.x) {
+        double a0 = 0.0, a1 = 0.0, a2 = 0.0;
+        if (!empty) {
+            for (int q = 0; q < nq; ++q) {
+                const long long s = gather[j * nq + q];
+                if (s >= n_boxes) continue;
+                const long long c = colmap[s];
+                if (c < 0) continue;
+                const int cls = qcls[q];
+                const long long st = ystride[cls];
+                const double* y = Y + ybase[cls] + 3 * c * st + (long long)qidx[q] * r + k;
+                a0 += y[0]; a1 += y[st]; a2 += y[2 * st];
+            }
+        }
+        double* out = Lt + ((long long)k * n_boxes + t) * 3;
+        out[0] = a0; out[1] = a1; out[2] = a2;
+    }
+}
