@@ -1,0 +1,726 @@
+r"""The ``vortexsim`` command: run named cases, restart from snapshots, list cases, inspect files.
+
+::
+
+    vortexsim run leapfrog                                 # cases/leapfrog.toml → runs/leapfrog/
+    vortexsim run my_case.toml --set n_phi=64 --set dt=0.05 --out runs/big --device gpu
+    vortexsim restart runs/leapfrog/snapshot_00000100.nc   # continue (bitwise) to t_end
+    vortexsim restart runs/leapfrog/snapshot_00000200.nc --t-end 40
+    vortexsim cases
+    vortexsim info runs/leapfrog/snapshot_00000100.nc
+
+A run directory holds ``config.toml`` (the resolved case file: ``vortexsim run
+DIR/config.toml`` repeats the run), ``snapshot_<iteration>.nc`` (one per output time, each a
+checkpoint), ``diagnostics.nc`` (one row per diagnostic time), ``plot.png`` and ``run.log``.
+
+One run, in order::
+
+    t0: diagnostics row, snapshot
+    until t_end (or N steps):
+        step, shortened so as to land on the next snapshot / diagnostics time
+        on a diagnostics time: append a row (diagnostics.nc rewritten atomically)
+        on a snapshot time: write snapshot_<iteration>.nc (atomically)
+        on SIGINT/SIGTERM (after the step in progress): write a checkpoint, exit 130/143
+        on a failed safety check (NaN/inf, blow-up): write the last good state, exit 1
+    end: final diagnostics row and snapshot, plot.png
+
+Exit codes: 0 done; 1 the simulation failed (the last good state is written); 2 bad input
+(one-line message, no traceback); 130/143 interrupted by SIGINT/SIGTERM (checkpoint written).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import logging
+import math
+import os
+import shlex
+import signal
+import sys
+import time
+
+from .config import (CLI_ONLY, OUTPUT_DEFAULTS, PARAMETERS, ConfigError, check_params, closest,
+                     load_case_file, parse_assignments, to_toml)
+
+logger = logging.getLogger("vortexsim.cli")
+
+__all__ = ["main", "build_parser", "case_files_dir", "case_file"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+_DERIVED = ("case", "t0", "groups", "n_elements", "n_tracers")
+_OUR_FILES = ("snapshot_*.nc", "diagnostics.nc", "plot.png", "config.toml", "run.log",
+              ".snapshot_*.tmp", ".diagnostics.nc.*.tmp", ".plot.png.*.tmp")
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line, exit code 2."""
+
+
+# -- case files -----------------------------------------------------------------------
+def case_files_dir():
+    """Directory of the shipped case files: ``vortexsim/case_files`` (installed package
+    data, a link to the repository's ``cases/`` in a source checkout) or ``cases/``."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in (os.path.join(here, "case_files"), os.path.join(os.path.dirname(here), "cases")):
+        if os.path.isdir(d):
+            return d
+    return os.path.join(here, "case_files")
+
+
+def case_file(name):
+    """Path of the shipped case file of ``name`` (None if there is none)."""
+    path = os.path.join(case_files_dir(), f"{name}.toml")
+    return path if os.path.isfile(path) else None
+
+
+def _looks_like_path(arg):
+    return arg.endswith(".toml") or os.sep in arg or "/" in arg or os.path.isfile(arg)
+
+
+def _resolve_case(arg):
+    """(case name, {key: value} of its file, source label) for a case name or TOML path."""
+    from .cases import list_cases  # noqa: PLC0415
+
+    names = sorted(list_cases())
+    if _looks_like_path(arg):
+        case, params = load_case_file(arg)
+        source = arg
+    else:
+        path = case_file(arg)
+        if path is None:
+            if arg in names:  # a registered case without a shipped file: its defaults
+                return arg, {}, arg
+            raise UsageError(f"unknown case {arg!r}{closest(arg, names)}; the cases are "
+                             f"{', '.join(names)} (or give the path of a .toml case file).")
+        case, params = load_case_file(path)
+        source = path
+    if case not in names:
+        raise UsageError(f"{source}: unknown case {case!r}{closest(case, names)}; the cases "
+                         f"are {', '.join(names)}.")
+    return case, params, source
+
+
+def _defaults(case):
+    from .cases import case_defaults  # noqa: PLC0415
+
+    d = {k: v for k, v in case_defaults(case).items() if k not in CLI_ONLY}
+    return {**d, **OUTPUT_DEFAULTS}
+
+
+# -- argument parsing --------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse prints usage + error by default)
+        self.exit(EXIT_USAGE, f"vortexsim: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser():
+    """The argparse parser of the ``vortexsim`` command."""
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("logging")
+    g.add_argument("-v", "--verbose", action="count", default=0,
+                   help="more log output (-v: debug messages, FMM stage timings)")
+    g.add_argument("-q", "--quiet", action="count", default=0,
+                   help="less output: no progress bar, warnings and errors only "
+                        "(-qq: errors only)")
+    stop = argparse.ArgumentParser(add_help=False)
+    s = stop.add_argument_group("stop criterion (one of)").add_mutually_exclusive_group()
+    s.add_argument("--t-end", type=float, metavar="T",
+                   help="run until simulated time T [T] (default: the case's t_end); the "
+                        "last step is shortened to land on it")
+    s.add_argument("--steps", type=int, metavar="N", help="run N more time steps")
+
+    p = _Parser(prog="vortexsim", description=(
+        "Vortex-particle simulations of vortex rings: run a named case or a case file, "
+        "write netCDF snapshots (every one a checkpoint) and diagnostics, restart from any "
+        "snapshot."), epilog="Each command has its own --help, e.g. vortexsim run --help.")
+    from . import __version__  # noqa: PLC0415
+    p.add_argument("--version", action="version", version=f"vortexsim {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    r = sub.add_parser("run", parents=[common, stop], help="run a case",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=(
+        "Run a named case (vortexsim cases lists them) or a TOML case file, writing "
+        "config.toml, snapshot_<iteration>.nc (each a checkpoint), diagnostics.nc, "
+        "plot.png and run.log into the output directory.\n\n"
+        "Exit codes: 0 done; 1 the simulation failed (last good state written); 2 bad "
+        "input; 130/143 interrupted by SIGINT/SIGTERM (checkpoint written; continue with "
+        "vortexsim restart)."))
+    r.add_argument("case", metavar="CASE|FILE",
+                   help="a case name (single_ring, leapfrog, collision, oblique_collision, "
+                        "ring_ground) or the path of a .toml case file")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one parameter of the case file, e.g. --set n_phi=16 "
+                        "--set kernel=algebraic --set time.dt=0.05 (repeatable; keys and "
+                        "units are listed in the case files)")
+    r.add_argument("--out", metavar="DIR",
+                   help="output directory (default: runs/<case>); must not exist unless "
+                        "--overwrite")
+    r.add_argument("--device", choices=("cpu", "gpu", "auto"),
+                   help="where to compute (default: the case file's, 'auto' = GPU when CuPy "
+                        "sees one); an explicit gpu without a GPU is an error")
+    r.add_argument("--precision", choices=("float64", "float32"),
+                   help="floating point precision of the summation (default: the case "
+                        "file's, float64)")
+    r.add_argument("--overwrite", action="store_true",
+                   help="replace the vortexsim files of an existing output directory "
+                        "(other files are left alone)")
+    r.set_defaults(func=cmd_run)
+
+    rs = sub.add_parser("restart", parents=[common, stop], help="continue a run from a snapshot",
+                        description=(
+        "Continue the run of a snapshot file in its directory: the same configuration and "
+        "device, bitwise identical to the uninterrupted run; diagnostics.nc continues "
+        "without duplicated or missing rows.  Without --t-end/--steps the run continues to "
+        "the end it was heading for.  Later files of the directory are rewritten as the "
+        "run reaches them."))
+    rs.add_argument("snapshot", metavar="SNAPSHOT.nc", help="a snapshot_*.nc of a run")
+    rs.add_argument("--device", choices=("cpu", "gpu", "auto"),
+                    help="continue on another device (the result is then not bitwise equal "
+                         "to a run on the original device)")
+    rs.set_defaults(func=cmd_restart)
+
+    c = sub.add_parser("cases", parents=[common], help="list the cases",
+                       description="List the named cases, one line each, and their case files.")
+    c.set_defaults(func=cmd_cases)
+
+    i = sub.add_parser("info", parents=[common], help="describe a netCDF file",
+                       description="Describe a vortexsim snapshot or diagnostics file (case, "
+                                   "time, sizes, device, variables and units) or any netCDF "
+                                   "file.")
+    i.add_argument("file", metavar="FILE.nc")
+    i.set_defaults(func=cmd_info)
+    return p
+
+
+# -- logging and progress ---------------------------------------------------------------
+class _TqdmHandler(logging.StreamHandler):
+    """Log records written through tqdm.write, so they do not break the progress bar."""
+
+    def emit(self, record):
+        try:
+            from tqdm import tqdm  # noqa: PLC0415
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # noqa: BLE001
+            self.handleError(record)
+
+
+def _remove_handlers():
+    root = logging.getLogger("vortexsim")
+    for h in list(root.handlers):
+        if getattr(h, "_vortexsim_cli", False):
+            root.removeHandler(h)
+            h.close()
+
+
+def _setup_logging(args):
+    level = {0: logging.INFO, 1: logging.WARNING}.get(args.quiet, logging.ERROR)
+    if args.verbose:
+        level = logging.DEBUG
+    _remove_handlers()
+    root = logging.getLogger("vortexsim")
+    handler = _TqdmHandler()
+    handler._vortexsim_cli = True
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    handler.setLevel(level)
+    root.addHandler(handler)
+    root.setLevel(min(level, logging.INFO))
+    logging.captureWarnings(True)
+
+
+def _add_file_log(run_dir):
+    handler = logging.FileHandler(os.path.join(run_dir, "run.log"), encoding="utf-8")
+    handler._vortexsim_cli = True
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("vortexsim").addHandler(handler)
+
+
+class _Progress:
+    """tqdm bar over simulated time (or steps) with t, steps/s and the ETA."""
+
+    def __init__(self, enabled, t0, t_start, stop_time, it_start, stop_iteration):
+        self.bar = None
+        self.by_steps = stop_iteration is not None
+        self.t_start, self.it_start, self.wall = t_start, it_start, time.perf_counter()
+        if not enabled:
+            return
+        from tqdm.auto import tqdm  # noqa: PLC0415
+        if self.by_steps:
+            self.bar = tqdm(total=stop_iteration - it_start, unit="step", file=sys.stderr,
+                            disable=None, dynamic_ncols=True,
+                            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} steps, {postfix} "
+                                       "[{elapsed}<{remaining}]")
+        else:
+            self.t0, self.total = t0, stop_time - t0
+            self.bar = tqdm(total=self.total, initial=t_start - t0, file=sys.stderr,
+                            disable=None, dynamic_ncols=True,
+                            bar_format="{l_bar}{bar}| {postfix} [{elapsed}<{remaining}]")
+            self.stop_time = stop_time
+
+    def update(self, sim):
+        if self.bar is None:
+            return
+        steps = sim.iteration - self.it_start
+        rate = steps / max(time.perf_counter() - self.wall, 1e-9)
+        if self.by_steps:
+            self.bar.set_postfix_str(f"t={sim.t:.5g}, {rate:.3g} steps/s", refresh=False)
+            self.bar.update(steps - self.bar.n)
+        else:
+            self.bar.set_postfix_str(f"t={sim.t:.5g}/{self.stop_time:.5g}, "
+                                     f"{rate:.3g} steps/s", refresh=False)
+            self.bar.update(min(sim.t - self.t0, self.total) - self.bar.n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+# -- the run loop -------------------------------------------------------------------------
+def _snapshot_name(iteration):
+    return f"snapshot_{iteration:08d}.nc"
+
+
+def _due(t, target):
+    return t >= target - 1e-10 * max(1.0, abs(target))
+
+
+class _Stop:
+    """SIGINT/SIGTERM → finish the step in progress, checkpoint, exit; a second SIGINT aborts."""
+
+    def __init__(self):
+        self.signum = None
+        self._old = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def _handle(self, signum, frame):
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signum = signum
+        logger.warning("%s received: finishing the current step, then writing a checkpoint "
+                       "(press Ctrl-C again to abort without one)", signal.Signals(signum).name)
+
+
+class Runner:
+    """Steps a simulation and writes its run directory (see the module docstring).
+
+    Parameters
+    ----------
+    sim : vortexsim.Simulation
+    run_dir : str
+    meta : dict, global attributes of every file (case, config TOML, version, device, …)
+    schedule : dict: t0, snapshot_interval, diagnostics_interval [T], next_snapshot,
+        next_diagnostics (indices of the next scheduled times t0 + k·interval),
+        diagnostics_rows, stop_time [T] or None, stop_iteration or None
+    diag : :class:`vortexsim.output.DiagnosticsLog`
+    history : str, CF history of the files
+    plot : bool, write plot.png at the end
+    """
+
+    def __init__(self, sim, run_dir, meta, schedule, diag, history, plot=True):
+        self.sim, self.run_dir, self.meta, self.schedule = sim, run_dir, meta, dict(schedule)
+        self.diag, self.history, self.plot = diag, history, plot
+        self.last_snapshot = None
+        self._snap_iteration = None
+
+    # schedule
+    def _time(self, which):
+        s = self.schedule
+        return s["t0"] + s[f"next_{which}"] * s[f"{which}_interval"]
+
+    def _done(self):
+        s, sim = self.schedule, self.sim
+        if s["stop_iteration"] is not None:
+            return sim.iteration >= s["stop_iteration"]
+        return _due(sim.t, s["stop_time"])
+
+    def _record(self):
+        row = self.sim.diagnostics()
+        row["dt_next"] = self.sim.dt
+        self.diag.append(row)
+        self.schedule["diagnostics_rows"] = len(self.diag)
+
+    def _snapshot(self, kind):
+        from .output import write_snapshot  # noqa: PLC0415
+        sim = self.sim
+        path = os.path.join(self.run_dir, _snapshot_name(sim.iteration))
+        write_snapshot(path, sim.state_dict(), sim.config, self.meta, self.schedule, kind,
+                       self.history)
+        self.last_snapshot, self._snap_iteration = path, sim.iteration
+        return path
+
+    def _advance_schedule(self):
+        """Indices past the current time (after a restart with another interval)."""
+        for which in ("snapshot", "diagnostics"):
+            while self._time(which) < self.sim.t and not _due(self.sim.t, self._time(which)):
+                self.schedule[f"next_{which}"] += 1
+
+    def run(self, fresh, progress):
+        """Run to the stop criterion; return the exit code."""
+        from .simulation import SimulationError  # noqa: PLC0415
+        sim, s = self.sim, self.schedule
+        self._advance_schedule()
+        bar = _Progress(False, 0, 0, None, 0, None)
+        wall, it0, t_start = time.perf_counter(), sim.iteration, sim.t
+        try:
+            with _Stop() as stop:
+                if fresh:
+                    self._events()
+                bar = _Progress(progress, s["t0"], sim.t, s["stop_time"], sim.iteration,
+                                s["stop_iteration"])
+                while not self._done():
+                    if stop.signum is not None:
+                        return self._interrupted(stop.signum, bar)
+                    target = min(self._time("snapshot"), self._time("diagnostics"))
+                    if s["stop_time"] is not None:
+                        target = min(target, s["stop_time"])
+                    try:
+                        sim.step(t_end=target)
+                    except SimulationError as exc:
+                        bar.close()
+                        path = self._snapshot("last_good_state")
+                        logger.error("run stopped: %s", exc)
+                        _say(f"vortexsim: the simulation failed at step {exc.step} (t = "
+                             f"{exc.t:.6g}); the last good state is in {path}. {_first(exc)}")
+                        return EXIT_FAILED
+                    self._events()
+                    bar.update(sim)
+                if stop.signum is not None:  # a signal during the last step
+                    return self._interrupted(stop.signum, bar)
+                bar.close()
+                if not self.diag.rows or self.diag.rows[-1]["iteration"] != sim.iteration:
+                    self._record()
+                if self._snap_iteration != sim.iteration:
+                    self._snapshot("final")
+        except KeyboardInterrupt:
+            bar.close()
+            raise
+        except Exception:
+            bar.close()
+            try:
+                path = self._snapshot("error")
+                logger.error("unexpected error; the state of the last completed step is in %s",
+                             path)
+            except Exception:  # noqa: BLE001
+                logger.error("unexpected error; no checkpoint could be written")
+            raise
+        wall = time.perf_counter() - wall
+        steps = sim.iteration - it0
+        if steps:
+            logger.info("done: %d steps (t %.6g → %.6g) in %.1f s, %.3g steps/s; last snapshot "
+                        "%s", steps, t_start, sim.t, wall, steps / wall, self.last_snapshot)
+        if self.plot:
+            self._plot()
+        return EXIT_OK
+
+    def _events(self):
+        sim = self.sim
+        if _due(sim.t, self._time("diagnostics")):
+            self.schedule["next_diagnostics"] += 1
+            self._record()
+        if _due(sim.t, self._time("snapshot")):
+            self.schedule["next_snapshot"] += 1
+            path = self._snapshot("scheduled")
+            logger.info("t = %.6g, iteration %d, dt = %.4g: wrote %s", sim.t, sim.iteration,
+                        sim.dt, os.path.basename(path))
+        self._advance_schedule()
+
+    def _interrupted(self, signum, bar):
+        bar.close()
+        path = self._snapshot("interrupted")
+        name = signal.Signals(signum).name
+        _say(f"vortexsim: interrupted by {name} at t = {self.sim.t:.6g} (iteration "
+             f"{self.sim.iteration}); checkpoint written: {path}. Continue with: vortexsim "
+             f"restart {shlex.quote(path)}")
+        return 128 + signum
+
+    def _plot(self):
+        from .output.plot import plot_run  # noqa: PLC0415
+        try:
+            plot_run(self.run_dir)
+        except Exception as exc:  # noqa: BLE001 - a plot never fails a finished run
+            logger.warning("could not write the plot: %s", exc)
+
+
+def _first(exc):
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _say(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def _meta(sim, config_toml):
+    from . import __version__  # noqa: PLC0415
+    cfg = sim.config
+    return {"case": cfg.get("case"), "config": config_toml, "vortexsim_version": __version__,
+            "device": sim.device.describe(), "precision": cfg.get("precision"),
+            "kernel": cfg.get("kernel"), "method": cfg.get("method"),
+            "tolerance": float(cfg.get("tol")), "integrator": cfg.get("integrator")}
+
+
+def _history_line(argv):
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{now}: vortexsim {' '.join(shlex.quote(a) for a in argv)}"
+
+
+def _resolved_toml(sim, output):
+    cfg = sim.config
+    params = {k: v for k, v in cfg.items() if k not in _DERIVED and k not in CLI_ONLY}
+    params.update(output)
+    derived = {k: cfg[k] for k in ("t0", "n_elements", "n_tracers", "groups") if k in cfg}
+    header = (f"vortexsim {cfg.get('case')}: resolved configuration (every value as run).\n"
+              "Units: L length, T time (the case's units).  Repeat the run with: "
+              "vortexsim run config.toml")
+    return to_toml(cfg.get("case"), params, header=header, derived=derived)
+
+
+def _check_device(device):
+    from .backend import resolve_device  # noqa: PLC0415
+    try:
+        resolve_device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise UsageError(_first(exc)) from None
+
+
+# -- commands -----------------------------------------------------------------------------
+def cmd_run(args, argv):
+    case, file_params, source = _resolve_case(args.case)
+    defaults = _defaults(case)
+    where = f"{source}: " if source != case else ""
+    params = check_params(file_params, defaults, where)
+    params.update(check_params(parse_assignments(args.set), defaults, "--set: "))
+    if args.device:
+        params["device"] = args.device
+    if args.precision:
+        params["precision"] = args.precision
+    if args.t_end is not None:
+        params["t_end"] = check_params({"t_end": args.t_end}, defaults, "--t-end: ")["t_end"]
+    if args.steps is not None and args.steps <= 0:
+        raise UsageError(f"--steps must be a positive integer, got {args.steps}.")
+    output = {k: params.pop(k, v) for k, v in OUTPUT_DEFAULTS.items()}
+    t_end = params.get("t_end", defaults.get("t_end"))
+    if t_end is None or not t_end > 0:
+        raise UsageError(f"t_end = {t_end!r} is not after the start time t = 0; set t_end > 0.")
+    run_dir = args.out or os.path.join("runs", case if source == case else
+                                       os.path.splitext(os.path.basename(source))[0])
+    existing = os.path.exists(run_dir) and (not os.path.isdir(run_dir) or os.listdir(run_dir))
+    if existing and not args.overwrite:
+        raise UsageError(f"output directory {run_dir} exists and is not empty; pass --overwrite "
+                         "to replace its vortexsim files, or choose another with --out DIR.")
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise UsageError(f"--out {run_dir} is a file, not a directory.")
+    _check_device(params.get("device", defaults.get("device")))
+
+    from .cases import make_case  # noqa: PLC0415
+    try:
+        sim = make_case(case, **params, progress=False)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"case {case}: {_first(exc)}") from None
+    snap_dt = output["snapshot_interval"] or (sim.config["t_end"] - sim.t) / 10.0
+    diag_dt = output["diagnostics_interval"] or snap_dt / 10.0
+    output.update(snapshot_interval=float(snap_dt), diagnostics_interval=float(diag_dt))
+
+    os.makedirs(run_dir, exist_ok=True)
+    if args.overwrite:
+        for pattern in _OUR_FILES:
+            for f in glob.glob(os.path.join(run_dir, pattern)):
+                os.remove(f)
+    _add_file_log(run_dir)
+    config_toml = _resolved_toml(sim, output)
+    from .output import atomic_path  # noqa: PLC0415
+    with atomic_path(os.path.join(run_dir, "config.toml")) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(config_toml)
+    meta = _meta(sim, config_toml)
+    history = _history_line(argv)
+    schedule = {"t0": sim.t, "snapshot_interval": output["snapshot_interval"],
+                "diagnostics_interval": output["diagnostics_interval"], "next_snapshot": 0,
+                "next_diagnostics": 0, "diagnostics_rows": 0,
+                "stop_time": None if args.steps else float(sim.config["t_end"]),
+                "stop_iteration": args.steps if args.steps else None,
+                "plot": int(bool(output["plot"]))}
+    from .output import DiagnosticsLog  # noqa: PLC0415
+    diag = DiagnosticsLog(os.path.join(run_dir, "diagnostics.nc"), meta, history=history)
+    logger.info("run %s (%s) → %s: %d elements, %d tracers, %s, %s on %s; snapshots every %g, "
+                "diagnostics every %g", case, source, run_dir, sim.config["n_elements"],
+                sim.config["n_tracers"], sim.config["method"], sim.config["precision"],
+                sim.device.describe(), snap_dt, diag_dt)
+    runner = Runner(sim, run_dir, meta, schedule, diag, history, plot=bool(output["plot"]))
+    return runner.run(fresh=True, progress=args.quiet == 0)
+
+
+def cmd_restart(args, argv):
+    from .output import DiagnosticsLog, SnapshotError, read_snapshot  # noqa: PLC0415
+    try:
+        snap = read_snapshot(args.snapshot)
+    except SnapshotError as exc:
+        raise UsageError(f"cannot restart: {_first(exc)}") from None
+    config = dict(snap.config)
+    s = dict(snap.schedule)
+    needed = ("t0", "snapshot_interval", "diagnostics_interval", "next_snapshot",
+              "next_diagnostics", "diagnostics_rows")
+    if any(s.get(k) is None for k in needed):
+        raise UsageError(f"cannot restart: {args.snapshot} has no output schedule (run_* "
+                         "attributes); it was not written by vortexsim run.")
+    original = config.get("device", "auto")
+    if args.device:
+        config["device"] = args.device
+    try:
+        _check_device(config.get("device", "auto"))
+    except UsageError as exc:
+        hint = (f" (the snapshot was computed on device {original!r}; restart with --device "
+                "cpu to continue on the CPU, not bitwise equal)" if not args.device else "")
+        raise UsageError(f"{exc}{hint}") from None
+    t = snap.t
+    if args.t_end is not None:
+        if not (math.isfinite(args.t_end) and args.t_end > t):
+            raise UsageError(f"--t-end {args.t_end:g} is not after the snapshot's time "
+                             f"t = {t:.10g}.")
+        s["stop_time"], s["stop_iteration"] = float(args.t_end), None
+    elif args.steps is not None:
+        if args.steps <= 0:
+            raise UsageError(f"--steps must be a positive integer, got {args.steps}.")
+        s["stop_time"], s["stop_iteration"] = None, snap.iteration + args.steps
+    elif (s.get("stop_iteration") is not None and snap.iteration >= s["stop_iteration"]) or \
+            (s.get("stop_time") is not None and _due(t, float(s["stop_time"]))):
+        end = (f"iteration {s['stop_iteration']}" if s.get("stop_iteration") is not None
+               else f"t_end = {s['stop_time']:g}")
+        raise UsageError(f"{args.snapshot} is the end of its run ({end}); pass --t-end T "
+                         f"(T > {t:.10g}) or --steps N to continue.")
+    run_dir = os.path.dirname(os.path.abspath(args.snapshot))
+    _add_file_log(run_dir)
+    from .cases import from_config  # noqa: PLC0415
+    try:
+        sim = from_config({**config, "progress": False})
+        sim.load_state_dict(snap.state)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"cannot restart from {args.snapshot}: {_first(exc)}") from None
+    meta = {k: snap.attrs.get(k) for k in ("case", "config", "vortexsim_version", "precision",
+                                           "kernel", "method", "tolerance", "integrator")}
+    meta.update(_meta(sim, snap.attrs.get("config", "")))
+    history = (str(snap.attrs.get("history", "")) + "\n" + _history_line(argv)).strip()
+    try:
+        diag = DiagnosticsLog.resume(os.path.join(run_dir, "diagnostics.nc"), meta,
+                                     snap.iteration, int(s["diagnostics_rows"]), history)
+    except SnapshotError as exc:
+        raise UsageError(f"cannot restart: {_first(exc)}") from None
+    later = [f for f in sorted(glob.glob(os.path.join(run_dir, "snapshot_*.nc")))
+             if f > os.path.join(run_dir, _snapshot_name(snap.iteration))]
+    if later:
+        logger.info("restart: %d later snapshot(s) in %s will be rewritten as the run reaches "
+                    "them (or left as they are beyond its end)", len(later), run_dir)
+    logger.info("restart %s from %s: t = %.10g, iteration %d, on %s", config.get("case"),
+                args.snapshot, t, snap.iteration, sim.device.describe())
+    schedule = {k: s.get(k) for k in needed + ("stop_time", "stop_iteration", "plot")}
+    for k in ("next_snapshot", "next_diagnostics", "diagnostics_rows"):
+        schedule[k] = int(schedule[k])
+    for k in ("t0", "snapshot_interval", "diagnostics_interval"):
+        schedule[k] = float(schedule[k])
+    if schedule["stop_iteration"] is not None:
+        schedule["stop_iteration"] = int(schedule["stop_iteration"])
+    runner = Runner(sim, run_dir, meta, schedule, diag, history,
+                    plot=bool(s.get("plot", 1)))
+    runner._snap_iteration = snap.iteration
+    return runner.run(fresh=False, progress=args.quiet == 0)
+
+
+def cmd_cases(args, argv):
+    from .cases import list_cases  # noqa: PLC0415
+    cases = list_cases()
+    width = max(len(n) for n in cases)
+    for name, doc in cases.items():
+        path = case_file(name)
+        print(f"{name:<{width}}  {doc}")
+        print(f"{'':<{width}}  file: {path or '(no case file; the defaults of make_case)'}")
+    print(f"\nRun one with: vortexsim run NAME [--set key=value]; copy a case file to make "
+          f"your own.")
+    return EXIT_OK
+
+
+def cmd_info(args, argv):
+    from .output import SnapshotError, open_netcdf, read_snapshot  # noqa: PLC0415
+    from .output.diagnostics import DIAGNOSTICS_FORMAT  # noqa: PLC0415
+    from .output.snapshot import FORMAT  # noqa: PLC0415
+    try:
+        ds = open_netcdf(args.file)
+    except SnapshotError as exc:
+        raise UsageError(_first(exc)) from None
+    a = ds.attrs
+    fmt = a.get("vortexsim_format")
+    lines = [f"{args.file}"]
+    if fmt == FORMAT:
+        try:
+            snap = read_snapshot(args.file)
+            check = "checksum ok; restart with: vortexsim restart " + shlex.quote(args.file)
+        except SnapshotError as exc:
+            snap, check = None, f"NOT restartable: {_first(exc)}"
+        cfg = json.loads(a.get("config_json", "{}"))
+        lines += [f"  vortexsim snapshot ({a.get('snapshot_kind')}), case {a.get('case')}, "
+                  f"vortexsim {a.get('vortexsim_version')}",
+                  f"  t = {float(ds['time'].values[0]):.10g}, iteration "
+                  f"{int(ds['iteration'].values[0])}, next dt = "
+                  f"{float(ds['dt_next'].values[0]):.6g}",
+                  f"  {ds.sizes.get('element', 0)} elements, {ds.sizes.get('tracer', 0)} tracers; "
+                  f"{cfg.get('integrator')} dt = {cfg.get('dt')}, {a.get('method')} "
+                  f"(tol {a.get('tolerance')}), kernel {a.get('kernel')}, {a.get('precision')}, "
+                  f"device {a.get('device')}",
+                  f"  run end: " + (f"t = {a.get('run_stop_time')}"
+                                    if a.get("run_stop_time", "none") != "none"
+                                    else f"iteration {a.get('run_stop_iteration')}"),
+                  f"  {check}"]
+        del snap
+    elif fmt == DIAGNOSTICS_FORMAT:
+        t = ds["time"].values
+        lines.append(f"  vortexsim diagnostics, case {a.get('case')}: {len(t)} rows, t = "
+                     + (f"{t[0]:.6g} … {t[-1]:.6g}" if len(t) else "(none)"))
+    else:
+        lines.append("  not a vortexsim file (no vortexsim_format attribute)")
+    lines.append("  dimensions: " + ", ".join(f"{k} = {v}" for k, v in ds.sizes.items()))
+    lines.append("  variables:")
+    for name, var in ds.variables.items():
+        lines.append(f"    {name} ({', '.join(var.dims)}) [{var.attrs.get('units', '?')}] "
+                     f"{var.attrs.get('long_name', '')}".rstrip())
+    hist = str(a.get("history", "")).strip()
+    if hist:
+        lines.append("  history:")
+        lines += [f"    {h}" for h in hist.splitlines()]
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+def main(argv=None):
+    """Entry point of the ``vortexsim`` console script (and ``python -m vortexsim``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version (0) and usage errors (2, one line)
+        return exc.code
+    _setup_logging(args)
+    try:
+        return args.func(args, argv)
+    except (UsageError, ConfigError) as exc:
+        _say(f"vortexsim: error: {' '.join(str(exc).split())}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _say("vortexsim: aborted (no checkpoint of the step in progress; the last snapshot of "
+             "the run directory is a checkpoint)")
+        return 128 + signal.SIGINT
+    finally:
+        _remove_handlers()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,333 @@
+r"""Case files: TOML loading, ``--set`` overrides, validation, TOML text of a resolved config.
+
+A case file (``cases/leapfrog.toml``) names the case builder and sets its parameters::
+
+    case = "leapfrog"            # the builder (``vortexsim cases`` lists them)
+
+    [physics]
+    radius = 1.0                 # R [L], ring radius
+    ...
+    [output]
+    snapshot_interval = 2.0      # [T], time between snapshot files
+
+Tables (``[physics]``, ``[discretization]``, ``[tracers]``, ``[time]``, ``[solver]``,
+``[output]``) only group the keys for the reader: keys are flat and unique, so
+``--set n_phi=16`` and ``--set discretization.n_phi=16`` are the same.  A key that is not
+in a file takes the case's default (:func:`vortexsim.cases.case_defaults`).  ``"auto"``
+stands for a value derived at run time (σ from the spacing, dt_min = dt/1000, max_speed
+= 100 × max|u| at t₀, snapshot and diagnostics intervals from t_end).
+
+Units are those of the case: lengths in L, times in T (the rings have R = 1, Γ = 1, so
+T = R²/Γ); values are plain numbers, never strings with units.
+
+Everything here is pure (dicts in, dicts or text out); the CLI wires it to the case
+registry.  Errors are :class:`ConfigError` (a ``ValueError``) with a one-line message.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import sys
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["ConfigError", "PARAMETERS", "SECTIONS", "OUTPUT_DEFAULTS", "CLI_ONLY",
+           "load_case_file", "parse_assignments", "check_params", "to_toml", "closest"]
+
+
+class ConfigError(ValueError):
+    """A bad case file, ``--set`` option or parameter value (one-line message)."""
+
+
+#: Table of a key in a case file, in the order they are written.
+SECTIONS = ("physics", "discretization", "tracers", "time", "solver", "output")
+
+#: key: (table, unit, description).  Units: L length, T time, "-" dimensionless.
+PARAMETERS = {
+    # physics
+    "radius": ("physics", "L", "ring radius R"),
+    "circulation": ("physics", "L^2/T", "ring circulation Gamma (> 0 moves a ring along its axis)"),
+    "core": ("physics", "L", "Gaussian core radius sigma_c of a ring (0: the core is the blob itself)"),
+    "spacing": ("physics", "L", "distance between the two rings along their axis"),
+    "separation": ("physics", "L", "distance between the two ring centres"),
+    "angle": ("physics", "degree", "tilt of each ring axis toward the other, from +z, in [0, 90)"),
+    "height": ("physics", "L", "height of the ring centre above the ground plane"),
+    "nu": ("physics", "L^2/T", "kinematic viscosity (0: inviscid; > 0: core spreading)"),
+    "viscous": ("physics", "-", "viscous model: core_spreading (pse: not yet)"),
+    "boundary": ("physics", "-", "free (free space) | ground (plane z = ground_z, by images)"),
+    "ground_z": ("physics", "L", "height of the ground plane"),
+    # discretization
+    "n_phi": ("discretization", "-", "stations around each ring"),
+    "layers": ("discretization", "-", "concentric layers of elements in the core (1: centre line only)"),
+    "layer_spacing": ("discretization", "-", "layer spacing in units of the core radius sigma_c"),
+    "sigma": ("discretization", "L", "element core radius; auto = max(2 pi R / n_phi, layer spacing)"),
+    "kernel": ("discretization", "-", "cutoff kernel: gaussian | algebraic | winckelmans | polynomial | singular"),
+    # tracers
+    "tracers_per_ring": ("tracers", "-", "passive tracers seeded around each ring"),
+    "tracer_spread": ("tracers", "L", "standard deviation of the tracers' offsets across the ring"),
+    "seed": ("tracers", "-", "seed of the tracer positions"),
+    # time
+    "t_end": ("time", "T", "end time of the run"),
+    "dt": ("time", "T", "time step (the largest step when adaptive = true)"),
+    "integrator": ("time", "-", "euler | rk2 | rk4"),
+    "adaptive": ("time", "-", "adaptive step dt = courant / max |grad u| (bounded by dt and dt_min)"),
+    "courant": ("time", "-", "C of the adaptive rule, in (0, 2]"),
+    "dt_min": ("time", "T", "smallest adaptive step; auto = dt / 1000"),
+    # solver
+    "method": ("solver", "-", "direct (all pairs) | fmm | auto (fmm for large problems)"),
+    "tol": ("solver", "-", "FMM relative accuracy of u (grad u: 10 tol), 1e-6 to 1e-2"),
+    "precision": ("solver", "-", "float64 | float32 (float32: summation only)"),
+    "device": ("solver", "-", "auto (GPU if CuPy sees one) | cpu | gpu"),
+    "stretching": ("solver", "-", "transpose (conserves total vorticity) | classical"),
+    "max_speed": ("solver", "L/T", "blow-up bound on |u|; auto = 100 x max |u| at t0"),
+    "root_slack": ("solver", "-", "FMM root-cube margin, fraction of the box width"),
+    # output
+    "snapshot_interval": ("output", "T", "time between snapshot (= checkpoint) files; auto = t_end / 10"),
+    "diagnostics_interval": ("output", "T", "time between rows of diagnostics.nc; auto = snapshot_interval / 10"),
+    "plot": ("output", "-", "write plot.png at the end of the run (needs matplotlib)"),
+}
+
+#: Output parameters (read by the CLI, not by the simulation) and their defaults.
+OUTPUT_DEFAULTS = {"snapshot_interval": None, "diagnostics_interval": None, "plot": True}
+
+#: Run parameters that the command line sets, never a case file.
+CLI_ONLY = ("progress",)
+
+_INT = ("n_phi", "layers", "tracers_per_ring", "seed")
+_BOOL = ("adaptive", "plot")
+_STR = ("integrator", "kernel", "method", "precision", "device", "stretching", "viscous",
+        "boundary")
+_AUTO = ("sigma", "dt_min", "max_speed", "snapshot_interval", "diagnostics_interval")
+_POSITIVE = ("radius", "n_phi", "layers", "sigma", "layer_spacing", "dt", "t_end", "tol",
+             "courant", "dt_min", "max_speed", "root_slack", "spacing", "separation", "height",
+             "snapshot_interval", "diagnostics_interval")
+_NONNEGATIVE = ("core", "tracers_per_ring", "tracer_spread", "nu", "seed")
+_NONZERO = ("circulation",)
+
+
+def closest(key, known):
+    """`` (did you mean 'x'?)`` for the closest of ``known``, or ``""``."""
+    match = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def _flatten(doc, where):
+    """Flat {key: value} of a case-file document; tables only group keys."""
+    flat, origin = {}, {}
+    for key, value in doc.items():
+        if isinstance(value, dict):
+            if key not in SECTIONS:
+                raise ConfigError(f"{where}: unknown table [{key}]{closest(key, SECTIONS)}; "
+                                  f"tables are {', '.join(SECTIONS)}.")
+            items = [(f"{key}.{k}", k, v) for k, v in value.items()]
+        else:
+            items = [(key, key, value)]
+        for label, k, v in items:
+            if isinstance(v, dict):
+                raise ConfigError(f"{where}: [{label}] is nested too deep; write '{k}' "
+                                  "as a plain key of one table.")
+            if k in flat:
+                raise ConfigError(f"{where}: '{k}' is set twice ({origin[k]} and {label}).")
+            flat[k], origin[k] = v, label
+    return flat
+
+
+def load_case_file(path):
+    """Read a case file: ``(case_name, {key: value})``, tables flattened.
+
+    Raises :class:`ConfigError` for a missing or unreadable file, invalid TOML, a missing
+    ``case`` key or a key set twice.  Values are checked later (:func:`check_params`).
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"case file {path} does not exist.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read case file {path}: {exc}.") from None
+    flat = _flatten(doc, path)
+    case = flat.pop("case", None)
+    if not isinstance(case, str) or not case:
+        raise ConfigError(f"{path}: missing top-level key case = \"NAME\" naming the case "
+                          "builder (vortexsim cases lists them).")
+    return case, flat
+
+
+def parse_assignments(items):
+    """``["n_phi=16", "kernel=algebraic", "time.dt=0.05"]`` → ``{"n_phi": 16, ...}``.
+
+    A value is read as a TOML value (``16`` int, ``0.05`` float, ``true``, ``"text"``);
+    anything that is not valid TOML is taken as a bare string (``kernel=algebraic``).
+    A ``table.`` prefix is dropped.
+    """
+    out = {}
+    for item in items or ():
+        key, sep, text = str(item).partition("=")
+        key, text = key.strip(), text.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set expects key=value, got {item!r}.")
+        if "." in key:
+            table, _, key = key.rpartition(".")
+            if table not in SECTIONS:
+                raise ConfigError(f"--set {item}: unknown table {table!r}"
+                                  f"{closest(table, SECTIONS)}; tables are {', '.join(SECTIONS)}.")
+        try:
+            value = tomllib.loads(f"v = {text}")["v"] if text else ""
+        except tomllib.TOMLDecodeError:
+            value = text
+        out[key] = value
+    return out
+
+
+def _kind(key, default):
+    if key in _BOOL:
+        return "bool"
+    if key in _INT:
+        return "int"
+    if key in _STR:
+        return "str"
+    if key in PARAMETERS or isinstance(default, float):
+        return "float"
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    if isinstance(default, str):
+        return "str"
+    return "any"
+
+
+def _unit(key):
+    unit = PARAMETERS.get(key, (None, "-"))[1]
+    return "dimensionless" if unit == "-" else f"in {unit}"
+
+
+def _check_value(key, value, default, where):
+    """Type- and range-checked value (None for "auto")."""
+    kind = _kind(key, default)
+    pre = f"{where}{key}"
+    if key in _AUTO and (value is None or value == "auto"):
+        return None
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{pre} must be true or false, got {value!r}.")
+        return value
+    if kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{pre} must be a string, got {value!r}.")
+        return value
+    if kind in ("int", "float"):
+        auto = " or \"auto\"" if key in _AUTO else ""
+        if isinstance(value, str):
+            raise ConfigError(
+                f"{pre} must be a number ({_unit(key)}){auto}, got the string {value!r}; "
+                "case files are in case units (lengths L, times T), so write the bare number.")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{pre} must be a number ({_unit(key)}){auto}, got {value!r}.")
+        if not math.isfinite(value):
+            raise ConfigError(f"{pre} must be finite, got {value!r}.")
+        if kind == "int":
+            if isinstance(value, float):
+                if value != int(value):
+                    raise ConfigError(f"{pre} must be an integer, got {value!r}.")
+                value = int(value)
+        else:
+            value = float(value)
+        if key in _POSITIVE and not value > 0:
+            raise ConfigError(f"{pre} must be > 0, got {value!r}.")
+        if key in _NONNEGATIVE and not value >= 0:
+            raise ConfigError(f"{pre} must be >= 0, got {value!r}.")
+        if key in _NONZERO and value == 0:
+            raise ConfigError(f"{pre} must not be 0.")
+        return value
+    return value
+
+
+def check_params(params, defaults, where=""):
+    """Validate ``params`` against the known keys and types of ``defaults``.
+
+    Parameters
+    ----------
+    params : dict, flat {key: value} from a case file and ``--set``
+    defaults : dict, every accepted key and its default (the case's defaults, the run
+        parameters and :data:`OUTPUT_DEFAULTS`); a key's kind (int, float, bool, str)
+        comes from :data:`PARAMETERS` or from its default
+    where : str, prefix of error messages (e.g. ``"cases/leapfrog.toml: "``)
+
+    Returns
+    -------
+    dict, the checked values (ints as int, numbers as float, ``"auto"`` as None).
+
+    Raises :class:`ConfigError` for an unknown key (naming the closest known one), a
+    wrong type, a string where a number belongs (units are not written), NaN/inf, or a
+    value out of range (N, dt, σ, intervals > 0; counts, ν ≥ 0; Γ ≠ 0).
+    """
+    known = [k for k in defaults if k not in CLI_ONLY]
+    out = {}
+    for key, value in params.items():
+        if key == "case":
+            raise ConfigError(f"{where}'case' cannot be changed here; give the case name or "
+                              "file as the first argument.")
+        if key not in known:
+            raise ConfigError(f"{where}unknown key {key!r}{closest(key, known)}; "
+                              "vortexsim cases lists the cases, and the case files list "
+                              "every key.")
+        out[key] = _check_value(key, value, defaults.get(key), where)
+    return out
+
+
+def _toml_value(v):
+    if v is None:
+        return '"auto"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(a) for a in v) + "]"
+    raise TypeError(f"cannot write {v!r} ({type(v).__name__}) as a TOML value.")
+
+
+def to_toml(case, params, header="", derived=None):
+    """TOML text of a case file: ``case = ...`` and ``params`` in their tables, with units.
+
+    ``load_case_file`` of the text gives back ``case`` and ``params`` exactly (floats are
+    written with ``repr``, so they round-trip bitwise; None is written as "auto").
+    ``derived`` ({key: value}) is written as comments only (not read back).
+    """
+    lines = [f"# {line}".rstrip() for line in header.splitlines()] if header else []
+    lines.append(f"case = {_toml_value(case)}")
+    tables = {s: [] for s in SECTIONS}
+    other = []
+    for key, value in params.items():
+        if key in CLI_ONLY:
+            continue
+        section, unit, doc = PARAMETERS.get(key, (None, "", ""))
+        text = f"{key} = {_toml_value(value)}"
+        comment = f"  # [{unit}] {doc}" if doc else ""
+        (tables[section] if section else other).append(text + comment)
+    if other:  # case parameters without an entry in PARAMETERS (new cases)
+        tables["physics"] = other + tables["physics"]
+    for section in SECTIONS:
+        if tables[section]:
+            lines += ["", f"[{section}]"] + tables[section]
+    if derived:
+        lines += ["", "# derived (not read back):"]
+        lines += [f"#   {k} = {json.dumps(v)}" for k, v in derived.items()]
+    return "\n".join(lines) + "\n"

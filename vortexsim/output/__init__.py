@@ -1,0 +1,19 @@
+"""Run output: netCDF snapshots (each a checkpoint), the diagnostics file, atomic writes, plots.
+
+* :mod:`.snapshot`: ``write_snapshot``, ``read_snapshot`` (refuses truncated, corrupted or
+  foreign files with :class:`SnapshotError`), ``open_netcdf``
+* :mod:`.diagnostics`: ``DiagnosticsLog`` (``diagnostics.nc``, one row per diagnostic time)
+* :mod:`.files`: ``atomic_path`` (temporary name, fsync, rename)
+* :mod:`.plot`: ``plot_run`` (``plot.png``; needs matplotlib)
+
+This package knows nothing of the solver: it takes state dicts
+(:meth:`vortexsim.Simulation.state_dict`), configs and diagnostics rows.
+"""
+from .files import atomic_path, fsync_dir
+from .snapshot import (FORMAT, FORMAT_VERSION, Snapshot, SnapshotError, open_netcdf,
+                       read_snapshot, write_snapshot)
+from .diagnostics import DIAGNOSTICS_FORMAT, DiagnosticsLog, read_rows
+
+__all__ = ["atomic_path", "fsync_dir", "FORMAT", "FORMAT_VERSION", "Snapshot", "SnapshotError",
+           "open_netcdf", "read_snapshot", "write_snapshot", "DIAGNOSTICS_FORMAT",
+           "DiagnosticsLog", "read_rows"]

@@ -1,0 +1,155 @@
+r"""The diagnostics file of a run: one row per diagnostic time, ``diagnostics.nc``.
+
+Layout (xarray, engine netcdf4)::
+
+    dimensions: time (rows), component (3), ring (R)
+    time (time) [T], iteration (time) [1], dt_next (time) [T]
+    total_vorticity, linear_impulse, angular_impulse (time, component)
+                                    [L^3/T], [L^4/T], [L^5/T]
+    energy, helicity, enstrophy (time)            [L^5/T^2], [L^4/T^2], [L^3/T^2]
+    ring (ring): ring names; ring_centre, ring_axis (time, ring, component) [L], [1];
+    ring_radius (time, ring) [L]
+
+The quantities are those of :meth:`vortexsim.Simulation.diagnostics` (``physics.md``).
+The whole file is rewritten atomically at every new row (it is small), so it always holds
+every row up to the last one computed.  On a restart from a snapshot the rows after the
+snapshot's iteration are dropped and recomputed, so the file continues without
+duplicated or missing rows.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+
+from .files import atomic_path
+from .snapshot import FORMAT_VERSION, UNITS_NOTE, SnapshotError, open_netcdf
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DIAGNOSTICS_FORMAT", "DiagnosticsLog", "read_rows", "QUANTITIES"]
+
+DIAGNOSTICS_FORMAT = "vortexsim diagnostics"
+
+#: name: (per-row shape kind, units, long_name)
+QUANTITIES = {
+    "iteration": ("scalar", "1", "number of completed time steps"),
+    "dt_next": ("scalar", "T", "time step of the next step"),
+    "total_vorticity": ("vector", "L^3/T", "total vorticity, sum of alpha"),
+    "linear_impulse": ("vector", "L^4/T", "linear impulse P = 1/2 sum x cross alpha"),
+    "angular_impulse": ("vector", "L^5/T",
+                        "angular impulse A = 1/3 sum x cross (x cross alpha)"),
+    "energy": ("scalar", "L^5/T^2", "kinetic energy (per unit density)"),
+    "helicity": ("scalar", "L^4/T^2", "helicity sum u(x_p) . alpha_p"),
+    "enstrophy": ("scalar", "L^3/T^2", "enstrophy (per unit volume integral)"),
+    "ring_centre": ("ring_vector", "L", "ring centre from the impulse"),
+    "ring_radius": ("ring_scalar", "L", "ring radius sqrt(|P . n| / (pi |Gamma|))"),
+    "ring_axis": ("ring_vector", "1", "ring axis n = sign(Gamma) P / |P|"),
+}
+_DIMS = {"scalar": ("time",), "vector": ("time", "component"),
+         "ring_scalar": ("time", "ring"), "ring_vector": ("time", "ring", "component")}
+
+
+def _to_dataset(rows, meta, history):
+    import xarray as xr  # noqa: PLC0415
+
+    data = {}
+    for name, (kind, units, long) in QUANTITIES.items():
+        if not rows or name not in rows[0]:
+            continue
+        values = np.stack([np.asarray(r[name]) for r in rows])
+        if name == "iteration":
+            values = values.astype(np.int64)
+        data[name] = (_DIMS[kind], values, {"units": units, "long_name": long})
+    coords = {"time": ("time", np.array([r["t"] for r in rows], dtype=np.float64),
+                       {"units": "T", "long_name": "simulated time", "axis": "T"})}
+    if rows and "ring_names" in rows[0]:
+        coords["ring"] = ("ring", np.array(list(rows[0]["ring_names"]), dtype=object),
+                          {"units": "1", "long_name": "ring name"})
+    ds = xr.Dataset(data, coords=coords)
+    ds.attrs.update({
+        "Conventions": "CF-1.10",
+        "title": f"vortexsim diagnostics of case {meta.get('case')}",
+        "history": history,
+        "source": f"vortexsim {meta.get('vortexsim_version', '')}",
+        "units_note": UNITS_NOTE,
+        "vortexsim_format": DIAGNOSTICS_FORMAT,
+        "vortexsim_format_version": FORMAT_VERSION,
+        **{k: ("none" if v is None else v) for k, v in meta.items() if k != "config_json"},
+    })
+    return ds
+
+
+def read_rows(path):
+    """The rows of a diagnostics file (list of dicts, as they were appended)."""
+    ds = open_netcdf(path)
+    if ds.attrs.get("vortexsim_format") != DIAGNOSTICS_FORMAT:
+        raise SnapshotError(f"{path} is not a vortexsim diagnostics file.")
+    rows = []
+    names = [str(v) for v in ds["ring"].values] if "ring" in ds.variables else None
+    for i in range(ds.sizes.get("time", 0)):
+        row = {"t": float(ds["time"].values[i])}
+        for name in QUANTITIES:
+            if name in ds.variables:
+                v = ds[name].values[i]
+                row[name] = v.item() if np.ndim(v) == 0 else np.array(v)
+        if "iteration" in row:
+            row["iteration"] = int(row["iteration"])
+        if names is not None:
+            row["ring_names"] = names
+        rows.append(row)
+    return rows
+
+
+class DiagnosticsLog:
+    """Rows of diagnostics in memory, written to ``path`` (atomically) after each append.
+
+    Parameters
+    ----------
+    path : str, the ``diagnostics.nc`` file
+    meta : dict, global attributes (case, version, device, …)
+    rows : list of earlier rows (a restart: see :meth:`resume`)
+    """
+
+    def __init__(self, path, meta, rows=(), history=""):
+        self.path, self.meta, self.rows, self.history = os.fspath(path), dict(meta), \
+            list(rows), history
+
+    @classmethod
+    def resume(cls, path, meta, iteration, expected_rows, history=""):
+        """Continue ``path`` after a snapshot at ``iteration``: keep its rows up to that
+        iteration (there must be ``expected_rows`` of them) and drop the later ones."""
+        if not os.path.exists(path):
+            if expected_rows:
+                raise SnapshotError(
+                    f"{path} is missing but the snapshot expects {expected_rows} earlier "
+                    "rows; restore it (or copy the whole run directory) before restarting.")
+            return cls(path, meta, (), history)
+        rows = read_rows(path)
+        kept = [r for r in rows if r["iteration"] <= iteration]
+        if len(kept) != expected_rows:
+            raise SnapshotError(
+                f"{path} has {len(kept)} rows up to iteration {iteration} but the snapshot "
+                f"expects {expected_rows}; it does not belong to this run.")
+        if len(rows) > len(kept):
+            logger.info("diagnostics: dropping %d rows after iteration %d (recomputed by the "
+                        "restart)", len(rows) - len(kept), iteration)
+        return cls(path, meta, kept, history)
+
+    def append(self, row):
+        row = dict(row)
+        for k, v in row.items():
+            if isinstance(v, np.ndarray):
+                row[k] = v.copy()
+        self.rows.append(row)
+        self.write()
+
+    def write(self):
+        ds = _to_dataset(self.rows, self.meta, self.history)
+        encoding = {name: {"_FillValue": None} for name in ds.variables if name != "ring"}
+        with atomic_path(self.path) as tmp:
+            ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=encoding)
+
+    def __len__(self):
+        return len(self.rows)
