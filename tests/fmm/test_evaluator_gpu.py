@@ -86,21 +86,17 @@ def test_gpu_fmm_edge_cases_and_determinism():
 
 def test_gpu_sparse_m2l_equals_dense():
     """Rings in a mostly empty cube take the sparse M2L; it must equal the dense one."""
+    import cupy as cp
+    from vortexsim.fmm.tree import build_tree
     rng = np.random.default_rng(11)
-    x, alpha, tracers = rings(1 << 13, 1 << 15, rng)
-    sigma = np.full(x.shape[0], 0.01)
+    x, alpha, tracers = (cp.asarray(a) for a in rings(1 << 13, 1 << 15, rng))
+    sigma = cp.full(x.shape[0], 0.01)
     sparse = FMM("gaussian", tol=1e-6, device="gpu")
     dense = FMM("gaussian", tol=1e-6, device="gpu")
     dense.SPARSE_M2L_FRACTION = 0.0
-    us, gs = _gpu_eval(sparse, x, alpha, sigma, tracers)
-    info = sparse._m2l_sparsity(_tree_of(sparse, x, tracers))
-    assert any(v is not None for v in info.values()), "the input must exercise the sparse path"
-    ud, gd = _gpu_eval(dense, x, alpha, sigma, tracers)
-    assert sparse.config == dense.config
+    us, gs = (a.get() for a in sparse.evaluate(x, alpha, sigma, tracers, depth=4))
+    assert sparse.config.depth == 4
+    tree = build_tree(x, tracers, 4, cp)
+    assert sparse._m2l_sparsity(tree)[4] is not None, "the input must exercise the sparse path"
+    ud, gd = (a.get() for a in dense.evaluate(x, alpha, sigma, tracers, depth=4))
     assert _rel(us, ud) <= 1e-12 and _rel(gs, gd) <= 1e-12
-
-
-def _tree_of(fmm, x, targets):
-    import cupy as cp
-    from vortexsim.fmm.tree import build_tree
-    return build_tree(cp.asarray(x), cp.asarray(targets), fmm.config.depth, cp)

@@ -243,12 +243,16 @@ class FMM:
         ys = y[tree.tgt_order]
         clock.lap("tree")
 
+        # sparse-M2L lists now: their one transfer waits for the tree only
+        homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
+        self._sparse = (self._m2l_sparsity(tree) if depth >= 2 and homogeneous
+                        and self.device.is_gpu else None)
+        clock.lap("m2l_lists")
         u_s, g_s = self._near(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient)
         clock.lap("near")
         if depth >= 2:
             multipoles = self._upward(tree, xs, alpha_s, P, clock)
-            locals_ = self._m2l(tree, multipoles, green, P)
-            clock.lap("m2l")
+            locals_ = self._m2l(tree, multipoles, green, P, clock)
             self._downward(tree, locals_, ys, P, gradient, u_s, g_s, clock)
         u[tree.tgt_order] = u_s.astype(dtype, copy=False)
         if gradient:
@@ -414,14 +418,14 @@ class FMM:
             return classes
         return self._cached(("m2l_classes", level, sep), build)
 
-    def _m2l(self, tree, multipoles, green, P):
+    def _m2l(self, tree, multipoles, green, P, clock):
         """Normalized local expansions L̃ per level (levels 2..L) from M2L."""
         xp = self.device.xp
         L = tree.depth
         locals_ = {}
         homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
         degree = E.multi_indices(P).k.sum(axis=1).astype(np.float64)
-        sparse = self._m2l_sparsity(tree) if homogeneous and self.device.is_gpu else None
+        sparse = self._sparse
         for level in range(2, L + 1):
             M = multipoles[level]
             sep = self.near_radius + 1 if level == L else 2
@@ -446,6 +450,7 @@ class FMM:
                     Lt = self._m2l_sparse(tree, level, sep, Mt, P, sparse[level])
                     Lc = (U @ Lt.reshape(r, B * 3)).reshape(-1, B, 3).transpose(1, 0, 2) / w
                     locals_[level] = xp.ascontiguousarray(Lc)
+                    clock.lap(f"m2l_{level}")
                     continue
                 Lt = xp.empty((r, B, 3), mdt)                      # Mcm: (r, B + 1, 3)
                 for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
@@ -477,6 +482,8 @@ class FMM:
                     Lc[tgt] += _apply(T[o][idx] * binom, M[src], xp)
                 Lc *= wdeg[None, :, None]
             locals_[level] = xp.ascontiguousarray(Lc)
+            clock.lap(f"m2l_{level}")
+        clock.laps["m2l"] = sum(v for k, v in clock.laps.items() if k.startswith("m2l_"))
         return locals_
 
     #: levels whose fraction of non-empty source boxes is below this use the sparse M2L
@@ -497,7 +504,8 @@ class FMM:
             src[level - 1] = src[level].reshape(-1, 8).sum(axis=1)
             tgt[level - 1] = tgt[level].reshape(-1, 8).sum(axis=1)
         levels = list(range(2, L + 1))
-        active = xp.stack([(src[level] > 0).reshape(-1, 8).sum(axis=0) for level in levels])
+        flags = {level: (src[level] > 0).reshape(-1, 8) for level in levels}
+        active = xp.stack([flags[level].sum(axis=0) for level in levels])
         active = active.get()                                      # (levels, 8), one transfer
         out = {}
         for row, level in enumerate(levels):
@@ -505,18 +513,15 @@ class FMM:
             if active[row].sum() >= self.SPARSE_M2L_FRACTION * B:
                 out[level] = None
                 continue
-            colmap = xp.full(B, -1, dtype=xp.int64)
-            classes = []
-            flags_all = (src[level] > 0).reshape(-1, 8)
-            for p in range(8):
-                n_p = int(active[row, p])
-                flags = flags_all[:, p]
-                pos = xp.where(flags, xp.cumsum(flags) - 1, n_p)
-                buf = xp.empty(n_p + 1, dtype=xp.int64)
-                buf[pos] = xp.arange(B // 8, dtype=xp.int64) * 8 + p
-                lst = buf[:n_p]
-                colmap[lst] = xp.arange(n_p, dtype=xp.int64)
-                classes.append((n_p, lst))
+            f = flags[level]
+            pos = xp.cumsum(f, axis=0) - 1                         # column within the class
+            colmap = xp.where(f, pos, -1).reshape(B)
+            counts = active[row].astype(np.int64)
+            start = np.concatenate([[0], np.cumsum(counts + 1)])  # one spare slot per class
+            slot = xp.where(f, xp.asarray(start[:8]) + pos, xp.asarray(start[1:] - 1))
+            buf = xp.empty(int(start[-1]), dtype=xp.int64)
+            buf[slot.reshape(B)] = xp.arange(B, dtype=xp.int64)
+            classes = [(int(counts[p]), buf[start[p]:start[p] + counts[p]]) for p in range(8)]
             out[level] = (classes, colmap, tgt[level])
         return out
 
@@ -533,17 +538,17 @@ class FMM:
         classes, colmap, tgt_cnt = info
         r, B = Mt.shape[0], Mt.shape[1]
         tables = self._sparse_m2l_tables(P, sep)
-        ys, ybase, ystride, offset = [], [], [], 0
+        ybase, ystride, offset = [], [], 0
+        for c, (n_c, _) in enumerate(classes):
+            ybase.append(offset)
+            ystride.append(tables["Kt"][c].shape[1])
+            offset += 3 * n_c * ystride[-1]
+        Y = cp.empty(max(offset, 1))
         for c, (n_c, lst) in enumerate(classes):
-            Kt = tables["Kt"][c]
-            stride = Kt.shape[1]
             if n_c:
                 A = Mt[:, lst, :].transpose(1, 2, 0).reshape(3 * n_c, r)
-                ys.append((A @ Kt).ravel())
-            ybase.append(offset)
-            ystride.append(stride)
-            offset += 3 * n_c * stride
-        Y = cp.concatenate(ys) if ys else cp.zeros(1)
+                cp.matmul(A, tables["Kt"][c],
+                          out=Y[ybase[c]:ybase[c] + 3 * n_c * ystride[c]].reshape(3 * n_c, -1))
         ybase, ystride = cp.asarray(ybase, dtype=cp.int64), cp.asarray(ystride, dtype=cp.int64)
         Lt = cp.empty((r, B, 3))
         fn = get_function("fmm.cu", "m2l_gather_sum")
