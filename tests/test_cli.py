@@ -85,13 +85,13 @@ def test_plot_is_written(tmp_path):
     assert (out / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_restart_is_bitwise_identical_and_diagnostics_continue(tmp_path):
+def _restart_matches_uninterrupted(tmp_path, size):
     """Uninterrupted run A; copy it and restart from a middle snapshot: every file equal,
     the diagnostics without duplicated or missing rows (adaptive dt, shortened steps)."""
     a, b = tmp_path / "a", tmp_path / "b"
-    args = ["run", "leapfrog", *TINY, "--set", "t_end=1.2", "--set", "adaptive=true",
-            "--set", "courant=0.003", "--set", "snapshot_interval=0.4", "--set",
-            "diagnostics_interval=0.15"]
+    args = ["run", "leapfrog", "--set", "plot=false", "--set", "t_end=1.2", "--set",
+            "adaptive=true", "--set", "courant=0.003", "--set", "snapshot_interval=0.4",
+            "--set", "diagnostics_interval=0.15", *size]  # later --set values win
     assert main([*args, "--out", str(a)]) == 0
     shutil.copytree(a, b)
     snaps = sorted(glob.glob(str(b / "snapshot_*.nc")))
@@ -100,7 +100,7 @@ def test_restart_is_bitwise_identical_and_diagnostics_continue(tmp_path):
     with xr.open_dataset(a / "diagnostics.nc") as d:
         ref_iter = list(d["iteration"].values)
         dts = d["dt_next"].values
-    assert np.all(dts < 0.05) and len(set(dts.tolist())) > 3  # the adaptive dt is active
+    assert np.all(dts < 0.1) and len(set(dts.tolist())) > 3  # the adaptive dt is active
     assert len(ref_iter) == len(set(ref_iter)) == 9  # t = 0, 0.15, ..., 1.05, 1.2
     assert main(["restart", middle, "-q"]) == 0
     names = _same_files(a, b)
@@ -108,9 +108,49 @@ def test_restart_is_bitwise_identical_and_diagnostics_continue(tmp_path):
     with xr.open_dataset(b / "diagnostics.nc") as d:
         assert list(d["iteration"].values) == ref_iter
         assert "restart" in d.attrs["history"]
-    # continue past the end: --t-end and --steps extend the run
+    return snaps
+
+
+def test_restart_is_bitwise_identical_and_diagnostics_continue(tmp_path):
+    snaps = _restart_matches_uninterrupted(tmp_path, SIZE)
+    # continue past the end: --t-end extends the run; without it, the run is complete
     assert main(["restart", snaps[-1], "--t-end", "1.5", "-q"]) == 0
-    assert main(["restart", snaps[-1], "-q"]) == 2  # already at its end
+    assert main(["restart", snaps[-1], "-q"]) == 2
+
+
+def test_own_case_file_works_like_a_name(tmp_path, monkeypatch):
+    """A user's TOML with a few keys: the rest are the case's defaults; default output
+    directory runs/<file stem> in the working directory."""
+    mine = tmp_path / "my ring.toml"
+    mine.write_text('case = "single_ring"   # mine\n[discretization]\nn_phi = 6\nlayers = 1\n'
+                    '[tracers]\ntracers_per_ring = 4\n[time]\nt_end = 0.1\n'
+                    '[output]\nplot = false\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(mine), "--device", "cpu", "-q"]) == 0
+    out = tmp_path / "runs" / "my ring"
+    _check_outputs(out)
+    with xr.open_dataset(out / "snapshot_00000002.nc") as ds:
+        assert ds.sizes["element"] == 6 and ds.sizes["tracer"] == 4
+        assert 'radius = 1.0' in ds.attrs["config"] and ds.attrs["case"] == "single_ring"
+
+
+def test_resolved_config_repeats_the_run(tmp_path):
+    """config.toml of a run (every resolved value) reproduces it bitwise."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["run", "oblique_collision", *TINY, "--set", "angle=30", "--set", "dt=0.07",
+                 "--t-end", "0.3", "--out", str(a)]) == 0
+    assert main(["run", str(a / "config.toml"), "-q", "--out", str(b)]) == 0
+    assert _same_files(a, b) == ["diagnostics.nc", "snapshot_00000000.nc",
+                                 "snapshot_00000006.nc"]  # steps shortened at t = 0.1, 0.2
+
+
+@pytest.mark.gpu
+def test_restart_is_bitwise_identical_on_the_gpu(tmp_path):
+    """The same check on the GPU with the FMM (2 x 512 x 7 elements, 2^16 tracers);
+    `python -m pytest -m gpu tests/test_cli.py` on a GPU machine."""
+    _restart_matches_uninterrupted(tmp_path, [
+        "--device", "gpu", "--set", "method=fmm", "--set", "n_phi=512",
+        "--set", "tracers_per_ring=32768", "--set", "courant=0.5", "-q"])
 
 
 def _run_until_snapshots(args, out, n_files, timeout=60):

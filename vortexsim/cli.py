@@ -251,14 +251,17 @@ class _Progress:
         from tqdm.auto import tqdm  # noqa: PLC0415
         if self.by_steps:
             self.bar = tqdm(total=stop_iteration - it_start, unit="step", file=sys.stderr,
+                            desc=f"t = {t_start:.5g}",
                             disable=None, dynamic_ncols=True,
-                            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} steps, {postfix} "
-                                       "[{elapsed}<{remaining}]")
+                            bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+                                       "steps, ETA {remaining} (elapsed {elapsed})")
         else:
             self.t0, self.total = t0, stop_time - t0
             self.bar = tqdm(total=self.total, initial=t_start - t0, file=sys.stderr,
+                            desc=f"t = {t_start:.5g} / {stop_time:.5g}",
                             disable=None, dynamic_ncols=True,
-                            bar_format="{l_bar}{bar}| {postfix} [{elapsed}<{remaining}]")
+                            bar_format="{desc} {percentage:3.0f}%|{bar}| ETA {remaining} "
+                                       "(elapsed {elapsed})")
             self.stop_time = stop_time
 
     def update(self, sim):
@@ -267,11 +270,11 @@ class _Progress:
         steps = sim.iteration - self.it_start
         rate = steps / max(time.perf_counter() - self.wall, 1e-9)
         if self.by_steps:
-            self.bar.set_postfix_str(f"t={sim.t:.5g}, {rate:.3g} steps/s", refresh=False)
+            self.bar.set_description_str(f"t = {sim.t:.5g}, {rate:.3g} steps/s", refresh=False)
             self.bar.update(steps - self.bar.n)
         else:
-            self.bar.set_postfix_str(f"t={sim.t:.5g}/{self.stop_time:.5g}, "
-                                     f"{rate:.3g} steps/s", refresh=False)
+            self.bar.set_description_str(f"t = {sim.t:.5g} / {self.stop_time:.5g}, "
+                                         f"{rate:.3g} steps/s", refresh=False)
             self.bar.update(min(sim.t - self.t0, self.total) - self.bar.n)
 
     def close(self):
@@ -528,8 +531,12 @@ def cmd_run(args, argv):
         sim = make_case(case, **params, progress=False)
     except (ValueError, TypeError) as exc:
         raise UsageError(f"case {case}: {_first(exc)}") from None
-    snap_dt = output["snapshot_interval"] or (sim.config["t_end"] - sim.t) / 10.0
-    diag_dt = output["diagnostics_interval"] or snap_dt / 10.0
+    # auto intervals: whole multiples of dt (so that no step is shortened for them), about
+    # t_end/10 between snapshots and snapshot_interval/10 between diagnostics rows
+    dt = sim.config["dt"]
+    snap_dt = output["snapshot_interval"] or \
+        dt * max(1, round((sim.config["t_end"] - sim.t) / (10 * dt)))
+    diag_dt = output["diagnostics_interval"] or dt * max(1, round(snap_dt / (10 * dt)))
     output.update(snapshot_interval=float(snap_dt), diagnostics_interval=float(diag_dt))
 
     os.makedirs(run_dir, exist_ok=True)
@@ -714,6 +721,10 @@ def main(argv=None):
     except (UsageError, ConfigError) as exc:
         _say(f"vortexsim: error: {' '.join(str(exc).split())}")
         return EXIT_USAGE
+    except BrokenPipeError:  # e.g. vortexsim info FILE | head
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAILED
     except KeyboardInterrupt:
         _say("vortexsim: aborted (no checkpoint of the step in progress; the last snapshot of "
              "the run directory is a checkpoint)")

@@ -15,7 +15,8 @@ Tables (``[physics]``, ``[discretization]``, ``[tracers]``, ``[time]``, ``[solve
 ``--set n_phi=16`` and ``--set discretization.n_phi=16`` are the same.  A key that is not
 in a file takes the case's default (:func:`vortexsim.cases.case_defaults`).  ``"auto"``
 stands for a value derived at run time (σ from the spacing, dt_min = dt/1000, max_speed
-= 100 × max|u| at t₀, snapshot and diagnostics intervals from t_end).
+= 100 × max|u| at t₀, snapshot and diagnostics intervals about t_end/10 and t_end/100, as
+whole multiples of dt).
 
 Units are those of the case: lengths in L, times in T (the rings have R = 1, Γ = 1, so
 T = R²/Γ); values are plain numbers, never strings with units.
@@ -87,8 +88,8 @@ PARAMETERS = {
     "max_speed": ("solver", "L/T", "blow-up bound on |u|; auto = 100 x max |u| at t0"),
     "root_slack": ("solver", "-", "FMM root-cube margin, fraction of the box width"),
     # output
-    "snapshot_interval": ("output", "T", "time between snapshot (= checkpoint) files; auto = t_end / 10"),
-    "diagnostics_interval": ("output", "T", "time between rows of diagnostics.nc; auto = snapshot_interval / 10"),
+    "snapshot_interval": ("output", "T", "time between snapshot (= checkpoint) files; auto = about t_end / 10, a multiple of dt"),
+    "diagnostics_interval": ("output", "T", "time between rows of diagnostics.nc; auto = about snapshot_interval / 10, a multiple of dt"),
     "plot": ("output", "-", "write plot.png at the end of the run (needs matplotlib)"),
 }
 
