@@ -127,8 +127,9 @@ def build_parser():
     stop = argparse.ArgumentParser(add_help=False)
     s = stop.add_argument_group("stop criterion (one of)").add_mutually_exclusive_group()
     s.add_argument("--t-end", type=float, metavar="T",
-                   help="run until simulated time T [T] (default: the case's t_end); the "
-                        "last step is shortened to land on it")
+                   help="run until simulated time T [T] (default: the case's t_end; for "
+                        "restart, the end the run was heading for); the last step is "
+                        "shortened to land on it")
     s.add_argument("--steps", type=int, metavar="N", help="run N more time steps")
 
     p = _Parser(prog="vortexsim", description=(
@@ -369,7 +370,7 @@ class Runner:
             while self._time(which) < self.sim.t and not _due(self.sim.t, self._time(which)):
                 self.schedule[f"next_{which}"] += 1
 
-    def run(self, fresh, progress):
+    def run(self, progress):
         """Run to the stop criterion; return the exit code."""
         from .simulation import SimulationError  # noqa: PLC0415
         sim, s = self.sim, self.schedule
@@ -378,8 +379,7 @@ class Runner:
         wall, it0, t_start = time.perf_counter(), sim.iteration, sim.t
         try:
             with _Stop() as stop:
-                if fresh:
-                    self._events()
+                self._events()  # t0 of a fresh run (or a row an error checkpoint still owes)
                 bar = _Progress(progress, s["t0"], sim.t, s["stop_time"], sim.iteration,
                                 s["stop_iteration"])
                 while not self._done():
@@ -399,9 +399,7 @@ class Runner:
                         return EXIT_FAILED
                     self._events()
                     bar.update(sim)
-                if stop.signum is not None:  # a signal during the last step
-                    return self._interrupted(stop.signum, bar)
-                bar.close()
+                bar.close()  # (a signal during the last step: the run is complete anyway)
                 if not self.diag.rows or self.diag.rows[-1]["iteration"] != sim.iteration:
                     self._record()
                 if self._snap_iteration != sim.iteration:
@@ -430,8 +428,8 @@ class Runner:
     def _events(self):
         sim = self.sim
         if _due(sim.t, self._time("diagnostics")):
-            self.schedule["next_diagnostics"] += 1
             self._record()
+            self.schedule["next_diagnostics"] += 1
         if _due(sim.t, self._time("snapshot")):
             self.schedule["next_snapshot"] += 1
             path = self._snapshot("scheduled")
@@ -565,7 +563,7 @@ def cmd_run(args, argv):
                 sim.config["n_tracers"], sim.config["method"], sim.config["precision"],
                 sim.device.describe(), snap_dt, diag_dt)
     runner = Runner(sim, run_dir, meta, schedule, diag, history, plot=bool(output["plot"]))
-    return runner.run(fresh=True, progress=args.quiet == 0)
+    return runner.run(progress=args.quiet == 0)
 
 
 def cmd_restart(args, argv):
@@ -640,7 +638,7 @@ def cmd_restart(args, argv):
     runner = Runner(sim, run_dir, meta, schedule, diag, history,
                     plot=bool(s.get("plot", 1)))
     runner._snap_iteration = snap.iteration
-    return runner.run(fresh=False, progress=args.quiet == 0)
+    return runner.run(progress=args.quiet == 0)
 
 
 def cmd_cases(args, argv):
@@ -649,7 +647,7 @@ def cmd_cases(args, argv):
     width = max(len(n) for n in cases)
     for name, doc in cases.items():
         path = case_file(name)
-        print(f"{name:<{width}}  {doc}")
+        print(f"{name:<{width}}  {doc.replace('``', '')}")
         print(f"{'':<{width}}  file: {path or '(no case file; the defaults of make_case)'}")
     print(f"\nRun one with: vortexsim run NAME [--set key=value]; copy a case file to make "
           f"your own.")
