@@ -174,7 +174,7 @@ def test_near_pair_counts_match_the_trees():
     rng = np.random.default_rng(3)
     x, y = rng.random((3000, 3)) ** 2, rng.random((2000, 3))        # clustered sources
     for radius in (1, 2):
-        pairs = _near_pairs_by_depth(x, y, np.zeros(3), 1.0, 4, radius, np)
+        pairs, occupied = _near_pairs_by_depth(x, y, np.zeros(3), 1.0, 4, radius, np)
         for depth in range(5):
             tree = build_tree(x, y, depth, np, lo=np.zeros(3), width=1.0)
             nbr = neighbor_table(depth, radius, np)
@@ -182,6 +182,7 @@ def test_near_pair_counts_match_the_trees():
             ref = sum(int(ct[leaf]) * int(cs[nbr[leaf][nbr[leaf] >= 0]].sum())
                       for leaf in range(8 ** depth))
             assert pairs[depth] == ref, (radius, depth)
+            assert occupied[depth] == np.count_nonzero(ct), (radius, depth)
 
 
 def test_explicit_depth_is_used_and_checked():

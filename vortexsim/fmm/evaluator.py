@@ -221,6 +221,7 @@ class FMM:
         if reach > 0:
             # the deepest level whose leaves still reach `reach` with the stencil
             depth_max = min(depth_max, max(0, math.ceil(math.log2(width / min_leaf))))
+        self._occupied = None             # target leaves holding points, when counted
         if depth is not None:
             if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
                 raise ValueError(f"depth must be a non-negative integer, got {depth!r}.")
@@ -230,8 +231,10 @@ class FMM:
         else:
             # one small device-to-host transfer: the near-field pair counts per depth
             width_max = max(width, (1 << depth_max) * min_leaf * (1 + 1e-9))
-            pairs = _near_pairs_by_depth(x, y, lo, width_max, depth_max, self.near_radius, xp)
+            pairs, occupied = _near_pairs_by_depth(x, y, lo, width_max, depth_max,
+                                                   self.near_radius, xp)
             depth = self._cheapest_depth(pairs, green)
+            self._occupied = float(occupied[depth])
             clock.lap("depth")
         # a root cube stretched so that the leaves are no narrower than the reach
         width = max(width, (1 << depth) * min_leaf * (1 + 1e-9))
@@ -309,7 +312,7 @@ class FMM:
         from ..kernels.modules import CTYPES, get_function  # noqa: PLC0415
         dtype = self.dtype
         nbr_d = self._cached(("nbr_d", tree.depth, self.near_radius), lambda: cp.asarray(nbr))
-        block = self._block_for(ys.shape[0], tree.n_leaves)
+        block = self._block_for(ys.shape[0], self._occupied or tree.n_leaves)
         name = (f"p2p_near<{CTYPES[dtype.name]},{self.kernel.code},"
                 f"{'true' if gradient else 'false'},{block},256>")
         fn = get_function("fmm.cu", name)
@@ -742,7 +745,8 @@ def _apply(A, X, xp):
 
 
 def _near_pairs_by_depth(x, y, lo, width, depth_max, radius, xp):
-    """Near-field pair counts (depth_max + 1,) of level-uniform trees of depth 0..depth_max.
+    """Near-field pair counts and occupied target leaves, each (depth_max + 1,), of
+    level-uniform trees of depth 0..depth_max.
 
     Sources x (N, 3) and targets y (M, 3) are histogrammed on the 2^depth_max grid of
     the cube (lo, width); coarser grids sum 2×2×2 blocks.  At each depth the count is
@@ -759,7 +763,7 @@ def _near_pairs_by_depth(x, y, lo, width, depth_max, radius, xp):
     same = y is x
     cs = grid(x)
     ct = cs if same else grid(y)
-    counts = []
+    counts, occupied = [], []
     width_stencil = 2 * radius + 1
     for depth in range(depth_max, -1, -1):
         side = cs.shape[0]
@@ -772,12 +776,14 @@ def _near_pairs_by_depth(x, y, lo, width, depth_max, radius, xp):
                 acc = box[tuple(sl)] if acc is None else acc + box[tuple(sl)]
             box = acc
         counts.append((ct * box).sum())
+        occupied.append((ct > 0).sum())
         if depth:
             h = side // 2
             cs = cs.reshape(h, 2, h, 2, h, 2).sum(axis=(1, 3, 5))
             ct = cs if same else ct.reshape(h, 2, h, 2, h, 2).sum(axis=(1, 3, 5))
-    out = xp.stack(counts[::-1])
-    return out.get() if hasattr(out, "get") else out
+    out = xp.stack([xp.stack(counts[::-1]), xp.stack(occupied[::-1]).astype(xp.float64)])
+    out = out.get() if hasattr(out, "get") else out
+    return out[0], out[1]
 
 
 def _l2p_coefficient_tables(order):
