@@ -11,6 +11,7 @@ Layout (xarray, engine netcdf4; ``xr.open_mfdataset("run/snapshot_*.nc")`` stack
     element_sigma (time, element)        [L]      core radii σ
     tracer_x (time, tracer, component)   [L]      passive tracer positions
     sigma_range (time, bound)            [L]      min and max σ (exact running values)
+    fmm_depth (time)                     [1]      FMM tree depth in use (−1: none yet)
 
 Every variable has ``units`` and ``long_name``; the global attributes hold the CF
 ``Conventions``, ``history``, the case, the resolved configuration (TOML text in
@@ -54,6 +55,8 @@ _VARIABLES = {
     "iteration": (("time",), "1", "number of completed time steps"),
     "dt_next": (("time",), "T", "time step of the next step (adaptive time-step state)"),
     "sigma_range": (("time", "bound"), "L", "smallest and largest core radius"),
+    "fmm_depth": (("time",), "1", "FMM tree depth in use, reused until the next refresh "
+                  "(-1: none chosen yet)"),
 }
 
 
@@ -91,7 +94,7 @@ def state_checksum(state, config_json, schedule):
     h = hashlib.sha256()
     scalars = np.array([state["t"], state["dt"], *state["sigma_range"]], dtype="<f8")
     h.update(scalars.tobytes())
-    h.update(np.array([state["iteration"]], dtype="<i8").tobytes())
+    h.update(np.array([state["iteration"], state.get("fmm_depth", -1)], dtype="<i8").tobytes())
     for arr in (state["elements"]["x"], state["elements"]["alpha"], state["elements"]["sigma"],
                 state["tracers"]["x"]):
         a = np.ascontiguousarray(arr)
@@ -153,6 +156,7 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
         "iteration": np.array([state["iteration"]], dtype=np.int64),
         "dt_next": np.array([state["dt"]], dtype=np.float64),
         "sigma_range": np.array([state["sigma_range"]], dtype=np.float64),
+        "fmm_depth": np.array([state.get("fmm_depth", -1)], dtype=np.int64),
     }
     config_json = json.dumps(config)
     ds = xr.Dataset(
@@ -251,6 +255,7 @@ def read_snapshot(path):
         "iteration": int(ds["iteration"].values[0]),
         "dt": float(ds["dt_next"].values[0]),
         "sigma_range": [float(v) for v in ds["sigma_range"].values[0]],
+        "fmm_depth": int(ds["fmm_depth"].values[0]) if "fmm_depth" in ds else -1,
         "elements": {"x": np.array(ds["element_x"].values[0]),
                      "alpha": np.array(ds["element_alpha"].values[0]),
                      "sigma": np.array(ds["element_sigma"].values[0])},
