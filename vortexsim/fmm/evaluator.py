@@ -450,7 +450,7 @@ class FMM:
                 Mt = (V.T @ M.transpose(1, 0, 2).reshape(-1, B * 3)).reshape(r, B, 3)
                 Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
                 if sparse is not None and sparse[level] is not None:
-                    Lt = self._m2l_sparse(tree, level, sep, Mt, P, sparse[level])
+                    Lt = self._m2l_sparse(tree, level, sep, Mt, P, sparse[level], mdt)
                     Lc = (U @ Lt.reshape(r, B * 3)).reshape(-1, B, 3).transpose(1, 0, 2) / w
                     locals_[level] = xp.ascontiguousarray(Lc)
                     clock.lap(f"m2l_{level}")
@@ -528,7 +528,7 @@ class FMM:
             out[level] = (classes, colmap, tgt[level])
         return out
 
-    def _m2l_sparse(self, tree, level, sep, Mt, P, info):
+    def _m2l_sparse(self, tree, level, sep, Mt, P, info, mdt=np.float64):
         """Compressed locals Lt (r, B, 3) from the non-empty source boxes only (GPU).
 
         Per source class c one GEMM Y_c = Mt[:, active_c]ᵀ · [C_oᵀ]_{o ∈ O'_c} (O'_c: the
@@ -540,21 +540,21 @@ class FMM:
         from ..kernels.modules import get_function  # noqa: PLC0415
         classes, colmap, tgt_cnt = info
         r, B = Mt.shape[0], Mt.shape[1]
-        tables = self._sparse_m2l_tables(P, sep)
+        tables = self._sparse_m2l_tables(P, sep, mdt)
         ybase, ystride, offset = [], [], 0
         for c, (n_c, _) in enumerate(classes):
             ybase.append(offset)
             ystride.append(tables["Kt"][c].shape[1])
             offset += 3 * n_c * ystride[-1]
-        Y = cp.empty(max(offset, 1))
+        Y = cp.empty(max(offset, 1), dtype=mdt)
         for c, (n_c, lst) in enumerate(classes):
             if n_c:
-                A = Mt[:, lst, :].transpose(1, 2, 0).reshape(3 * n_c, r)
+                A = Mt[:, lst, :].transpose(1, 2, 0).reshape(3 * n_c, r).astype(mdt)
                 cp.matmul(A, tables["Kt"][c],
                           out=Y[ybase[c]:ybase[c] + 3 * n_c * ystride[c]].reshape(3 * n_c, -1))
         ybase, ystride = cp.asarray(ybase, dtype=cp.int64), cp.asarray(ystride, dtype=cp.int64)
         Lt = cp.empty((r, B, 3))
-        fn = get_function("fmm.cu", "m2l_gather_sum")
+        fn = get_function("fmm.cu", f"m2l_gather_sum<{'float' if mdt == np.float32 else 'double'}>")
         for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
             qcls, qidx = tables["q"][p]
             fn((B // 8,), (128,),
@@ -563,7 +563,7 @@ class FMM:
                 Lt))
         return Lt
 
-    def _sparse_m2l_tables(self, P, sep):
+    def _sparse_m2l_tables(self, P, sep, mdt=np.float64):
         """Cached tables of the sparse M2L: per source class c the stacked transposed cores
         Kt_c (r, |O'_c| r), and per target class p, for each of its offsets q, the source
         class and row block (int32 arrays)."""
@@ -579,7 +579,7 @@ class FMM:
                 ok = np.nonzero(_interacts(tpar, _OFFSETS_3, sep))[0]
                 offidx[c, ok] = np.arange(len(ok))
                 Kt.append(xp.asarray(np.concatenate(
-                    [K[:, o * r:(o + 1) * r].T for o in ok], axis=1)))
+                    [K[:, o * r:(o + 1) * r].T for o in ok], axis=1), dtype=mdt))
             q = []
             for p in range(8):
                 offsets = np.nonzero(_interacts(bits[p], _OFFSETS_3, sep))[0]
@@ -588,7 +588,7 @@ class FMM:
                 assert (idx >= 0).all()
                 q.append((xp.asarray(cls.astype(np.int32)), xp.asarray(idx.astype(np.int32))))
             return {"Kt": Kt, "q": q}
-        return self._cached(("sparse_m2l", P, sep), build)
+        return self._cached(("sparse_m2l", P, sep, np.dtype(mdt).name), build)
 
     def _downward(self, tree, locals_, ys, P, gradient, u_s, g_s, clock):
         """L2L to the leaves, then L2P added into u_s, g_s (sorted targets)."""

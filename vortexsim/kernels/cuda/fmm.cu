@@ -223,7 +223,8 @@ __global__ void l2p_targets(const double* __restrict__ C, const double* __restri
 // interaction offsets q (gather: source box or n_boxes outside the grid; qcls, qidx:
 // that source's class and row block), the blocks of its active sources.  Boxes without
 // targets get zeros.  Lt (r, n_boxes, 3).  Fixed summation order, no atomics.
-__global__ void m2l_gather_sum(const double* __restrict__ Y, const long long* __restrict__ ybase,
+template <typename T>
+__global__ void m2l_gather_sum(const T* __restrict__ Y, const long long* __restrict__ ybase,
                                const long long* __restrict__ ystride,
                                const long long* __restrict__ gather, const int* __restrict__ qcls,
                                const int* __restrict__ qidx, const int nq,
@@ -243,8 +244,8 @@ __global__ void m2l_gather_sum(const double* __restrict__ Y, const long long* __
                 if (c < 0) continue;
                 const int cls = qcls[q];
                 const long long st = ystride[cls];
-                const double* y = Y + ybase[cls] + 3 * c * st + (long long)qidx[q] * r + k;
-                a0 += y[0]; a1 += y[st]; a2 += y[2 * st];
+                const T* y = Y + ybase[cls] + 3 * c * st + (long long)qidx[q] * r + k;
+                a0 += (double)y[0]; a1 += (double)y[st]; a2 += (double)y[2 * st];
             }
         }
         double* out = Lt + ((long long)k * n_boxes + t) * 3;
