@@ -66,12 +66,24 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
             }
             __syncthreads();
             const int jn = min(TS, total - base);
-            const int skip = p_self - base;              // outside [0, jn) unless own tile
-            for (int jj = 0; jj < jn; ++jj) {
-                if (jj == skip) continue;
-                const SourceRecord<T> r = load_record(sh + jj);
-                acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
-                                          r.p, r.p2, gtab);
+            // block-uniform: does this tile hold the leaf's own records (self pairs)?
+            const bool check_self = self_exclude && base < own + (int)(t_end - t_begin)
+                                    && own < base + jn;
+            if (!check_self) {
+#pragma unroll 4
+                for (int jj = 0; jj < jn; ++jj) {
+                    const SourceRecord<T> r = load_record(sh + jj);
+                    acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
+                                              r.p, r.p2, gtab);
+                }
+            } else {
+                const int skip = p_self - base;
+                for (int jj = 0; jj < jn; ++jj) {
+                    if (jj == skip) continue;
+                    const SourceRecord<T> r = load_record(sh + jj);
+                    acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
+                                              r.p, r.p2, gtab);
+                }
             }
             if (TILE_SUMS) { total_acc.merge(acc); acc.zero(); }
         }
