@@ -72,10 +72,12 @@ def test_fmm_strategy_matches_direct(rng):
     x, a, s, y = _ring_and_tracers(rng, 300)
     ref = _call(_rhs(), x, a, s, y)
     rhs = _rhs(method="fmm", tol=1e-6)
+    rhs.summation.fmm.leaf_size = 16      # small leaves, so that the far field carries pairs
     lo = np.minimum(x.min(0), y.min(0)) - 0.5
     rhs.begin_step(0.0, s, (s.min(), s.max()), root=(lo, float((np.maximum(x.max(0), y.max(0)) - lo).max() + 0.5)))
     got = rhs((x, a, y), 0.0)
     assert rhs.summation.method == "fmm"
+    assert rhs.summation.fmm.config.depth >= 2, "the test must exercise the far field"
     for r, g, tol in zip(ref, got, (1e-6, 1e-5, 1e-6)):
         assert np.linalg.norm(g - r) <= tol * np.linalg.norm(r)
 
