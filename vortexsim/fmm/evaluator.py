@@ -312,9 +312,12 @@ class FMM:
         from ..kernels.modules import CTYPES, get_function  # noqa: PLC0415
         dtype = self.dtype
         nbr_d = self._cached(("nbr_d", tree.depth, self.near_radius), lambda: cp.asarray(nbr))
-        block = self._block_for(ys.shape[0], self._occupied or tree.n_leaves)
+        # float32 pairs are cheap enough that shared-memory loads limit them: two
+        # targets per thread share each loaded record (float64 stays compute-bound)
+        tpt = 2 if dtype == np.float32 else 1
+        block = self._block_for(ys.shape[0] / tpt, self._occupied or tree.n_leaves)
         name = (f"p2p_near<{CTYPES[dtype.name]},{self.kernel.code},"
-                f"{'true' if gradient else 'false'},{block},256>")
+                f"{'true' if gradient else 'false'},{block},256,{tpt}>")
         fn = get_function("fmm.cu", name)
         m = ys.shape[0]
         u = cp.empty((m, 3), dtype)
