@@ -312,9 +312,9 @@ class FMM:
         from ..kernels.modules import CTYPES, get_function  # noqa: PLC0415
         dtype = self.dtype
         nbr_d = self._cached(("nbr_d", tree.depth, self.near_radius), lambda: cp.asarray(nbr))
-        # float32 pairs are cheap enough that shared-memory loads limit them: two
-        # targets per thread share each loaded record (float64 stays compute-bound)
-        tpt = 2 if dtype == np.float32 else 1
+        # targets per thread: 2 in float32 measured slower (21 vs 18 ms at 2^20, H100,
+        # 2026-11-22: registers 106 vs 64), so 1 for both precisions
+        tpt = 1
         block = self._block_for(ys.shape[0] / tpt, self._occupied or tree.n_leaves)
         name = (f"p2p_near<{CTYPES[dtype.name]},{self.kernel.code},"
                 f"{'true' if gradient else 'false'},{block},256,{tpt}>")
