@@ -198,3 +198,59 @@ def test_explicit_depth_is_used_and_checked():
     assert fmm.config.depth < 9 and _rel(u9, ud) <= 1e-3
     with pytest.raises(ValueError, match="depth must be a non-negative integer"):
         fmm.evaluate(x, alpha, sigma, depth=-1)
+
+
+@pytest.mark.parametrize("order", [4, 10, 16])
+def test_gpu_l2p_tables_reproduce_l2p_box(order):
+    """The GPU L2P's coefficient tables, evaluated here in NumPy exactly as l2p_targets
+    does (ĥ monomials, 12 values per monomial), equal expansions.l2p_box."""
+    from vortexsim.fmm import expansions as E
+    from vortexsim.fmm.evaluator import _l2p_coefficient_tables
+    rng = np.random.default_rng(order)
+    n = E.multi_indices(order).n
+    Lt = rng.normal(size=(n, 3))                         # normalized local expansion L̃
+    w = 0.37
+    h = rng.uniform(-0.5, 0.5, size=(40, 3)) * w        # targets − centre
+    idx, fu, fg = _l2p_coefficient_tables(order)
+    f = fu / w + fg / w ** 2
+    C = (Lt.reshape(-1)[idx[0]] * f[0] + Lt.reshape(-1)[idx[1]] * f[1]).reshape(-1, 12)
+    mono = E.monomials(h / w, order - 1, np)             # (40, n1), same multi-index order
+    u, g = mono @ C[:, :3], (mono @ C[:, 3:]).reshape(-1, 3, 3)
+    ur, gr = E.l2p_box(Lt, h / w, order, np)
+    assert np.allclose(u, ur / w, rtol=1e-12, atol=1e-12 * np.abs(ur / w).max())
+    assert np.allclose(g, gr / w ** 2, rtol=1e-12, atol=1e-12 * np.abs(gr / w ** 2).max())
+
+
+def test_sparse_m2l_tables_reproduce_the_dense_classes():
+    """The sparse M2L's tables (source-class stacked cores, per-target-class source class
+    and row block), applied here in NumPy as the GPU does, give the dense class GEMMs."""
+    from vortexsim.fmm import expansions as E
+    from vortexsim.fmm.evaluator import _class_cores
+    P, level, sep = 4, 3, 2
+    fmm = FMM("singular", tol=1e-2, order=P)
+    K = E.unit_m2l_cores(P)
+    r, B = K.shape[0], 8 ** level
+    rng = np.random.default_rng(8)
+    Mt = rng.normal(size=(r, B, 3)) * (rng.random(B) < 0.3)[None, :, None]  # sparse sources
+    classes = fmm._m2l_classes(level, sep)
+    # dense reference: per target class, cores (k-major) against gathered multipoles
+    Mcm = np.concatenate([Mt, np.zeros((r, 1, 3))], axis=1)
+    dense = np.zeros((r, B, 3))
+    for p, (offsets, gather) in enumerate(classes):
+        X = Mcm[:, gather.T, :].reshape(r * len(offsets), -1)
+        dense[:, p::8, :] = (_class_cores(K, offsets) @ X).reshape(r, -1, 3)
+    # sparse: Y_c for every box of source class c, then sum each target's blocks
+    tables = fmm._sparse_m2l_tables(P, sep)
+    Y = [Mt[:, c::8, :].transpose(1, 2, 0).reshape(-1, r) @ tables["Kt"][c] for c in range(8)]
+    sparse = np.zeros((r, B, 3))
+    for p, (offsets, gather) in enumerate(classes):
+        qcls, qidx = tables["q"][p]
+        for j in range(B // 8):
+            for q in range(len(offsets)):
+                s = gather[j, q]
+                if s >= B:
+                    continue
+                c, col = int(qcls[q]), s // 8
+                blk = Y[c][3 * col:3 * col + 3, qidx[q] * r:(qidx[q] + 1) * r]   # (3, r)
+                sparse[:, p + 8 * j, :] += blk.T
+    assert np.allclose(sparse, dense, rtol=1e-12, atol=1e-12 * np.abs(dense).max())
