@@ -163,9 +163,10 @@ class FMM:
             time stepper's box with slack); otherwise the bounding cube.
         check_root : bool, default True
             Verify that a given ``root`` holds every point (a ValueError otherwise; one
-            device-to-host sync).  With ``sigma_range``, ``root``, ``depth`` and ``check_root=False``
-            an evaluation makes no device-to-host transfer at all; the caller then
-            guarantees containment.
+            device-to-host sync).  With ``sigma_range``, ``root``, ``depth`` and
+            ``check_root=False`` an evaluation makes no device-to-host transfer at all
+            (the GPU then uses the dense M2L: the sparse one sizes its GEMMs on the
+            host); the caller then guarantees containment.
         depth : int, optional
             Leaf level of the tree.  By default the level of least modelled cost for
             these points (:meth:`_cheapest_depth`; one small device-to-host transfer), or
@@ -222,6 +223,7 @@ class FMM:
             # the deepest level whose leaves still reach `reach` with the stencil
             depth_max = min(depth_max, max(0, math.ceil(math.log2(width / min_leaf))))
         self._occupied = None             # target leaves holding points, when counted
+        depth_given = depth is not None
         if depth is not None:
             if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
                 raise ValueError(f"depth must be a non-negative integer, got {depth!r}.")
@@ -246,10 +248,14 @@ class FMM:
         ys = y[tree.tgt_order]
         clock.lap("tree")
 
-        # sparse-M2L lists now: their one transfer waits for the tree only
+        # sparse-M2L lists now: their one transfer waits for the tree only.  A caller
+        # that asked for no transfers (sigma_range, root, depth given, check_root=False:
+        # a time stepper) gets the dense M2L, which needs none.
         homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
+        sync_free = sigma_range is not None and root is not None and not check_root \
+            and depth_given
         self._sparse = (self._m2l_sparsity(tree) if depth >= 2 and homogeneous
-                        and self.device.is_gpu else None)
+                        and self.device.is_gpu and not sync_free else None)
         clock.lap("m2l_lists")
         u_s, g_s = self._near(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient)
         clock.lap("near")
