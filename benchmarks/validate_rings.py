@@ -3,7 +3,9 @@
     python benchmarks/validate_rings.py saffman  [--sigma-eff 0.045 0.065] [--device gpu --method fmm]
     python benchmarks/validate_rings.py leapfrog [--n-phi 32 --layers 2 --dt 0.1]
     python benchmarks/validate_rings.py ground   [--n-phi 48]
-    python benchmarks/validate_rings.py perf     [--n-phi 2341 --tracers 524288]   # GPU: RK4 step time
+    python benchmarks/validate_rings.py perf     [--n-phi 2341 --tracers 1048576]  # GPU: RK4 step time
+        a core resolved at the spacing (32 004 elements): --n-phi 126 --layers 7
+        --layer-spacing 0.5 --sigma 0.05
 
 saffman   single ring with a resolved Gaussian core (4 layers to 3σ_c, σ = σ_c, stations
           spaced σ), inviscid, RK4: speed of the impulse centre fitted over one radius of
@@ -93,6 +95,8 @@ def leapfrog(args):
     idx = np.nonzero(np.sign(gap[1:]) != np.sign(gap[:-1]))[0]
     passes = [times[i] - gap[i] * (times[i + 1] - times[i]) / (gap[i + 1] - gap[i]) for i in idx]
     res = {"n_elements": len(sim.elements), "n_tracers": len(sim.tracers),
+           "sigma": float(to_host(sim.elements.sigma[:1])[0]),
+           "fmm_depth": getattr(sim.summation, "depth", None),
            "pass_times": [round(p, 3) for p in passes],
            "impulse_drift": float(np.linalg.norm(d["linear_impulse"] - d0["linear_impulse"])
                                   / np.linalg.norm(d0["linear_impulse"])),
@@ -128,10 +132,12 @@ def ground(args):
 
 
 def perf(args):
+    extra = {k: v for k, v in (("sigma", args.sigma), ("layer_spacing", args.layer_spacing))
+             if v is not None}
     sim = vortexsim.make_case("leapfrog", n_phi=args.n_phi or 2341, layers=args.layers or 2,
                               tracers_per_ring=args.tracers // 2, dt=args.dt or 0.01,
                               device=args.device, method=args.method, tol=args.tol,
-                              progress=False)
+                              progress=False, **extra)
     xp = sim.device.xp
 
     def sync():
@@ -146,6 +152,8 @@ def perf(args):
         sync()
         walls.append(time.perf_counter() - t0)
     res = {"n_elements": len(sim.elements), "n_tracers": len(sim.tracers),
+           "sigma": float(to_host(sim.elements.sigma[:1])[0]),
+           "fmm_depth": getattr(sim.summation, "depth", None),
            "integrator": sim.scheme.name, "method": sim.summation.method, "tol": args.tol,
            "step_ms_median": 1e3 * float(np.median(walls)), "step_ms_min": 1e3 * min(walls),
            "device": sim.device.describe()}
@@ -166,6 +174,10 @@ def main(argv=None):
     p.add_argument("--layers", type=int, default=None)
     p.add_argument("--tracers", type=int, default=0, help="tracers (per ring; perf: total)")
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--sigma", type=float, default=None,
+                   help="perf: element core radius (default: the case's rule, here 0.1)")
+    p.add_argument("--layer-spacing", type=float, default=None,
+                   help="perf: core layer spacing in units of the core σ_c")
     p.add_argument("--output", default=None, help="write the JSON results here")
     args = p.parse_args(argv)
     if args.check == "perf" and args.tracers == 0:
