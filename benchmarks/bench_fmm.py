@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import sys
 
 import numpy as np
@@ -37,6 +38,10 @@ CASES = {
     "uniform-gauss-f32-1e-4": ("uniform", 1 << 20, None, "gaussian", 1e-4, "float32", 1.0, 40),
     "rings-gauss-1e-6": ("rings", 1 << 15, 1 << 20, "gaussian", 1e-6, "float64", None, 15),
     "clustered-gauss-1e-6": ("clustered", 1 << 20, None, "gaussian", 1e-6, "float64", 1.0, None),
+    # σ from the spacing at the Plummer half-mass radius (≈ 1.3 × 0.05): σ = h_uniform
+    # above puts ~6.6e5 sources within ρ*σ of each core point (see RESULTS.md)
+    "clustered-gauss-1e-6-local": ("clustered", 1 << 20, None, "gaussian", 1e-6, "float64",
+                                   "half-mass", None),
     "uniform-2^24-f32-1e-4": ("uniform", 1 << 24, None, "gaussian", 1e-4, "float32", 1.0, 1000),
     # the same with a 5³ near-field stencil of half-width leaves (FMM(near_radius=2))
     "uniform-gauss-1e-6-r2": ("uniform", 1 << 20, None, "gaussian", 1e-6, "float64", 1.0, 100),
@@ -69,7 +74,11 @@ def main(argv=None):
             sigma_val = 0.01
         else:
             x, alpha, tracers = uniform(n, rng) if kind == "uniform" else clustered(n, rng)
-            sigma_val = sh * n ** (-1 / 3)
+            if sh == "half-mass":     # spacing of n/2 points in the half-mass sphere
+                r_half = 1.305 * 0.05
+                sigma_val = (0.5 * n / (4 / 3 * math.pi * r_half ** 3)) ** (-1 / 3)
+            else:
+                sigma_val = sh * n ** (-1 / 3)
         sigma = np.full(n, sigma_val)
         kern = get_kernel(kname)
         fmm = FMM(kname, tol=tol, precision=prec, device="gpu", leaf_size=args.leaf_size,
