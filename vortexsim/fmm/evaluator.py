@@ -318,12 +318,11 @@ class FMM:
         from ..kernels.modules import CTYPES, get_function  # noqa: PLC0415
         dtype = self.dtype
         nbr_d = self._cached(("nbr_d", tree.depth, self.near_radius), lambda: cp.asarray(nbr))
-        # targets per thread: 2 in float32 measured slower (21 vs 18 ms at 2^20, H100,
-        # 2026-11-22: registers 106 vs 64), so 1 for both precisions
-        tpt = 1
-        block = self._block_for(ys.shape[0] / tpt, self._occupied or tree.n_leaves)
+        # one target per thread: two in float32 measured slower (21 vs 18 ms at 2^20,
+        # H100, 2026-11-22: 106 registers instead of 64)
+        block = self._block_for(ys.shape[0], self._occupied or tree.n_leaves)
         name = (f"p2p_near<{CTYPES[dtype.name]},{self.kernel.code},"
-                f"{'true' if gradient else 'false'},{block},256,{tpt}>")
+                f"{'true' if gradient else 'false'},{block},256>")
         fn = get_function("fmm.cu", name)
         m = ys.shape[0]
         u = cp.empty((m, 3), dtype)

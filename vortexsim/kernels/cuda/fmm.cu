@@ -5,14 +5,14 @@
 // are bitwise reproducible run to run on the same device.
 #include "p2p.cuh"
 
-// Near field: one block per target leaf, threads over the leaf's targets (TPT
-// targets per thread, in chunks of BS·TPT; each staged record serves TPT targets).  The sources of the stencil's leaves (`nbr`: n_leaves × n_nbr,
+// Near field: one block per target leaf, threads over the leaf's targets (in
+// chunks of BS).  The sources of the stencil's leaves (`nbr`: n_leaves × n_nbr,
 // −1 outside the grid; n_nbr ≤ 125) form one concatenated stream that is staged
 // through shared memory in tiles of TS records, across leaf boundaries, so small
 // leaves cost few synchronizations.  Writes the near-field u (M,3) and ∇u (M,3,3)
 // of the sorted targets (with 1/4π).  With self_exclude the sorted sources are the
 // sorted targets and each target skips its own record (stream position p_self).
-template <typename T, int K, bool GRAD, int BS, int TS, int TPT>
+template <typename T, int K, bool GRAD, int BS, int TS>
 __global__ void __launch_bounds__(BS)
 p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restrict__ param,
          const long long* __restrict__ src_start, const T* __restrict__ yt,
@@ -42,20 +42,15 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
     __syncthreads();
     const int total = s_off[n_nbr];
     const int own = self_exclude ? s_off[n_nbr / 2] : 0;   // the centre box is the leaf
-    const int n_own = (int)(t_end - t_begin);
-    for (long long c0 = t_begin; c0 < t_end; c0 += BS * TPT) {
-        T tx[TPT], ty[TPT], tz[TPT];
-        int p_self[TPT];
-        PairAccumulator<T> acc[TPT], total_acc[TPT];
-#pragma unroll
-        for (int k = 0; k < TPT; ++k) {
-            const long long i = c0 + threadIdx.x + k * BS;
-            const long long ic = i < t_end ? i : t_begin;
-            tx[k] = yt[3 * ic]; ty[k] = yt[3 * ic + 1]; tz[k] = yt[3 * ic + 2];
-            p_self[k] = self_exclude ? own + (int)(ic - t_begin) : -1;
-            acc[k].zero();
-            total_acc[k].zero();
-        }
+    for (long long c0 = t_begin; c0 < t_end; c0 += BS) {
+        const long long i = c0 + threadIdx.x;
+        const bool active = i < t_end;
+        const long long ic = active ? i : t_begin;
+        const T tx = yt[3 * ic], ty = yt[3 * ic + 1], tz = yt[3 * ic + 2];
+        const int p_self = self_exclude ? own + (int)(ic - t_begin) : -1;
+        PairAccumulator<T> acc, total_acc;
+        acc.zero();
+        total_acc.zero();
         for (int base = 0; base < total; base += TS) {
             __syncthreads();
             for (int k = threadIdx.x; k < TS && base + k < total; k += BS) {
@@ -72,39 +67,28 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
             __syncthreads();
             const int jn = min(TS, total - base);
             // block-uniform: does this tile hold the leaf's own records (self pairs)?
-            const bool check_self = self_exclude && base < own + n_own && own < base + jn;
+            const bool check_self = self_exclude && base < own + (int)(t_end - t_begin)
+                                    && own < base + jn;
             if (!check_self) {
 #pragma unroll 4
                 for (int jj = 0; jj < jn; ++jj) {
                     const SourceRecord<T> r = load_record(sh + jj);
-#pragma unroll
-                    for (int k = 0; k < TPT; ++k)
-                        acc[k].template add<K, GRAD>(tx[k] - r.x, ty[k] - r.y, tz[k] - r.z,
-                                                     r.ax, r.ay, r.az, r.p, r.p2, gtab);
+                    acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
+                                              r.p, r.p2, gtab);
                 }
             } else {
+                const int skip = p_self - base;
                 for (int jj = 0; jj < jn; ++jj) {
+                    if (jj == skip) continue;
                     const SourceRecord<T> r = load_record(sh + jj);
-#pragma unroll
-                    for (int k = 0; k < TPT; ++k) {
-                        if (base + jj == p_self[k]) continue;
-                        acc[k].template add<K, GRAD>(tx[k] - r.x, ty[k] - r.y, tz[k] - r.z,
-                                                     r.ax, r.ay, r.az, r.p, r.p2, gtab);
-                    }
+                    acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
+                                              r.p, r.p2, gtab);
                 }
             }
-            if (TILE_SUMS) {
-#pragma unroll
-                for (int k = 0; k < TPT; ++k) { total_acc[k].merge(acc[k]); acc[k].zero(); }
-            }
+            if (TILE_SUMS) { total_acc.merge(acc); acc.zero(); }
         }
-#pragma unroll
-        for (int k = 0; k < TPT; ++k) {
-            const long long i = c0 + threadIdx.x + k * BS;
-            if (!TILE_SUMS) total_acc[k] = acc[k];
-            if (i < t_end)
-                total_acc[k].template store<GRAD>(u + 3 * i, GRAD ? grad + 9 * i : nullptr, false);
-        }
+        if (!TILE_SUMS) total_acc = acc;
+        if (active) total_acc.template store<GRAD>(u + 3 * i, GRAD ? grad + 9 * i : nullptr, false);
     }
 }
 
