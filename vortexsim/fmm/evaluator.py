@@ -38,6 +38,7 @@ import numpy as np
 
 from ..kernels.cutoff import get_kernel
 from ..kernels.direct import INV_4PI, _accumulate_block, skew
+from ..kernels.morton import grid_cells
 from . import expansions as E
 from .tree import build_tree, choose_depth, morton_decode, neighbor_table, root_cube
 
@@ -775,7 +776,7 @@ def _near_pairs_by_depth(x, y, lo, width, depth_max, radius, xp):
     n_side = 1 << depth_max
 
     def grid(points):
-        cell = xp.clip(xp.floor((points - lo) * (n_side / width)), 0, n_side - 1).astype(xp.int64)
+        cell = grid_cells(points, lo, width, depth_max, xp)
         flat = (cell[:, 0] * n_side + cell[:, 1]) * n_side + cell[:, 2]
         return xp.bincount(flat, minlength=n_side ** 3).reshape((n_side,) * 3).astype(xp.float64)
 

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from vortexsim.kernels.morton import column_range, morton_keys, spread_bits
+from vortexsim.kernels.morton import column_range, cube_edge, morton_keys, spread_bits
 
 logger = logging.getLogger(__name__)
 
@@ -224,8 +224,7 @@ def root_cube(sources, targets, xp):
     lo, hi = ranges[0]
     for plo, phi in ranges[1:]:
         lo, hi = xp.minimum(lo, plo), xp.maximum(hi, phi)
-    width = (hi - lo).max() * (1.0 + 1e-12) + np.finfo(np.float64).tiny
-    width = xp.maximum(width, xp.abs(lo).max() * 2.0 ** -40 + 1e-290)
+    width = xp.maximum(cube_edge(lo, hi), xp.abs(lo).max() * 2.0 ** -40 + 1e-290)
     return lo, width
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["morton_keys", "spread_bits", "bounding_cube", "column_range"]
+__all__ = ["morton_keys", "grid_cells", "spread_bits", "bounding_cube", "column_range",
+           "cube_edge"]
 
 MAX_BITS = 21   # 3 × 21 = 63 bits fit a uint64
 
@@ -21,6 +22,17 @@ def spread_bits(v, xp):
     v = (v | (v << xp.uint64(4))) & xp.uint64(0x10C30C30C30C30C3)
     v = (v | (v << xp.uint64(2))) & xp.uint64(0x1249249249249249)
     return v
+
+
+def grid_cells(points, lo, width, bits, xp):
+    """Cell indices (M, 3) int64 of ``points`` on the 2**bits grid of the cube
+    ``[lo, lo + width)³``; points outside are clamped to the boundary cells.
+
+    The one cell rule of the tree (through :func:`morton_keys`) and of the FMM's depth
+    model, so that both see the same leaves.
+    """
+    n_cells = 1 << bits
+    return xp.clip(xp.floor((points - lo) * (n_cells / width)), 0, n_cells - 1).astype(xp.int64)
 
 
 def morton_keys(points, lo, width, bits, xp):
@@ -40,9 +52,7 @@ def morton_keys(points, lo, width, bits, xp):
     """
     if not 1 <= bits <= MAX_BITS:
         raise ValueError(f"bits must be in [1, {MAX_BITS}], got {bits}.")
-    n_cells = 1 << bits
-    scaled = (points - lo) * (n_cells / width)
-    cell = xp.clip(xp.floor(scaled), 0, n_cells - 1).astype(xp.uint64)
+    cell = grid_cells(points, lo, width, bits, xp).astype(xp.uint64)
     return (spread_bits(cell[:, 0], xp) | (spread_bits(cell[:, 1], xp) << xp.uint64(1))
             | (spread_bits(cell[:, 2], xp) << xp.uint64(2)))
 
@@ -66,5 +76,9 @@ def column_range(points, xp):
 def bounding_cube(points, xp):
     """Lower corner (3,) and edge length of a cube that contains ``points`` (M ≥ 1)."""
     lo, hi = column_range(points, xp)
-    width = (hi - lo).max() * (1.0 + 1e-12) + np.finfo(np.float64).tiny
-    return lo, width
+    return lo, cube_edge(lo, hi)
+
+
+def cube_edge(lo, hi):
+    """Edge of a cube from corner ``lo`` that holds the box [lo, hi] (slightly enlarged)."""
+    return (hi - lo).max() * (1.0 + 1e-12) + np.finfo(np.float64).tiny
