@@ -26,7 +26,6 @@ registry.  Errors are :class:`ConfigError` (a ``ValueError``) with a one-line me
 """
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -36,6 +35,8 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
+
+from ._names import did_you_mean
 
 __all__ = ["ConfigError", "PARAMETERS", "SECTIONS", "OUTPUT_DEFAULTS", "CLI_ONLY",
            "load_case_file", "parse_assignments", "check_params", "to_toml", "closest"]
@@ -113,8 +114,7 @@ _NONZERO = ("circulation",)
 
 def closest(key, known):
     """`` (did you mean 'x'?)`` for the closest of ``known``, or ``""``."""
-    match = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
+    return did_you_mean(key, known, parenthetical=True)
 
 
 def _flatten(doc, where):

@@ -18,12 +18,12 @@ images, for the FMM's root cube).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 
 import numpy as np
 
 from .backend import array_namespace, to_host
+from ._names import did_you_mean
 
 __all__ = ["FreeSpace", "GroundPlane", "make_boundary", "BOUNDARIES", "mirror"]
 
@@ -128,7 +128,5 @@ def make_boundary(name="free", ground_z=0.0):
         return FreeSpace()
     if name == "ground":
         return GroundPlane(float(ground_z))
-    close = difflib.get_close_matches(str(name), BOUNDARIES, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ValueError(f"Unknown boundary {name!r}; expected one of {list(BOUNDARIES)} "
-                     f"(periodic boxes are not implemented yet).{hint}")
+                     f"(periodic boxes are not implemented yet).{did_you_mean(name, BOUNDARIES)}")

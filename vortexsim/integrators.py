@@ -17,8 +17,9 @@ Every stage calls ``rhs`` once (the FMM rebuilds its tree there).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Callable
+
+from ._names import did_you_mean
 
 __all__ = ["Scheme", "SCHEMES", "register_scheme", "get_scheme"]
 
@@ -50,9 +51,8 @@ def get_scheme(name) -> Scheme:
     """Look a scheme up by name; the error names the known ones and the closest match."""
     if name in SCHEMES:
         return SCHEMES[name]
-    close = difflib.get_close_matches(str(name), SCHEMES, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"Unknown time integrator {name!r}; expected one of {sorted(SCHEMES)}.{hint}")
+    raise ValueError(f"Unknown time integrator {name!r}; expected one of {sorted(SCHEMES)}."
+                     f"{did_you_mean(name, SCHEMES)}")
 
 
 def _axpy(y, a, k):

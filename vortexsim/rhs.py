@@ -30,11 +30,11 @@ device until the simulation's once-per-step check.
 """
 from __future__ import annotations
 
-import difflib
 import logging
 
 import numpy as np
 
+from ._names import did_you_mean
 from .backend import Device
 from .kernels.cutoff import get_kernel, stretching as stretching_rhs
 from .kernels.direct import INV_4PI, direct_sum_cuda, direct_sum_numpy, skew
@@ -51,9 +51,8 @@ VISCOUS_SCHEMES = ("core_spreading", "pse")
 def _choice(what, value, choices):
     if value in choices:
         return value
-    close = difflib.get_close_matches(str(value), choices, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"Unknown {what} {value!r}; expected one of {list(choices)}.{hint}")
+    raise ValueError(f"Unknown {what} {value!r}; expected one of {list(choices)}."
+                     f"{did_you_mean(value, choices)}")
 
 
 class Summation:

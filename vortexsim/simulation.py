@@ -38,6 +38,7 @@ import time
 
 import numpy as np
 
+from ._names import did_you_mean
 from .backend import Device, resolve_device, to_host
 from .images import make_boundary
 from .integrators import get_scheme
@@ -125,10 +126,8 @@ class Simulation:
                  case_params=None, callbacks=(), **run):
         unknown = sorted(set(run) - set(RUN_DEFAULTS))
         if unknown:
-            import difflib  # noqa: PLC0415
-            hints = [difflib.get_close_matches(k, RUN_DEFAULTS, n=1) for k in unknown]
-            hint = "; ".join(f"{k!r} (did you mean {h[0]!r}?)" if h else repr(k)
-                             for k, h in zip(unknown, hints))
+            hint = "; ".join(f"{k!r}{did_you_mean(k, RUN_DEFAULTS, parenthetical=True)}"
+                             for k in unknown)
             raise TypeError(f"Unknown run parameter(s) {hint}; expected some of "
                             f"{sorted(RUN_DEFAULTS)}.")
         cfg = {**RUN_DEFAULTS, **run}

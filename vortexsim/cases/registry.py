@@ -11,12 +11,12 @@ dict (or from a hand-written one: ``{"case": "leapfrog", "n_phi": 64}``).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import inspect
 import json
 
 import numpy as np
 
+from .._names import did_you_mean
 from ..simulation import RUN_DEFAULTS, Simulation
 
 __all__ = ["CaseSetup", "CASES", "register_case", "get_case", "list_cases", "make_case",
@@ -81,9 +81,8 @@ def get_case(name) -> Case:
     """Look a case up by name; the error lists the cases and the closest match."""
     if name in CASES:
         return CASES[name]
-    close = difflib.get_close_matches(str(name), CASES, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"Unknown case {name!r}; expected one of {sorted(CASES)}.{hint}")
+    raise ValueError(f"Unknown case {name!r}; expected one of {sorted(CASES)}."
+                     f"{did_you_mean(name, CASES)}")
 
 
 def list_cases():
@@ -118,10 +117,7 @@ def make_case(name, **overrides) -> Simulation:
     unknown = sorted(set(overrides) - set(case_params) - set(RUN_DEFAULTS))
     if unknown:
         known = sorted(set(case_params) | set(RUN_DEFAULTS))
-        msgs = []
-        for k in unknown:
-            close = difflib.get_close_matches(k, known, n=1)
-            msgs.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        msgs = [f"{k!r}{did_you_mean(k, known, parenthetical=True)}" for k in unknown]
         raise ValueError(f"Unknown parameter(s) {', '.join(msgs)} for case {name!r}; "
                          f"expected some of {known}.")
     params = {k: overrides.get(k, v) for k, v in case_params.items()}

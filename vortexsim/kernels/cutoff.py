@@ -35,11 +35,12 @@ Hu, Gumerov & Duraiswami (shared/papers) for the ``polynomial`` cutoff.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from typing import Callable
 
 import numpy as np
+
+from .._names import did_you_mean
 
 __all__ = ["CutoffKernel", "KERNELS", "get_kernel", "stretching", "erf",
            "gaussian_reduced_factors", "gaussian_table", "gaussian_table_eval"]
@@ -318,10 +319,8 @@ def get_kernel(kernel) -> CutoffKernel:
         return kernel
     if isinstance(kernel, str) and kernel in KERNELS:
         return KERNELS[kernel]
-    close = difflib.get_close_matches(str(kernel), KERNELS, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(
-        f"Unknown kernel {kernel!r}; expected one of {sorted(KERNELS)}.{hint}")
+    raise ValueError(f"Unknown kernel {kernel!r}; expected one of {sorted(KERNELS)}."
+                     f"{did_you_mean(kernel, KERNELS)}")
 
 
 def stretching(alpha, grad_u, scheme="transpose"):
