@@ -223,7 +223,7 @@ class FMM:
         if reach > 0:
             # the deepest level whose leaves still reach `reach` with the stencil
             depth_max = min(depth_max, max(0, math.ceil(math.log2(width / min_leaf))))
-        self._occupied = None             # target leaves holding points, when counted
+        occupied_leaves = None            # target leaves holding points, when counted
         depth_given = depth is not None
         if depth is not None:
             if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
@@ -237,7 +237,7 @@ class FMM:
             pairs, occupied = _near_pairs_by_depth(x, y, lo, width_max, depth_max,
                                                    self.near_radius, xp)
             depth = self._cheapest_depth(pairs, green)
-            self._occupied = float(occupied[depth])
+            occupied_leaves = float(occupied[depth])
             clock.lap("depth")
         # a root cube stretched so that the leaves are no narrower than the reach
         width = max(width, (1 << depth) * min_leaf * (1 + 1e-9))
@@ -255,14 +255,15 @@ class FMM:
         homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
         sync_free = sigma_range is not None and root is not None and not check_root \
             and depth_given
-        self._sparse = (self._m2l_sparsity(tree) if depth >= 2 and homogeneous
-                        and self.device.is_gpu and not sync_free else None)
+        sparse = (self._m2l_sparsity(tree) if depth >= 2 and homogeneous
+                  and self.device.is_gpu and not sync_free else None)
         clock.lap("m2l_lists")
-        u_s, g_s = self._near(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient)
+        u_s, g_s = self._near(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient,
+                              occupied_leaves)
         clock.lap("near")
         if depth >= 2:
             multipoles = self._upward(tree, xs, alpha_s, P, clock)
-            locals_ = self._m2l(tree, multipoles, green, P, clock)
+            locals_ = self._m2l(tree, multipoles, green, P, clock, sparse)
             self._downward(tree, locals_, ys, P, gradient, u_s, g_s, clock)
         u[tree.tgt_order] = u_s.astype(dtype, copy=False)
         if gradient:
@@ -272,13 +273,14 @@ class FMM:
         return u, grad_u
 
     # -- stages ---------------------------------------------------------------
-    def _near(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient):
+    def _near(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None):
         """Near field u (M, 3), ∇u (M, 3, 3) of the sorted targets, float64 accumulators."""
         L = tree.depth
         nbr = self._cached(("nbr", L, self.near_radius),
                            lambda: neighbor_table(L, self.near_radius, np))
         if self.device.is_gpu:
-            return self._near_cuda(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, nbr)
+            return self._near_cuda(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, nbr,
+                                   occupied)
         m = ys.shape[0]
         u_s, w_s, g_s = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3, 3))
         ss, ts = tree.src_start, tree.tgt_start
@@ -313,7 +315,7 @@ class FMM:
                 leaf_sum(leaf)
         return INV_4PI * u_s, (INV_4PI * (skew(w_s) - g_s) if gradient else None)
 
-    def _near_cuda(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, nbr):
+    def _near_cuda(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, nbr, occupied):
         import cupy as cp  # noqa: PLC0415
         from ..kernels.direct import source_parameters  # noqa: PLC0415
         from ..kernels.modules import CTYPES, get_function  # noqa: PLC0415
@@ -321,7 +323,7 @@ class FMM:
         nbr_d = self._cached(("nbr_d", tree.depth, self.near_radius), lambda: cp.asarray(nbr))
         # one target per thread: two in float32 measured slower (21 vs 18 ms at 2^20,
         # H100, 2026-11-22: 106 registers instead of 64)
-        block = self._block_for(ys.shape[0], self._occupied or tree.n_leaves)
+        block = self._block_for(ys.shape[0], occupied or tree.n_leaves)
         name = (f"p2p_near<{CTYPES[dtype.name]},{self.kernel.code},"
                 f"{'true' if gradient else 'false'},{block},256>")
         fn = get_function("fmm.cu", name)
@@ -430,14 +432,16 @@ class FMM:
             return classes
         return self._cached(("m2l_classes", level, sep), build)
 
-    def _m2l(self, tree, multipoles, green, P, clock):
-        """Normalized local expansions L̃ per level (levels 2..L) from M2L."""
+    def _m2l(self, tree, multipoles, green, P, clock, sparse=None):
+        """Normalized local expansions L̃ per level (levels 2..L) from M2L.
+
+        ``sparse``: :meth:`_m2l_sparsity` of the tree (GPU), or None for the dense M2L.
+        """
         xp = self.device.xp
         L = tree.depth
         locals_ = {}
         homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
         degree = E.multi_indices(P).k.sum(axis=1).astype(np.float64)
-        sparse = self._sparse
         for level in range(2, L + 1):
             M = multipoles[level]
             sep = self.near_radius + 1 if level == L else 2
