@@ -100,3 +100,44 @@ def test_gpu_sparse_m2l_equals_dense():
     assert sparse._m2l_sparsity(tree)[4] is not None, "the input must exercise the sparse path"
     ud, gd = (a.get() for a in dense.evaluate(x, alpha, sigma, tracers, depth=4))
     assert _rel(us, ud) <= 1e-12 and _rel(gs, gd) <= 1e-12
+
+
+def test_gpu_near_pair_counts_equal_numpy():
+    """The depth model's CUDA counting kernel gives the NumPy counts exactly."""
+    import cupy as cp
+    from vortexsim.fmm.evaluator import _near_pairs_by_depth
+    rng = np.random.default_rng(12)
+    x, y = rng.random((20000, 3)) ** 3, rng.random((7000, 3))        # clustered sources
+    for radius in (1, 2):
+        for ys in (x, y):
+            ref = _near_pairs_by_depth(x, ys, np.zeros(3), 1.0, 5, radius, np)
+            xd = cp.asarray(x)
+            yd = xd if ys is x else cp.asarray(ys)
+            got = _near_pairs_by_depth(xd, yd, cp.zeros(3), 1.0, 5, radius, cp)
+            assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1])
+
+
+def test_gpu_near_field_crowded_leaves_self_excluded():
+    """Leaves holding thousands of targets are split over many blocks (target chunks);
+    with sources = targets each chunk must still skip exactly its own records."""
+    import cupy as cp
+    rng = np.random.default_rng(13)
+    n = 40000
+    x = np.concatenate([0.5 + 0.01 * rng.normal(size=(n // 2, 3)), rng.random((n // 2, 3))])
+    alpha, sigma = rng.normal(size=(n, 3)), np.full(n, 0.004)
+    sample = rng.choice(n, 300, replace=False)
+    fmm = FMM("gaussian", tol=1e-6, device="gpu")
+    u, g = _gpu_eval(fmm, x, alpha, sigma)
+    counts = np.diff(build_tree_counts(fmm, x))
+    assert counts.max() > 1000, "the input must put thousands of targets in one leaf"
+    ud, gd = direct_sum_at_elements(get_kernel("gaussian"), x, alpha, sigma, sample)
+    assert _rel(u[sample], ud) <= 1e-6 and _rel(g[sample], gd) <= 1e-5
+    u2, g2 = _gpu_eval(fmm, x, alpha, sigma)
+    assert np.array_equal(u, u2) and np.array_equal(g, g2)
+
+
+def build_tree_counts(fmm, x):
+    """Target CSR starts of the tree at the depth ``fmm`` chose (in the same cube)."""
+    from vortexsim.fmm.tree import build_tree
+    tree = build_tree(x, x, fmm.config.depth, np)
+    return tree.tgt_start

@@ -331,11 +331,17 @@ class FMM:
         u = cp.empty((m, 3), dtype)
         g = cp.empty((m, 3, 3), dtype) if gradient else u
         param = source_parameters(self.kernel, sigma_s.astype(dtype), cp).astype(dtype)
-        fn((tree.n_leaves,), (block,),
+        # blocks of `block` targets of one leaf each (so that a few crowded leaves still
+        # fill the GPU); their number is bounded by n_leaves + m / block, which sizes the
+        # grid without a host transfer (spare blocks return at once)
+        chunks = (cp.diff(tree.tgt_start) + (block - 1)) // block
+        chunk_start = cp.concatenate([cp.zeros(1, cp.int64), cp.cumsum(chunks)])
+        grid = tree.n_leaves + -(-m // block)
+        fn((grid,), (block,),
            (cp.ascontiguousarray(xs, dtype=dtype), cp.ascontiguousarray(alpha_s, dtype=dtype),
             cp.ascontiguousarray(param), tree.src_start, cp.ascontiguousarray(ys, dtype=dtype),
             tree.tgt_start, nbr_d, np.int32(nbr.shape[1]), np.int32(1 if exclude_self else 0),
-            u, g))
+            chunk_start, np.int32(tree.n_leaves), u, g))
         return u.astype(cp.float64), (g.astype(cp.float64) if gradient else None)
 
     def _shift_operators(self, P):
@@ -782,11 +788,15 @@ def _near_pairs_by_depth(x, y, lo, width, depth_max, radius, xp):
     def grid(points):
         cell = grid_cells(points, lo, width, depth_max, xp)
         flat = (cell[:, 0] * n_side + cell[:, 1]) * n_side + cell[:, 2]
-        return xp.bincount(flat, minlength=n_side ** 3).reshape((n_side,) * 3).astype(xp.float64)
+        return xp.bincount(flat, minlength=n_side ** 3).reshape((n_side,) * 3)
 
     same = y is x
     cs = grid(x)
     ct = cs if same else grid(y)
+    if xp is not np:
+        return _near_pairs_by_depth_cuda(cs, ct, same, depth_max, radius)
+    cs = cs.astype(np.float64)
+    ct = cs if same else ct.astype(np.float64)
     counts, occupied = [], []
     width_stencil = 2 * radius + 1
     for depth in range(depth_max, -1, -1):
@@ -808,6 +818,27 @@ def _near_pairs_by_depth(x, y, lo, width, depth_max, radius, xp):
     out = xp.stack([xp.stack(counts[::-1]), xp.stack(occupied[::-1]).astype(xp.float64)])
     out = out.get() if hasattr(out, "get") else out
     return out[0], out[1]
+
+
+def _near_pairs_by_depth_cuda(cs, ct, same, depth_max, radius):
+    """GPU part of :func:`_near_pairs_by_depth`: one counting kernel per depth on the
+    integer grids cs, ct (2^depth_max)³, coarsened by 2×2×2 sums; one host transfer."""
+    import cupy as cp  # noqa: PLC0415
+    from ..kernels.modules import get_function  # noqa: PLC0415
+    fn = get_function("fmm.cu", "stencil_pair_count")
+    out = cp.zeros((depth_max + 1, 2), cp.uint64)
+    cs = cs.astype(cp.int64, copy=False)
+    ct = cs if same else ct.astype(cp.int64, copy=False)
+    for depth in range(depth_max, -1, -1):
+        side = cs.shape[0]
+        fn((-(-side ** 3 // 256),), (256,), (cs, ct, np.int32(side),
+                                             np.int32(radius), out[depth]))
+        if depth:
+            h = side // 2
+            cs = cs.reshape(h, 2, h, 2, h, 2).sum(axis=(1, 3, 5))
+            ct = cs if same else ct.reshape(h, 2, h, 2, h, 2).sum(axis=(1, 3, 5))
+    out = out.get().astype(np.float64)
+    return out[:, 0], out[:, 1]
 
 
 def _l2p_coefficient_tables(order):

@@ -5,8 +5,8 @@
 // are bitwise reproducible run to run on the same device.
 #include "p2p.cuh"
 
-// Near field: one block per target leaf, threads over the leaf's targets (in
-// chunks of BS).  The sources of the stencil's leaves (`nbr`: n_leaves × n_nbr,
+// Near field: one block per chunk of BS targets of one leaf (a leaf holding many
+// targets gets many blocks; `chunk_start` maps blocks to leaves), one thread per target.  The sources of the stencil's leaves (`nbr`: n_leaves × n_nbr,
 // −1 outside the grid; n_nbr ≤ 125) form one concatenated stream that is staged
 // through shared memory in tiles of TS records, across leaf boundaries, so small
 // leaves cost few synchronizations.  Writes the near-field u (M,3) and ∇u (M,3,3)
@@ -17,16 +17,27 @@ __global__ void __launch_bounds__(BS)
 p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restrict__ param,
          const long long* __restrict__ src_start, const T* __restrict__ yt,
          const long long* __restrict__ tgt_start, const long long* __restrict__ nbr,
-         const int n_nbr, const int self_exclude, T* __restrict__ u, T* __restrict__ grad) {
+         const int n_nbr, const int self_exclude, const long long* __restrict__ chunk_start,
+         const int n_leaves, T* __restrict__ u, T* __restrict__ grad) {
     __shared__ SourceRecord<T> sh[TS];
     __shared__ double2 gtab[GaussTableSize<K, T>::value];
     __shared__ long long s_beg[125];
     __shared__ int s_cnt[125], s_off[126];
+    // block -> (leaf, chunk of BS targets): chunk_start[leaf] = chunks of the leaves
+    // before it, so a leaf with many targets is spread over many blocks (occupancy)
+    const long long b = blockIdx.x;
+    if (b >= chunk_start[n_leaves]) return;              // spare block of the bound grid
+    int lo_leaf = 0, hi_leaf = n_leaves;                 // chunk_start[lo] <= b < [hi]
+    while (hi_leaf - lo_leaf > 1) {
+        const int mid = (lo_leaf + hi_leaf) >> 1;
+        if (chunk_start[mid] <= b) lo_leaf = mid; else hi_leaf = mid;
+    }
     load_gauss_table<K, T>(gtab);
     constexpr bool TILE_SUMS = sizeof(T) == 4;
-    const int leaf = blockIdx.x;
-    const long long t_begin = tgt_start[leaf], t_end = tgt_start[leaf + 1];
-    if (t_begin == t_end) return;                        // block-uniform
+    const int leaf = lo_leaf;
+    const long long t_leaf = tgt_start[leaf];
+    const long long t_begin = t_leaf + (b - chunk_start[leaf]) * BS;
+    const long long t_end = min(tgt_start[leaf + 1], t_begin + BS);
     for (int q = threadIdx.x; q < n_nbr; q += BS) {
         const long long box = nbr[(long long)leaf * n_nbr + q];
         const long long b0 = box >= 0 ? src_start[box] : 0;
@@ -41,7 +52,8 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
     }
     __syncthreads();
     const int total = s_off[n_nbr];
-    const int own = self_exclude ? s_off[n_nbr / 2] : 0;   // the centre box is the leaf
+    // stream position of target t_begin's own record (the centre box is the leaf)
+    const int own = self_exclude ? s_off[n_nbr / 2] + (int)(t_begin - t_leaf) : 0;
     for (long long c0 = t_begin; c0 < t_end; c0 += BS) {
         const long long i = c0 + threadIdx.x;
         const bool active = i < t_end;
@@ -262,5 +274,43 @@ __global__ void m2l_gather_sum(const T* __restrict__ Y, const long long* __restr
         }
         double* out = Lt + ((long long)k * n_boxes + t) * 3;
         out[0] = a0; out[1] = a1; out[2] = a2;
+    }
+}
+
+// Near-field pair count of one level-uniform depth (the FMM's depth model): over the
+// n³ cells (row-major) of source and target counts cs, ct, adds Σ_c ct[c] × Σ_{|o|∞ ≤ r}
+// cs[c + o] to out[0] and the number of cells with ct > 0 to out[1].  Integer
+// arithmetic: one block sum and one atomicAdd per block, exact in any order.
+__global__ void __launch_bounds__(256)
+stencil_pair_count(const long long* __restrict__ cs, const long long* __restrict__ ct,
+                   const int n, const int radius, unsigned long long* __restrict__ out) {
+    __shared__ unsigned long long s_pairs[256], s_occ[256];
+    const long long cell = (long long)blockIdx.x * 256 + threadIdx.x;
+    const long long n3 = (long long)n * n * n;
+    unsigned long long pairs = 0, occ = 0;
+    if (cell < n3 && ct[cell] > 0) {
+        const int ix = (int)(cell / ((long long)n * n)), iy = (int)((cell / n) % n),
+                  iz = (int)(cell % n);
+        long long sum = 0;
+        for (int a = max(ix - radius, 0); a <= min(ix + radius, n - 1); ++a)
+            for (int b = max(iy - radius, 0); b <= min(iy + radius, n - 1); ++b)
+                for (int c = max(iz - radius, 0); c <= min(iz + radius, n - 1); ++c)
+                    sum += cs[((long long)a * n + b) * n + c];
+        pairs = (unsigned long long)ct[cell] * (unsigned long long)sum;
+        occ = 1;
+    }
+    s_pairs[threadIdx.x] = pairs;
+    s_occ[threadIdx.x] = occ;
+    __syncthreads();
+    for (int s = 128; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            s_pairs[threadIdx.x] += s_pairs[threadIdx.x + s];
+            s_occ[threadIdx.x] += s_occ[threadIdx.x + s];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        atomicAdd(out, s_pairs[0]);
+        atomicAdd(out + 1, s_occ[0]);
     }
 }
