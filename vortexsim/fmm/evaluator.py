@@ -190,12 +190,18 @@ class FMM:
         y = x if exclude_self else xp.asarray(y, dtype=xp.float64)
         alpha = xp.asarray(alpha, dtype=xp.float64)
         sigma = xp.broadcast_to(xp.asarray(sigma, dtype=xp.float64), (n,))
-        # host scalars (one sync each on the GPU): core-radius range and root cube
+        # host scalars: core-radius range and root-cube edge, in one transfer on the GPU
+        if root is None:
+            lo, width = root_cube(x, y, xp)
+        else:
+            lo, width = xp.asarray(root[0], dtype=xp.float64), float(root[1])
         if sigma_range is None:
             if xp is np:
                 s_min, s_max = float(sigma.min()), float(sigma.max())
             else:
-                s_min, s_max = (float(v) for v in xp.stack([sigma.min(), sigma.max()]).get())
+                scalars = [sigma.min(), sigma.max()] + ([width] if root is None else [])
+                s_min, s_max, *rest = (float(v) for v in xp.stack(scalars).get())
+                width = rest[0] if rest else width
             clock.lap("sigma")
         else:
             s_min, s_max = (float(v) for v in sigma_range)
@@ -211,12 +217,9 @@ class FMM:
                 f"1.5/rho^2 for that kernel. Use kernel='gaussian' or method='direct'.")
         green = E.green_function(name, s_min)
         reach = near_field_reach(name, self.tol, s_max)
-        if root is None:
-            lo, width = root_cube(x, y, xp)
+        if root is None and not isinstance(width, float):
             width = float(width)
             clock.lap("root")
-        else:
-            lo, width = xp.asarray(root[0], dtype=xp.float64), float(root[1])
         P = self.order
         depth_max = self._max_depth(P)
         min_leaf = reach / self.near_radius
@@ -246,7 +249,7 @@ class FMM:
         tree = build_tree(x, y, depth, xp, lo=lo, width=width,
                           check=root is not None and check_root)
         xs, alpha_s, sigma_s = x[tree.src_order], alpha[tree.src_order], sigma[tree.src_order]
-        ys = y[tree.tgt_order]
+        ys = xs if exclude_self else y[tree.tgt_order]
         clock.lap("tree")
 
         # sparse-M2L lists now: their one transfer waits for the tree only.  A caller

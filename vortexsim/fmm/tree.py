@@ -275,7 +275,10 @@ def build_tree(sources, targets, depth, xp, lo=None, width=None, check=True):
         lo, width = xp.asarray(lo, dtype=xp.float64), float(width)
 
     src_order, src_start = _sort_into_leaves(sources, lo, width, depth, xp)
-    tgt_order, tgt_start = _sort_into_leaves(targets, lo, width, depth, xp)
+    if targets is sources:                   # one set (sources = targets): sort it once
+        tgt_order, tgt_start = src_order, src_start
+    else:
+        tgt_order, tgt_start = _sort_into_leaves(targets, lo, width, depth, xp)
     return Octree(lo=lo, width=width, depth=depth, src_order=src_order, tgt_order=tgt_order,
                   src_start=src_start, tgt_start=tgt_start)
 
