@@ -244,7 +244,7 @@ def test_sparse_m2l_tables_reproduce_the_dense_classes():
     Y = [Mt[:, c::8, :].transpose(1, 2, 0).reshape(-1, r) @ tables["Kt"][c] for c in range(8)]
     sparse = np.zeros((r, B, 3))
     for p, (offsets, gather) in enumerate(classes):
-        qcls, qidx = tables["q"][p]
+        qcls, qidx = (t[p] for t in tables["q_all"])
         for j in range(B // 8):
             for q in range(len(offsets)):
                 s = gather[j, q]

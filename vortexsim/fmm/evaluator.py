@@ -588,12 +588,15 @@ class FMM:
         ybase, ystride = cp.asarray(ybase, dtype=cp.int64), cp.asarray(ystride, dtype=cp.int64)
         Lt = cp.empty((r, B, 3))
         fn = get_function("fmm.cu", f"m2l_gather_sum<{'float' if mdt == np.float32 else 'double'}>")
-        for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
-            qcls, qidx = tables["q"][p]
-            fn((B // 8,), (128,),
-               (Y, ybase, ystride, cp.ascontiguousarray(gather), qcls, qidx,
-                np.int32(len(offsets)), colmap, tgt_cnt, np.int32(p), np.int32(r), np.int64(B),
-                Lt))
+        gather = self._cached(("m2l_gather_all", level, sep), lambda: cp.ascontiguousarray(
+            cp.stack([g for _, g in self._m2l_classes(level, sep)])))
+        qcls, qidx = tables["q_all"]
+        # threads: r split evenly over ceil(r / 256) passes, rounded up to whole warps
+        passes = -(-r // 256)
+        threads = 32 * -(-(-(-r // passes)) // 32)
+        fn((B,), (threads,),
+           (Y, ybase, ystride, gather, qcls, qidx, np.int32(gather.shape[2]), colmap, tgt_cnt,
+            np.int32(r), np.int64(B), Lt))
         return Lt
 
     def _sparse_m2l_tables(self, P, sep, mdt=np.float64):
@@ -619,8 +622,10 @@ class FMM:
                 cls = ((bits[p][None, :] + _OFFSETS_3[offsets]) % 2) @ np.array([1, 2, 4])
                 idx = offidx[cls, offsets]
                 assert (idx >= 0).all()
-                q.append((xp.asarray(cls.astype(np.int32)), xp.asarray(idx.astype(np.int32))))
-            return {"Kt": Kt, "q": q}
+                q.append((cls.astype(np.int32), idx.astype(np.int32)))
+            # every class has as many offsets (parity reflections map them one to one)
+            q_all = tuple(xp.asarray(np.stack([t[i] for t in q])) for i in (0, 1))
+            return {"Kt": Kt, "q_all": q_all}
         return self._cached(("sparse_m2l", P, sep, np.dtype(mdt).name), build)
 
     def _downward(self, tree, locals_, ys, P, gradient, u_s, g_s, clock):

@@ -240,12 +240,14 @@ __global__ void l2p_targets(const double* __restrict__ C, const double* __restri
     }
 }
 
-// Sparse M2L, step 2 (evaluator.py `_m2l_sparse`): the compressed locals of the target
-// boxes t = p + 8j of one parity class p.  Step 1 (GEMMs) gave, per source class c,
-// Y_c (3 n_c, |O'_c| r): row 3·col + component of an active (non-empty) source box,
-// column block q' = its offset's index in O'_c.  Here each target box sums, over its
-// interaction offsets q (gather: source box or n_boxes outside the grid; qcls, qidx:
-// that source's class and row block), the blocks of its active sources.  Boxes without
+// Sparse M2L, step 2 (evaluator.py `_m2l_sparse`): the compressed locals of every box
+// t (one block each; its parity class p = t & 7, j = t >> 3).  Step 1 (GEMMs) gave, per
+// source class c, Y_c (3 n_c, |O'_c| r): row 3·col + component of an active (non-empty)
+// source box, column block q' = its offset's index in O'_c.  Here each target box sums,
+// over its interaction offsets q (gather (8, n_boxes/8, nq): source box, or n_boxes
+// outside the grid; qcls, qidx (8, nq): that source's class and row block), the blocks
+// of its active sources.  The block first lists those blocks in shared memory, in q
+// order (one thread), so that the sums run over independent loads.  Boxes without
 // targets get zeros.  Lt (r, n_boxes, 3).  Fixed summation order, no atomics.
 template <typename T>
 __global__ void m2l_gather_sum(const T* __restrict__ Y, const long long* __restrict__ ybase,
@@ -253,24 +255,40 @@ __global__ void m2l_gather_sum(const T* __restrict__ Y, const long long* __restr
                                const long long* __restrict__ gather, const int* __restrict__ qcls,
                                const int* __restrict__ qidx, const int nq,
                                const long long* __restrict__ colmap,
-                               const long long* __restrict__ tgt_cnt, const int p, const int r,
+                               const long long* __restrict__ tgt_cnt, const int r,
                                const long long n_boxes, double* __restrict__ Lt) {
-    const long long j = blockIdx.x;
-    const long long t = p + 8 * j;
-    const bool empty = tgt_cnt[t] == 0;
+    __shared__ long long s_pos[343], s_st[343];
+    __shared__ int s_n;
+    const long long t = blockIdx.x;
+    const int p = (int)(t & 7);
+    const long long j = t >> 3;
+    const bool empty = tgt_cnt[t] == 0;                 // block-uniform
+    if (!empty) {
+        for (int q = threadIdx.x; q < nq; q += blockDim.x) {
+            const long long s = gather[((long long)p * (n_boxes >> 3) + j) * nq + q];
+            const long long c = s < n_boxes ? colmap[s] : -1;
+            const int cls = qcls[p * nq + q];
+            const long long st = ystride[cls];
+            s_st[q] = st;
+            s_pos[q] = c < 0 ? -1 : ybase[cls] + 3 * c * st + (long long)qidx[p * nq + q] * r;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {                          // ordered compaction
+            int n = 0;
+            for (int q = 0; q < nq; ++q)
+                if (s_pos[q] >= 0) { s_pos[n] = s_pos[q]; s_st[n] = s_st[q]; ++n; }
+            s_n = n;
+        }
+        __syncthreads();
+    }
+    const int n_act = empty ? 0 : s_n;
     for (int k = threadIdx.x; k < r; k += blockDim.x) {
         double a0 = 0.0, a1 = 0.0, a2 = 0.0;
-        if (!empty) {
-            for (int q = 0; q < nq; ++q) {
-                const long long s = gather[j * nq + q];
-                if (s >= n_boxes) continue;
-                const long long c = colmap[s];
-                if (c < 0) continue;
-                const int cls = qcls[q];
-                const long long st = ystride[cls];
-                const T* y = Y + ybase[cls] + 3 * c * st + (long long)qidx[q] * r + k;
-                a0 += (double)y[0]; a1 += (double)y[st]; a2 += (double)y[2 * st];
-            }
+#pragma unroll 4
+        for (int i = 0; i < n_act; ++i) {
+            const T* y = Y + s_pos[i] + k;
+            const long long st = s_st[i];
+            a0 += (double)y[0]; a1 += (double)y[st]; a2 += (double)y[2 * st];
         }
         double* out = Lt + ((long long)k * n_boxes + t) * 3;
         out[0] = a0; out[1] = a1; out[2] = a2;
