@@ -84,14 +84,17 @@ def test_gpu_fmm_edge_cases_and_determinism():
     assert bool((u1 == u2).all()) and bool((g1 == g2).all())      # bitwise reproducible
 
 
-def test_gpu_sparse_m2l_equals_dense():
-    """Rings in a mostly empty cube take the sparse M2L; it must equal the dense one."""
+@pytest.mark.parametrize("unified", [None, True, False])
+def test_gpu_sparse_m2l_equals_dense(unified):
+    """Rings in a mostly empty cube take the sparse M2L (either GEMM variant); it must
+    equal the dense one."""
     import cupy as cp
     from vortexsim.fmm.tree import build_tree
     rng = np.random.default_rng(11)
     x, alpha, tracers = (cp.asarray(a) for a in rings(1 << 13, 1 << 15, rng))
     sigma = cp.full(x.shape[0], 0.01)
     sparse = FMM("gaussian", tol=1e-6, device="gpu")
+    sparse.SPARSE_M2L_UNIFIED = unified
     dense = FMM("gaussian", tol=1e-6, device="gpu")
     dense.SPARSE_M2L_FRACTION = 0.0
     us, gs = (a.get() for a in sparse.evaluate(x, alpha, sigma, tracers, depth=4))

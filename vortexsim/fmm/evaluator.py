@@ -372,7 +372,7 @@ class FMM:
         xp = self.device.xp
         L = tree.depth
         mi = E.multi_indices(P)
-        centres = tree.box_centers(L, xp)
+        centres = self._box_centers(tree, L)
         w = float(tree.box_width(L))
         if self.device.is_gpu:
             from ..kernels.modules import get_function  # noqa: PLC0415
@@ -467,7 +467,7 @@ class FMM:
                                     lambda: tuple(xp.asarray(a) for a in E.harmonic_bases(P)))
                 # In float32 runs with tol ≥ 1e-5 these GEMMs run in float32: normalized
                 # expansions are O(1), so float32 rounding (6e-8) stays far below tol.
-                mdt = np.float32 if self.dtype == np.float32 and self.tol >= 1e-5 else np.float64
+                mdt = self._m2l_dtype()
                 B, r = M.shape[0], U.shape[1]
                 Mt = (V.T @ M.transpose(1, 0, 2).reshape(-1, B * 3)).reshape(r, B, 3)
                 Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
@@ -524,6 +524,9 @@ class FMM:
 
     #: levels whose fraction of non-empty source boxes is below this use the sparse M2L
     SPARSE_M2L_FRACTION = 0.5
+    #: None: the sparse M2L picks per level between one GEMM per source class and one
+    #: GEMM against all 343 cores by a cost model; True / False force one (tests)
+    SPARSE_M2L_UNIFIED = None
 
     def _m2l_sparsity(self, tree):
         """Per level: None (dense M2L) or (per class: (n_active, active list), colmap, tgt counts).
@@ -544,11 +547,31 @@ class FMM:
         active = xp.stack([flags[level].sum(axis=0) for level in levels])
         active = active.get()                                      # (levels, 8), one transfer
         out = {}
+        # the stream is idle after that transfer: host-to-device copies cost no stall now
+        r = (self.order + 1) ** 2
+        mdt = self._m2l_dtype()
+        item = np.dtype(mdt).itemsize
         for row, level in enumerate(levels):
             B = 8 ** level
             if active[row].sum() >= self.SPARSE_M2L_FRACTION * B:
                 out[level] = None
                 continue
+            sep = self.near_radius + 1 if level == L else 2
+            widths = [k.shape[1] for k in self._sparse_m2l_tables(self.order, sep, mdt)["Kt"]]
+            n_tot = int(active[row].sum())
+            # one GEMM against all 343 cores (read once) or one per source class (189
+            # cores each, read 8 times): modelled time = flops / 25 TF/s + bytes / 2.5 TB/s
+            cost_cls = (6 * n_tot * r * widths[0] / 2.5e13
+                        + (8 * widths[0] * r + 6 * n_tot * widths[0]) * item / 2.5e12)
+            cost_all = (6 * n_tot * r * 343 * r / 2.5e13
+                        + (343 * r * r + 6 * n_tot * 343 * r) * item / 2.5e12)
+            unified = cost_all < cost_cls and 3 * n_tot * 343 * r * item <= 1 << 30
+            if self.SPARSE_M2L_UNIFIED is not None:           # tests force either variant
+                unified = bool(self.SPARSE_M2L_UNIFIED)
+            ystride = [343 * r] * 8 if unified else widths
+            ybase = np.concatenate([[0], np.cumsum(3 * active[row] * np.array(ystride))[:-1]])
+            yinfo = (unified, int(3 * (active[row] * np.array(ystride)).sum()),
+                     xp.asarray(np.stack([ybase, ystride]).astype(np.int64)))
             f = flags[level]
             pos = xp.cumsum(f, axis=0) - 1                         # column within the class
             colmap = xp.where(f, pos, -1).reshape(B)
@@ -558,8 +581,13 @@ class FMM:
             buf = xp.empty(int(start[-1]), dtype=xp.int64)
             buf[slot.reshape(B)] = xp.arange(B, dtype=xp.int64)
             classes = [(int(counts[p]), buf[start[p]:start[p] + counts[p]]) for p in range(8)]
-            out[level] = (classes, colmap, tgt[level])
+            out[level] = (classes, colmap, tgt[level], yinfo)
         return out
+
+    def _m2l_dtype(self):
+        """dtype of the 1/r M2L GEMMs: float32 in float32 runs with tol ≥ 1e-5
+        (normalized expansions are O(1), so float32 rounding stays far below tol)."""
+        return np.float32 if self.dtype == np.float32 and self.tol >= 1e-5 else np.float64
 
     def _m2l_sparse(self, tree, level, sep, Mt, P, info, mdt=np.float64):
         """Compressed locals Lt (r, B, 3) from the non-empty source boxes only (GPU).
@@ -571,26 +599,30 @@ class FMM:
         """
         import cupy as cp  # noqa: PLC0415
         from ..kernels.modules import get_function  # noqa: PLC0415
-        classes, colmap, tgt_cnt = info
+        classes, colmap, tgt_cnt, (unified, y_size, ybs) = info
         r, B = Mt.shape[0], Mt.shape[1]
         tables = self._sparse_m2l_tables(P, sep, mdt)
-        ybase, ystride, offset = [], [], 0
-        for c, (n_c, _) in enumerate(classes):
-            ybase.append(offset)
-            ystride.append(tables["Kt"][c].shape[1])
-            offset += 3 * n_c * ystride[-1]
-        Y = cp.empty(max(offset, 1), dtype=mdt)
-        for c, (n_c, lst) in enumerate(classes):
-            if n_c:
-                A = Mt[:, lst, :].transpose(1, 2, 0).reshape(3 * n_c, r).astype(mdt)
-                cp.matmul(A, tables["Kt"][c],
-                          out=Y[ybase[c]:ybase[c] + 3 * n_c * ystride[c]].reshape(3 * n_c, -1))
-        ybase, ystride = cp.asarray(ybase, dtype=cp.int64), cp.asarray(ystride, dtype=cp.int64)
+        if unified:
+            # few active boxes: one GEMM against all 343 cores, read once
+            lst = cp.concatenate([lst for _, lst in classes])
+            A = Mt[:, lst, :].transpose(1, 2, 0).reshape(-1, r).astype(mdt)
+            Y = A @ tables["Kt_all"]
+            qcls, qidx = tables["q_all_raw"]
+        else:
+            Y = cp.empty(max(y_size, 1), dtype=mdt)
+            pos = 0
+            for c, (n_c, lst) in enumerate(classes):
+                if n_c:
+                    A = Mt[:, lst, :].transpose(1, 2, 0).reshape(3 * n_c, r).astype(mdt)
+                    size = 3 * n_c * tables["Kt"][c].shape[1]
+                    cp.matmul(A, tables["Kt"][c], out=Y[pos:pos + size].reshape(3 * n_c, -1))
+                    pos += size
+            qcls, qidx = tables["q_all"]
+        ybase, ystride = ybs[0], ybs[1]
         Lt = cp.empty((r, B, 3))
         fn = get_function("fmm.cu", f"m2l_gather_sum<{'float' if mdt == np.float32 else 'double'}>")
         gather = self._cached(("m2l_gather_all", level, sep), lambda: cp.ascontiguousarray(
             cp.stack([g for _, g in self._m2l_classes(level, sep)])))
-        qcls, qidx = tables["q_all"]
         # threads: r split evenly over ceil(r / 256) passes, rounded up to whole warps
         passes = -(-r // 256)
         threads = 32 * -(-(-(-r // passes)) // 32)
@@ -625,7 +657,13 @@ class FMM:
                 q.append((cls.astype(np.int32), idx.astype(np.int32)))
             # every class has as many offsets (parity reflections map them one to one)
             q_all = tuple(xp.asarray(np.stack([t[i] for t in q])) for i in (0, 1))
-            return {"Kt": Kt, "q_all": q_all}
+            # the unified variant: row block = the offset's index in OFFSETS_3
+            raw = np.stack([np.nonzero(_interacts(bits[p], _OFFSETS_3, sep))[0]
+                            for p in range(8)]).astype(np.int32)
+            Kt_all = xp.asarray(np.concatenate(
+                [K[:, o * r:(o + 1) * r].T for o in range(len(_OFFSETS_3))], axis=1), dtype=mdt)
+            return {"Kt": Kt, "q_all": q_all, "Kt_all": Kt_all,
+                    "q_all_raw": (q_all[0], xp.asarray(raw))}
         return self._cached(("sparse_m2l", P, sep, np.dtype(mdt).name), build)
 
     def _downward(self, tree, locals_, ys, P, gradient, u_s, g_s, clock):
@@ -639,7 +677,7 @@ class FMM:
             Y = (R @ locals_[level - 1].transpose(1, 0, 2).reshape(n, bp * 3))
             locals_[level] += Y.reshape(8, n, bp, 3).transpose(2, 0, 1, 3).reshape(8 * bp, n, 3)
         clock.lap("l2l")
-        centres = tree.box_centers(L, xp)
+        centres = self._box_centers(tree, L)
         Ll = locals_[L]
         w = float(tree.box_width(L))
         if self.device.is_gpu:
@@ -721,6 +759,13 @@ class FMM:
         while depth < 8 and 8 ** (depth + 1) * per_box <= self.memory_budget:
             depth += 1
         return depth
+
+    def _box_centers(self, tree, level):
+        """``tree.box_centers(level)`` from cached integer cell coordinates (no decode)."""
+        xp = self.device.xp
+        ijk = self._cached(("ijk", level), lambda: xp.asarray(np.stack(
+            morton_decode(np.arange(8 ** level, dtype=np.uint64), level, np), axis=1) + 0.5))
+        return tree.lo + ijk * tree.box_width(level)
 
     def _cached(self, key, build):
         key = key + (self.device.kind,)
@@ -860,7 +905,9 @@ def _l2p_coefficient_tables(order):
         ∂_d u_a[j] = Σ_bc ε_abc (j_d + 1)((j + e_d)_b + 1) L̃[j + e_d + e_b, c] / (4π w²)
 
     Returns idx (2, n1·12) int64 into L̃ flattened as (n·3), and fu, fg (2, n1·12):
-    the factors are fu / w + fg / w² (fu holds the u rows, fg the ∂u rows).
+    the factors are fu / w + fg / w² (fu holds the u rows, fg the ∂u rows).  The rows
+    (monomials) come in the order l2p_targets visits them, :func:`_l2p_loop_order`, so
+    that the kernel reads C sequentially.
     """
     mi = E.multi_indices(order)
     m1 = E.multi_indices(max(order - 1, 0))
@@ -884,7 +931,18 @@ def _l2p_coefficient_tables(order):
                         k2 = kd + eye[b]
                         idx[t, j, 3 + 3 * a + d] = mi.index[k2[0], k2[1], k2[2]] * 3 + c
                         fg[t, j, 3 + 3 * a + d] = sign * (kj[d] + 1) * (kd[b] + 1) * E.INV_4PI
-    return idx.reshape(2, -1), fu.reshape(2, -1), fg.reshape(2, -1)
+    perm = _l2p_loop_order(order)
+    return (idx[:, perm].reshape(2, -1), fu[:, perm].reshape(2, -1),
+            fg[:, perm].reshape(2, -1))
+
+
+def _l2p_loop_order(order):
+    """Indices (n1,) into multi_indices(order − 1) in the order of the l2p_targets loops
+    (kx = 0..D, ky = 0..D − kx, kz = 0..D − kx − ky; D = order − 1)."""
+    m1 = E.multi_indices(max(order - 1, 0))
+    top = max(order - 1, 0)
+    return np.array([m1.index[kx, ky, kz] for kx in range(top + 1)
+                     for ky in range(top + 1 - kx) for kz in range(top + 1 - kx - ky)])
 
 
 _OFFSETS_3 = E.OFFSETS_3
