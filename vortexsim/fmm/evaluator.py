@@ -905,9 +905,8 @@ def _l2p_coefficient_tables(order):
         ∂_d u_a[j] = Σ_bc ε_abc (j_d + 1)((j + e_d)_b + 1) L̃[j + e_d + e_b, c] / (4π w²)
 
     Returns idx (2, n1·12) int64 into L̃ flattened as (n·3), and fu, fg (2, n1·12):
-    the factors are fu / w + fg / w² (fu holds the u rows, fg the ∂u rows).  The rows
-    (monomials) come in the order l2p_targets visits them, :func:`_l2p_loop_order`, so
-    that the kernel reads C sequentially.
+    the factors are fu / w + fg / w² (fu holds the u rows, fg the ∂u rows).  (Rows in
+    the kernel's loop order, read sequentially, measured 9% slower on the H100.)
     """
     mi = E.multi_indices(order)
     m1 = E.multi_indices(max(order - 1, 0))
@@ -931,18 +930,7 @@ def _l2p_coefficient_tables(order):
                         k2 = kd + eye[b]
                         idx[t, j, 3 + 3 * a + d] = mi.index[k2[0], k2[1], k2[2]] * 3 + c
                         fg[t, j, 3 + 3 * a + d] = sign * (kj[d] + 1) * (kd[b] + 1) * E.INV_4PI
-    perm = _l2p_loop_order(order)
-    return (idx[:, perm].reshape(2, -1), fu[:, perm].reshape(2, -1),
-            fg[:, perm].reshape(2, -1))
-
-
-def _l2p_loop_order(order):
-    """Indices (n1,) into multi_indices(order − 1) in the order of the l2p_targets loops
-    (kx = 0..D, ky = 0..D − kx, kz = 0..D − kx − ky; D = order − 1)."""
-    m1 = E.multi_indices(max(order - 1, 0))
-    top = max(order - 1, 0)
-    return np.array([m1.index[kx, ky, kz] for kx in range(top + 1)
-                     for ky in range(top + 1 - kx) for kz in range(top + 1 - kx - ky)])
+    return idx.reshape(2, -1), fu.reshape(2, -1), fg.reshape(2, -1)
 
 
 _OFFSETS_3 = E.OFFSETS_3

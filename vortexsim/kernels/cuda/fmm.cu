@@ -184,8 +184,8 @@ __global__ void l2p_coefficients(const double* __restrict__ L, const long long* 
 }
 
 // L2P, step 2: adds the far field at each sorted target.  C (n_leaves, N1, 12) holds,
-// per leaf and monomial ĥ^j of degree ≤ ORDER − 1 (ĥ = (y − c)/w, rows in the order of
-// this kernel's loops, evaluator._l2p_loop_order), the coefficients of u_a (3) and of ∂_d u_a (9, a-major; zero at
+// per leaf and monomial ĥ^j of degree ≤ ORDER − 1 (ĥ = (y − c)/w, multi-index order
+// of expansions.py), the coefficients of u_a (3) and of ∂_d u_a (9, a-major; zero at
 // degree ORDER − 1), with 1/4π and the powers of 1/w applied.  One thread per target
 // (tgt_leaf: its leaf); monomials by running products; the warp's threads mostly share
 // a leaf, so coefficient loads are broadcasts.
@@ -206,19 +206,21 @@ __global__ void l2p_targets(const double* __restrict__ C, const double* __restri
     double ua[3] = {0.0, 0.0, 0.0};
     double g[9] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     double px = 1.0;
-    const double2* c = Cl;                       // rows in loop order: read sequentially
 #pragma unroll 1
     for (int kx = 0; kx <= D1; ++kx) {
         double pxy = px;
 #pragma unroll 1
         for (int ky = 0; ky <= D1 - kx; ++ky) {
             double m = pxy;
-            const int d0 = kx + ky;
 #pragma unroll 2
-            for (int kz = 0; kz <= D1 - d0; ++kz, c += 6) {
+            for (int kz = 0; kz <= D1 - kx - ky; ++kz) {
+                const int d = kx + ky + kz;
+                const int j = d * (d + 1) * (d + 2) / 6 + (d - kx) * (d - kx + 1) / 2
+                              + (d - kx - ky);
+                const double2* c = Cl + 6 * j;
                 const double2 c0 = __ldg(c), c1 = __ldg(c + 1);
                 ua[0] += c0.x * m; ua[1] += c0.y * m; ua[2] += c1.x * m;
-                if (GRAD && d0 + kz < D1) {
+                if (GRAD && d < D1) {
                     const double2 c2 = __ldg(c + 2), c3 = __ldg(c + 3), c4 = __ldg(c + 4),
                                   c5 = __ldg(c + 5);
                     g[0] += c1.y * m; g[1] += c2.x * m; g[2] += c2.y * m;
