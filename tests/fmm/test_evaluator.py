@@ -254,3 +254,26 @@ def test_sparse_m2l_tables_reproduce_the_dense_classes():
                 blk = Y[c][3 * col:3 * col + 3, qidx[q] * r:(qidx[q] + 1) * r]   # (3, r)
                 sparse[:, p + 8 * j, :] += blk.T
     assert np.allclose(sparse, dense, rtol=1e-12, atol=1e-12 * np.abs(dense).max())
+
+
+def test_shallow_trees_use_the_measured_lower_order():
+    """Singular at tol 1e-6: P = 14 on trees of depth ≤ 4 (measured to meet tol/2 there),
+    the table's 16 deeper, and an explicit order is always kept."""
+    from vortexsim.fmm.evaluator import order_for_tol, shallow_order
+    assert order_for_tol(1e-6, "singular") == 16
+    assert shallow_order(1e-6, "singular", 4, 16) == 14
+    assert shallow_order(3e-6, "singular", 2, 16) == 14
+    assert shallow_order(1e-6, "singular", 5, 16) == 16
+    assert shallow_order(1e-6, "gaussian", 3, 16) == 16
+    assert shallow_order(1e-4, "singular", 3, 10) == 10
+    rng = np.random.default_rng(14)
+    x, alpha = rng.random((3000, 3)), rng.normal(size=(3000, 3))
+    sigma = np.full(3000, 0.05)
+    fmm = FMM("singular", tol=1e-6)
+    u, g = fmm.evaluate(x, alpha, sigma, depth=3)
+    assert fmm.config.order == 14
+    ud, gd = _reference("singular", x, alpha, sigma)
+    assert _rel(u, ud) <= 1e-6 and _rel(g, gd) <= 1e-5
+    fixed = FMM("singular", tol=1e-6, order=16)
+    fixed.evaluate(x, alpha, sigma, depth=3)
+    assert fixed.config.order == 16

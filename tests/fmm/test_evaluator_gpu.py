@@ -100,7 +100,7 @@ def test_gpu_sparse_m2l_equals_dense(unified):
     us, gs = (a.get() for a in sparse.evaluate(x, alpha, sigma, tracers, depth=4))
     assert sparse.config.depth == 4
     tree = build_tree(x, tracers, 4, cp)
-    assert sparse._m2l_sparsity(tree)[4] is not None, "the input must exercise the sparse path"
+    assert sparse._m2l_sparsity(tree, sparse.config.order)[4] is not None, "the input must exercise the sparse path"
     ud, gd = (a.get() for a in dense.evaluate(x, alpha, sigma, tracers, depth=4))
     assert _rel(us, ud) <= 1e-12 and _rel(gs, gd) <= 1e-12
 

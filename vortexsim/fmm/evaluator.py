@@ -72,6 +72,26 @@ def order_for_tol(tol: float, kernel_name: str = "algebraic") -> int:
                      f"({_ORDER_TABLE[-1][0]:g}); use method='direct' (exact to round-off).")
 
 
+#: (kernel, tol of the table row, deepest tree level, order): trees no deeper than that
+#: level meet the row's tol with the lower order.  Measured (benchmarks/order_check.py
+#: on the H100, benchmarks/bench_cpu_vs_fmm3d.py on the CPU, uniform σ = h, 200
+#: sampled targets, 2026-11-22): singular P = 14 gives err u 1.9e-7 at depth 3
+#: (2×10^5 points), 7.5e-8 and 1.6e-7 at depth 4 (2^20 and 10^5 points), but 6.9e-7 at
+#: depth 5 (2^22 points), above tol/2.  The Gaussian errs more at the same order
+#: (3.7e-7 at P = 16, depth 4), so it keeps the table's order.
+_SHALLOW_ORDERS = (("singular", 1e-6, 4, 14),)
+
+
+def shallow_order(tol: float, kernel_name: str, depth: int, order: int) -> int:
+    """The expansion order for a tree of ``depth`` levels: ``order`` (from
+    :func:`order_for_tol`), or the lower one of ``_SHALLOW_ORDERS`` where measured."""
+    for name, row_tol, max_depth, p in _SHALLOW_ORDERS:
+        if (kernel_name == name and depth <= max_depth and row_tol <= tol
+                and order_for_tol(tol, kernel_name) == order_for_tol(row_tol, kernel_name)):
+            return min(order, p)
+    return order
+
+
 @functools.lru_cache(maxsize=64)
 def _gaussian_rho_star(tol: float) -> float:
     """Smallest ρ beyond which 1 − q < tol/10 and 1 − f/3 < tol/10 (Gaussian)."""
@@ -131,6 +151,7 @@ class FMM:
         from ..backend import resolve_device  # noqa: PLC0415
         self.kernel = get_kernel(kernel)
         self.order = order_for_tol(tol, self.kernel.name) if order is None else int(order)
+        self._order_given = order is not None
         self.tol = float(tol)
         if precision not in ("float64", "float32"):
             raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}.")
@@ -244,6 +265,8 @@ class FMM:
             clock.lap("depth")
         # a root cube stretched so that the leaves are no narrower than the reach
         width = max(width, (1 << depth) * min_leaf * (1 + 1e-9))
+        if not self._order_given:
+            P = shallow_order(self.tol, name, depth, P)
         self.config = FMMConfig(P, depth, self.near_radius, reach, self.leaf_size)
         clock.lap("setup")
         tree = build_tree(x, y, depth, xp, lo=lo, width=width,
@@ -258,7 +281,7 @@ class FMM:
         homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
         sync_free = sigma_range is not None and root is not None and not check_root \
             and depth_given
-        sparse = (self._m2l_sparsity(tree) if depth >= 2 and homogeneous
+        sparse = (self._m2l_sparsity(tree, P) if depth >= 2 and homogeneous
                   and self.device.is_gpu and not sync_free else None)
         clock.lap("m2l_lists")
         u_s, g_s = self._near(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient,
@@ -528,7 +551,7 @@ class FMM:
     #: GEMM against all 343 cores by a cost model; True / False force one (tests)
     SPARSE_M2L_UNIFIED = None
 
-    def _m2l_sparsity(self, tree):
+    def _m2l_sparsity(self, tree, P):
         """Per level: None (dense M2L) or (per class: (n_active, active list), colmap, tgt counts).
 
         Source and target counts per box of every level come from the CSR starts; the
@@ -548,7 +571,7 @@ class FMM:
         active = active.get()                                      # (levels, 8), one transfer
         out = {}
         # the stream is idle after that transfer: host-to-device copies cost no stall now
-        r = (self.order + 1) ** 2
+        r = (P + 1) ** 2
         mdt = self._m2l_dtype()
         item = np.dtype(mdt).itemsize
         for row, level in enumerate(levels):
@@ -557,7 +580,7 @@ class FMM:
                 out[level] = None
                 continue
             sep = self.near_radius + 1 if level == L else 2
-            widths = [k.shape[1] for k in self._sparse_m2l_tables(self.order, sep, mdt)["Kt"]]
+            widths = [k.shape[1] for k in self._sparse_m2l_tables(P, sep, mdt)["Kt"]]
             n_tot = int(active[row].sum())
             # one GEMM against all 343 cores (read once) or one per source class (189
             # cores each, read 8 times): modelled time = flops / 25 TF/s + bytes / 2.5 TB/s

@@ -260,13 +260,23 @@ def unit_m2l_cores(order: int):
     """
     U, V = harmonic_bases(order)
     idx, binom = _m2l_tables(order)
+    # 1/|R| is even, so A(−R)[k, m] = (−1)^(|k|+|m|) A(R)[k, m]; U and V keep degrees
+    # apart, so C(−R) = D C(R) D with D = diag((−1)^degree) on the compressed space.
+    # Half of the offsets are computed, the other half by those signs.
+    n_off = len(OFFSETS_3)                       # OFFSETS_3[n_off − 1 − o] = −OFFSETS_3[o]
     far = np.abs(OFFSETS_3).max(axis=1) >= 2
-    T = kernel_taylor(green_function("singular", None), -OFFSETS_3[far].astype(np.float64),
+    half = np.nonzero(far & (np.arange(n_off) < n_off // 2))[0]
+    T = kernel_taylor(green_function("singular", None), -OFFSETS_3[half].astype(np.float64),
                       2 * order, np)
     r = U.shape[1]
-    K = np.zeros((r, len(OFFSETS_3) * r))
-    for t, o in enumerate(np.nonzero(far)[0]):
-        K[:, o * r:(o + 1) * r] = U.T @ ((T[t][idx] * binom) @ V)
+    deg = np.concatenate([np.full(2 * d + 1, d) for d in range(order + 1)])
+    sign = np.where(deg % 2 == 0, 1.0, -1.0)
+    K = np.zeros((r, n_off * r))
+    for t, o in enumerate(half):
+        C = U.T @ ((T[t][idx] * binom) @ V)
+        K[:, o * r:(o + 1) * r] = C
+        o2 = n_off - 1 - o
+        K[:, o2 * r:(o2 + 1) * r] = sign[:, None] * C * sign[None, :]
     K.setflags(write=False)
     return K
 
