@@ -27,6 +27,7 @@ P2M and L2P (``kernels/cuda/fmm.cu``), all deterministic.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -492,81 +493,104 @@ class FMM:
 
         ``sparse``: :meth:`_m2l_sparsity` of the tree (GPU), or None for the dense M2L.
         """
-        xp = self.device.xp
         L = tree.depth
         locals_ = {}
-        homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
-        degree = E.multi_indices(P).k.sum(axis=1).astype(np.float64)
-        for level in range(2, L + 1):
-            M = multipoles[level]
-            sep = self.near_radius + 1 if level == L else 2
-            w = float(tree.box_width(level))
-            if homogeneous:
-                # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m] and A(1) = U C Vᵀ exactly
-                # (harmonic_bases), so on normalized expansions L̃ = U (C (Vᵀ M̃)) / w.
-                # Boxes of one parity class (key & 7, i.e. every 8th box) share their
-                # interaction offsets O_p, so per class one GEMM over all its boxes and
-                # the three components:
-                #   L̃[:, (t, c)] = [C_o]_{o ∈ O_p} (k-major) · M̃[k, src(t, o), c]
-                # on compressed, coefficient-major multipoles (no zero blocks).
-                U, V = self._cached(("harmonic", P),
-                                    lambda: tuple(xp.asarray(a) for a in E.harmonic_bases(P)))
-                # In float32 runs with tol ≥ 1e-5 these GEMMs run in float32: normalized
-                # expansions are O(1), so float32 rounding (6e-8) stays far below tol.
-                mdt = self._m2l_dtype()
-                B, r = M.shape[0], U.shape[1]
-                Mt = (V.T @ M.transpose(1, 0, 2).reshape(-1, B * 3)).reshape(r, B, 3)
-                Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
-                if sparse is not None and sparse[level] is not None:
-                    Lt = self._m2l_sparse(tree, level, sep, Mt, P, sparse[level], mdt)
-                    Lc = (U @ Lt.reshape(r, B * 3)).reshape(-1, B, 3).transpose(1, 0, 2) / w
-                    locals_[level] = xp.ascontiguousarray(Lc)
-                    clock.lap(f"m2l_{level}")
-                    continue
-                Lt = xp.empty((r, B, 3), mdt)                      # Mcm: (r, B + 1, 3)
-                Mcc = np.ascontiguousarray(Mcm.transpose(0, 2, 1)) if xp is np else None
-                for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
-                    Kp = self._cached(("m2l_class_cores", P, sep, p, mdt), lambda offsets=offsets:
-                                      xp.asarray(_class_cores(E.unit_m2l_cores(P), offsets),
-                                                 dtype=mdt))
-                    nb = gather.shape[0]
-                    # GPU: one gather and GEMM for the three components; CPU: one per
-                    # component (NumPy gathers single columns of a (r, 3, B+1) array
-                    # 10× faster than 3-vectors from the middle axis)
-                    ncomp = 3 if xp is not np else 1
-                    chunk = max(1, int(self._chunk_bytes
-                                       // (len(offsets) * r * ncomp * np.dtype(mdt).itemsize)))
-                    for j0 in range(0, nb, chunk):
-                        j1 = min(nb, j0 + chunk)
-                        g = gather[j0:j1].T
-                        if xp is np:
-                            for c in range(3):
-                                X = Mcc[:, c, g].reshape(r * len(offsets), j1 - j0)
-                                Lt[:, p + 8 * j0:p + 8 * j1:8, c] = Kp @ X
-                        else:
-                            X = Mcm[:, g, :].reshape(r * len(offsets), 3 * (j1 - j0))
-                            Lt[:, p + 8 * j0:p + 8 * j1:8, :] = (Kp @ X).reshape(r, j1 - j0, 3)
-                Lc = (U @ Lt.reshape(r, B * 3).astype(np.float64)).reshape(-1, B, 3) \
-                    .transpose(1, 0, 2) / w
-            else:
-                # regularized G: operators depend on σ/w, built per level, one GEMM per
-                # offset, on de-normalized expansions (M = w^|m| M̃, L̃ = w^|k| L)
-                wdeg = xp.asarray(w ** degree)
-                M = M * wdeg[None, :, None]
-                idx, binom = (xp.asarray(a) for a in E._m2l_tables(P))
-                pairs = self._m2l_pairs(level, sep)
-                Lc = xp.zeros_like(M)
-                R = xp.asarray(np.array([-d * w for d, _, _ in pairs]).reshape(-1, 3))  # c_L − c_M
-                T = E.kernel_taylor(green, R, 2 * P, xp)
-                for o, (_, tgt, src) in enumerate(pairs):
-                    # full square operator (|k|, |m| ≤ P): the total-degree truncation
-                    # |k| + |m| ≤ P is 11× cheaper at P = 12 but 50× less accurate here
-                    Lc[tgt] += _apply(T[o][idx] * binom, M[src], xp)
-                Lc *= wdeg[None, :, None]
-            locals_[level] = xp.ascontiguousarray(Lc)
-            clock.lap(f"m2l_{level}")
+        # GPU: the leaf level (most of the work) goes first on the current stream and
+        # the small upper levels on a second one, where they overlap it; the current
+        # stream waits for them at the end.  Profiling keeps one stream.
+        upper = None
+        if self.device.is_gpu and not clock.sync and L > 2:
+            import cupy as cp  # noqa: PLC0415
+            main = cp.cuda.get_current_stream()
+            upper = self._cached(("m2l_stream",), lambda: cp.cuda.Stream(non_blocking=True))
+            ready = cp.cuda.Event(disable_timing=True)
+            ready.record(main)
+            upper.wait_event(ready)
+        order = [L, *range(2, L)] if upper is not None else range(2, L + 1)
+        for level in order:
+            with (upper if upper is not None and level < L else contextlib.nullcontext()):
+                locals_[level] = self._m2l_level(tree, multipoles, green, P, clock, sparse,
+                                                 level)
+        if upper is not None:
+            done = cp.cuda.Event(disable_timing=True)
+            done.record(upper)
+            main.wait_event(done)
         clock.laps["m2l"] = sum(v for k, v in clock.laps.items() if k.startswith("m2l_"))
         return locals_
+
+    def _m2l_level(self, tree, multipoles, green, P, clock, sparse, level):
+        """Normalized local expansion L̃ (8^level, n, 3) of one level from its M2L."""
+        xp = self.device.xp
+        L = tree.depth
+        homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
+        degree = E.multi_indices(P).k.sum(axis=1).astype(np.float64)
+        M = multipoles[level]
+        sep = self.near_radius + 1 if level == L else 2
+        w = float(tree.box_width(level))
+        if homogeneous:
+            # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m] and A(1) = U C Vᵀ exactly
+            # (harmonic_bases), so on normalized expansions L̃ = U (C (Vᵀ M̃)) / w.
+            # Boxes of one parity class (key & 7, i.e. every 8th box) share their
+            # interaction offsets O_p, so per class one GEMM over all its boxes and
+            # the three components:
+            #   L̃[:, (t, c)] = [C_o]_{o ∈ O_p} (k-major) · M̃[k, src(t, o), c]
+            # on compressed, coefficient-major multipoles (no zero blocks).
+            U, V = self._cached(("harmonic", P),
+                                lambda: tuple(xp.asarray(a) for a in E.harmonic_bases(P)))
+            # In float32 runs with tol ≥ 1e-5 these GEMMs run in float32: normalized
+            # expansions are O(1), so float32 rounding (6e-8) stays far below tol.
+            mdt = self._m2l_dtype()
+            B, r = M.shape[0], U.shape[1]
+            Mt = (V.T @ M.transpose(1, 0, 2).reshape(-1, B * 3)).reshape(r, B, 3)
+            Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
+            if sparse is not None and sparse[level] is not None:
+                Lt = self._m2l_sparse(tree, level, sep, Mt, P, sparse[level], mdt)
+                Lc = (U @ Lt.reshape(r, B * 3)).reshape(-1, B, 3).transpose(1, 0, 2) / w
+                clock.lap(f"m2l_{level}")
+                return xp.ascontiguousarray(Lc)
+            Lt = xp.empty((r, B, 3), mdt)                      # Mcm: (r, B + 1, 3)
+            Mcc = np.ascontiguousarray(Mcm.transpose(0, 2, 1)) if xp is np else None
+            for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
+                Kp = self._cached(("m2l_class_cores", P, sep, p, mdt), lambda offsets=offsets:
+                                  xp.asarray(_class_cores(E.unit_m2l_cores(P), offsets),
+                                             dtype=mdt))
+                nb = gather.shape[0]
+                # GPU: one gather and GEMM for the three components; CPU: one per
+                # component (NumPy gathers single columns of a (r, 3, B+1) array
+                # 10× faster than 3-vectors from the middle axis)
+                ncomp = 3 if xp is not np else 1
+                chunk = max(1, int(self._chunk_bytes
+                                   // (len(offsets) * r * ncomp * np.dtype(mdt).itemsize)))
+                for j0 in range(0, nb, chunk):
+                    j1 = min(nb, j0 + chunk)
+                    g = gather[j0:j1].T
+                    if xp is np:
+                        for c in range(3):
+                            X = Mcc[:, c, g].reshape(r * len(offsets), j1 - j0)
+                            Lt[:, p + 8 * j0:p + 8 * j1:8, c] = Kp @ X
+                    else:
+                        X = Mcm[:, g, :].reshape(r * len(offsets), 3 * (j1 - j0))
+                        Lt[:, p + 8 * j0:p + 8 * j1:8, :] = (Kp @ X).reshape(r, j1 - j0, 3)
+            Lc = (U @ Lt.reshape(r, B * 3).astype(np.float64)).reshape(-1, B, 3) \
+                .transpose(1, 0, 2) / w
+        else:
+            # regularized G: operators depend on σ/w, built per level, one GEMM per
+            # offset, on de-normalized expansions (M = w^|m| M̃, L̃ = w^|k| L)
+            wdeg = xp.asarray(w ** degree)
+            M = M * wdeg[None, :, None]
+            idx, binom = (xp.asarray(a) for a in E._m2l_tables(P))
+            pairs = self._m2l_pairs(level, sep)
+            Lc = xp.zeros_like(M)
+            R = xp.asarray(np.array([-d * w for d, _, _ in pairs]).reshape(-1, 3))  # c_L − c_M
+            T = E.kernel_taylor(green, R, 2 * P, xp)
+            for o, (_, tgt, src) in enumerate(pairs):
+                # full square operator (|k|, |m| ≤ P): the total-degree truncation
+                # |k| + |m| ≤ P is 11× cheaper at P = 12 but 50× less accurate here
+                Lc[tgt] += _apply(T[o][idx] * binom, M[src], xp)
+            Lc *= wdeg[None, :, None]
+        clock.lap(f"m2l_{level}")
+        return xp.ascontiguousarray(Lc)
+
 
     #: levels whose fraction of non-empty source boxes is below this use the sparse M2L
     SPARSE_M2L_FRACTION = 0.5
