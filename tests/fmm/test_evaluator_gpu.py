@@ -123,7 +123,6 @@ def test_gpu_near_pair_counts_equal_numpy():
 def test_gpu_near_field_crowded_leaves_self_excluded():
     """Leaves holding thousands of targets are split over many blocks (target chunks);
     with sources = targets each chunk must still skip exactly its own records."""
-    import cupy as cp
     rng = np.random.default_rng(13)
     n = 40000
     x = np.concatenate([0.5 + 0.01 * rng.normal(size=(n // 2, 3)), rng.random((n // 2, 3))])
@@ -144,3 +143,26 @@ def build_tree_counts(fmm, x):
     from vortexsim.fmm.tree import build_tree
     tree = build_tree(x, x, fmm.config.depth, np)
     return tree.tgt_start
+
+
+def test_gpu_tiled_l2p_on_crowded_leaves_equals_cpu():
+    """The leaf-tiled L2P (coefficient tiles in shared memory, several blocks per
+    crowded leaf) gives the CPU FMM's result on a tracer cloud."""
+    import cupy as cp
+    rng = np.random.default_rng(15)
+    x, alpha, tracers = rings(1 << 12, 1 << 16, rng)
+    sigma = np.full(x.shape[0], 0.01)
+    fmm = FMM("gaussian", tol=1e-6, device="gpu")
+    ug, gg = (a.get() for a in fmm.evaluate(cp.asarray(x), cp.asarray(alpha),
+                                             cp.asarray(sigma), cp.asarray(tracers), depth=4))
+    assert fmm.config.depth == 4
+    counts = np.diff(build_tree_counts_targets(x, tracers, 4))
+    assert counts.max() > 256, "leaves must span several blocks"
+    uc, gc = FMM("gaussian", tol=1e-6, device="cpu").evaluate(x, alpha, sigma, tracers, depth=4)
+    assert _rel(ug, uc) <= 1e-9 and _rel(gg, gc) <= 1e-9
+
+
+def build_tree_counts_targets(x, y, depth):
+    """Target CSR starts of a tree of ``depth`` over sources x and targets y."""
+    from vortexsim.fmm.tree import build_tree
+    return build_tree(x, y, depth, np).tgt_start

@@ -383,9 +383,7 @@ class FMM:
         # blocks of `block` targets of one leaf each (so that a few crowded leaves still
         # fill the GPU); their number is bounded by n_leaves + m / block, which sizes the
         # grid without a host transfer (spare blocks return at once)
-        chunks = (cp.diff(tree.tgt_start) + (block - 1)) // block
-        chunk_start = cp.concatenate([cp.zeros(1, cp.int64), cp.cumsum(chunks)])
-        grid = tree.n_leaves + -(-m // block)
+        chunk_start, grid = _chunk_starts(tree, block, m)
         fn((grid,), (block,),
            (cp.ascontiguousarray(xs, dtype=dtype), cp.ascontiguousarray(alpha_s, dtype=dtype),
             cp.ascontiguousarray(param), tree.src_start, cp.ascontiguousarray(ys, dtype=dtype),
@@ -753,19 +751,21 @@ class FMM:
         if self.device.is_gpu:
             from ..kernels.modules import get_function  # noqa: PLC0415
             idx, fu, fg = self._cached(("l2p_tables", P), lambda: tuple(
-                xp.asarray(a) for a in _l2p_coefficient_tables(P)))
+                xp.asarray(a) for a in _l2p_coefficient_tables(P, loop_order=True)))
             B, n_out, m = Ll.shape[0], idx.shape[1], ys.shape[0]
             C = xp.empty((B, n_out))
             get_function("fmm.cu", "l2p_coefficients")(
                 ((B * n_out + 255) // 256,), (256,),
                 (Ll, idx, fu, fg, np.float64(1.0 / w), np.int32(n * 3), np.int32(n_out),
                  np.int64(B), tree.tgt_start, C))
-            leaf = xp.searchsorted(tree.tgt_start, xp.arange(m), side="right") - 1
             g = g_s if gradient else u_s
-            get_function("fmm.cu", f"l2p_targets<{P},{'true' if gradient else 'false'}>")(
-                ((m + 127) // 128,), (128,),
-                (C, xp.ascontiguousarray(centres), np.float64(1.0 / w), leaf, ys, np.int64(m),
-                 u_s, g))
+            block = self._block_for(m, tree.n_leaves)
+            chunk_start, grid = _chunk_starts(tree, block, m)
+            get_function("fmm.cu", f"l2p_targets_tiled<{P},"
+                         f"{'true' if gradient else 'false'},{block},64>")(
+                (grid,), (block,),
+                (C, xp.ascontiguousarray(centres), np.float64(1.0 / w), tree.tgt_start,
+                 chunk_start, np.int32(tree.n_leaves), ys, u_s, g))
             clock.lap("l2p")
             return
         ts = tree.tgt_start
@@ -964,7 +964,17 @@ def _near_pairs_by_depth_cuda(cs, ct, same, depth_max, radius):
     return out[:, 0], out[:, 1]
 
 
-def _l2p_coefficient_tables(order):
+def _chunk_starts(tree, block, m):
+    """Blocks of ``block`` targets of one leaf each (GPU kernels over crowded leaves):
+    chunk_start (n_leaves + 1,) int64, the first block of each leaf, and the grid size,
+    bounded by n_leaves + m / block without a host transfer (spare blocks return)."""
+    import cupy as cp  # noqa: PLC0415
+    chunks = (cp.diff(tree.tgt_start) + (block - 1)) // block
+    chunk_start = cp.concatenate([cp.zeros(1, cp.int64), cp.cumsum(chunks)])
+    return chunk_start, tree.n_leaves + -(-m // block)
+
+
+def _l2p_coefficient_tables(order, loop_order=False):
     """Gather tables of the GPU L2P: per-leaf coefficients C from normalized locals L̃.
 
     For the n1 = n(order − 1) monomials ĥ^j, row j of C holds 12 values: the
@@ -975,8 +985,10 @@ def _l2p_coefficient_tables(order):
         ∂_d u_a[j] = Σ_bc ε_abc (j_d + 1)((j + e_d)_b + 1) L̃[j + e_d + e_b, c] / (4π w²)
 
     Returns idx (2, n1·12) int64 into L̃ flattened as (n·3), and fu, fg (2, n1·12):
-    the factors are fu / w + fg / w² (fu holds the u rows, fg the ∂u rows).  (Rows in
-    the kernel's loop order, read sequentially, measured 9% slower on the H100.)
+    the factors are fu / w + fg / w² (fu holds the u rows, fg the ∂u rows).  Rows in
+    multi-index order, or with ``loop_order`` in the order of the kernel loops
+    (:func:`_l2p_loop_order`, as l2p_targets_tiled reads them: it stages contiguous
+    ranges of rows).
     """
     mi = E.multi_indices(order)
     m1 = E.multi_indices(max(order - 1, 0))
@@ -1000,7 +1012,19 @@ def _l2p_coefficient_tables(order):
                         k2 = kd + eye[b]
                         idx[t, j, 3 + 3 * a + d] = mi.index[k2[0], k2[1], k2[2]] * 3 + c
                         fg[t, j, 3 + 3 * a + d] = sign * (kj[d] + 1) * (kd[b] + 1) * E.INV_4PI
+    if loop_order:
+        perm = _l2p_loop_order(order)
+        idx, fu, fg = idx[:, perm], fu[:, perm], fg[:, perm]
     return idx.reshape(2, -1), fu.reshape(2, -1), fg.reshape(2, -1)
+
+
+def _l2p_loop_order(order):
+    """Indices (n1,) into multi_indices(order − 1) in the order of the L2P kernel loops
+    (kx = 0..D, ky = 0..D − kx, kz = 0..D − kx − ky; D = order − 1)."""
+    m1 = E.multi_indices(max(order - 1, 0))
+    top = max(order - 1, 0)
+    return np.array([m1.index[kx, ky, kz] for kx in range(top + 1)
+                     for ky in range(top + 1 - kx) for kz in range(top + 1 - kx - ky)])
 
 
 _OFFSETS_3 = E.OFFSETS_3
