@@ -276,9 +276,8 @@ class FMM:
         ys = xs if exclude_self else y[tree.tgt_order]
         clock.lap("tree")
 
-        # sparse-M2L lists now: their one transfer waits for the tree only.  A caller
-        # that asked for no transfers (sigma_range, root, depth given, check_root=False:
-        # a time stepper) gets the dense M2L, which needs none.
+        # A caller that asked for no transfers (sigma_range, root, depth given,
+        # check_root=False: a time stepper) gets the dense M2L, which needs none.
         homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
         sync_free = sigma_range is not None and root is not None and not check_root \
             and depth_given
@@ -299,15 +298,17 @@ class FMM:
                                       occupied_leaves)
             near_done = cp.cuda.Event(disable_timing=True)
             near_done.record(near_stream)
-        sparse = (self._m2l_sparsity(tree, P) if depth >= 2 and homogeneous
-                  and self.device.is_gpu and not sync_free else None)
-        clock.lap("m2l_lists")
         if not side:
             u_s, g_s = self._near(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient,
                                   occupied_leaves)
             clock.lap("near")
         if depth >= 2:
             multipoles = self._upward(tree, xs, alpha_s, P, clock)
+            # the sparse-M2L lists after the upward pass is queued: their one transfer
+            # then waits on it instead of leaving the GPU idle
+            sparse = (self._m2l_sparsity(tree, P) if homogeneous and self.device.is_gpu
+                      and not sync_free else None)
+            clock.lap("m2l_lists")
             locals_ = self._m2l(tree, multipoles, green, P, clock, sparse)
             if side:
                 main.wait_event(near_done)
