@@ -280,3 +280,15 @@ def test_shallow_trees_use_the_measured_lower_order():
     fixed = FMM("singular", tol=1e-6, order=16)
     fixed.evaluate(x, alpha, sigma, depth=3)
     assert fixed.config.order == 16
+
+
+def test_default_near_radius_by_device_and_kernel():
+    """CPU: 2 for kernels with a near-field reach (half-width leaves, fewer pairs), 1 for
+    the others; an explicit value is kept."""
+    assert FMM("gaussian").near_radius == 2
+    assert FMM("polynomial").near_radius == 2
+    assert FMM("singular").near_radius == 1
+    assert FMM("algebraic").near_radius == 1
+    assert FMM("gaussian", near_radius=1).near_radius == 1
+    with pytest.raises(ValueError, match="near_radius"):
+        FMM("gaussian", near_radius=3)
