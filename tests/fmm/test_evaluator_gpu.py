@@ -56,15 +56,18 @@ def test_gpu_fmm_rings_and_tracers_float32():
         assert _rel(u[sample], ud) <= tol and _rel(g[sample], gd) <= 10 * tol
 
 
-@pytest.mark.parametrize("kernel", ["gaussian", "algebraic"])
-def test_gpu_and_cpu_fmm_agree(kernel):
+@pytest.mark.parametrize("kernel,near_radius", [("gaussian", 1), ("gaussian", 2),
+                                                ("algebraic", 1)])
+def test_gpu_and_cpu_fmm_agree(kernel, near_radius):
+    """The same algorithm (same stencil: the devices' defaults differ) on both devices."""
     rng = np.random.default_rng(2)
     x, alpha = rng.random((3000, 3)), rng.normal(size=(3000, 3))
     sigma = np.full(3000, 0.05)
     targets = rng.random((500, 3)) * 1.4 - 0.2
+    kw = dict(tol=1e-6, leaf_size=16, near_radius=near_radius)
     for tg in (None, targets):
-        ug, gg = _gpu_eval(FMM(kernel, tol=1e-6, device="gpu", leaf_size=16), x, alpha, sigma, tg)
-        uc, gc = FMM(kernel, tol=1e-6, device="cpu", leaf_size=16).evaluate(x, alpha, sigma, tg)
+        ug, gg = _gpu_eval(FMM(kernel, device="gpu", **kw), x, alpha, sigma, tg)
+        uc, gc = FMM(kernel, device="cpu", **kw).evaluate(x, alpha, sigma, tg)
         assert _rel(ug, uc) <= 1e-9 and _rel(gg, gc) <= 1e-9
 
 
@@ -158,7 +161,8 @@ def test_gpu_tiled_l2p_on_crowded_leaves_equals_cpu():
     assert fmm.config.depth == 4
     counts = np.diff(build_tree_counts_targets(x, tracers, 4))
     assert counts.max() > 256, "leaves must span several blocks"
-    uc, gc = FMM("gaussian", tol=1e-6, device="cpu").evaluate(x, alpha, sigma, tracers, depth=4)
+    cpu = FMM("gaussian", tol=1e-6, device="cpu", near_radius=fmm.near_radius)
+    uc, gc = cpu.evaluate(x, alpha, sigma, tracers, depth=4)
     assert _rel(ug, uc) <= 1e-9 and _rel(gg, gc) <= 1e-9
 
 
