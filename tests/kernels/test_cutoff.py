@@ -462,3 +462,21 @@ def test_gaussian_table_matches_specification():
     rho = np.sqrt(cutoff.GAUSS_TABLE_SMAX)
     assert 1.0 - cutoff.KERNELS["gaussian"].q(np.array(rho), np) < 2e-17
     assert 1.0 - cutoff.KERNELS["gaussian"].f(np.array(rho), np) / 3.0 < 1e-15
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gaussian_factors_numpy_subset_path_equals_the_select_path(dtype):
+    """NumPy evaluates the series only where ρ < 1; the select path (CuPy's) evaluates
+    both branches everywhere.  Same values, bitwise, on both sides of the switch."""
+    from vortexsim.kernels.cutoff import (GAUSSIAN_SERIES_S, _gaussian_reduced_where,
+                                          gaussian_reduced_factors)
+    rng = np.random.default_rng(16)
+    s = (rng.random((64, 50)) * 7.0) ** 2
+    s[0, :5] = [0.0, GAUSSIAN_SERIES_S, np.nextafter(GAUSSIAN_SERIES_S, 0), 1e-300, 900.0]
+    s = s.astype(dtype)
+    a, b = gaussian_reduced_factors(s, np)
+    a_ref, b_ref = _gaussian_reduced_where(s, np)
+    assert a.dtype == dtype and a.shape == s.shape
+    assert np.array_equal(a, a_ref) and np.array_equal(b, b_ref)
+    a0, b0 = gaussian_reduced_factors(dtype(0.25), np)               # 0-d input
+    assert np.array_equal(a0, _gaussian_reduced_where(np.asarray(dtype(0.25)), np)[0])
