@@ -49,6 +49,33 @@ CASES = {
 }
 
 
+def case_arrays(name, rng):
+    """Host inputs (float64) of a case: x, alpha (N, 3), sigma (N,), tracers (M, 3) or None."""
+    kind, n, m, _, _, _, sh, _ = CASES[name]
+    if kind == "rings":
+        x, alpha, tracers = rings(n, m, rng)
+        sigma_val = 0.01
+    else:
+        x, alpha, tracers = uniform(n, rng) if kind == "uniform" else clustered(n, rng)
+        if sh == "half-mass":     # spacing of n/2 points in the half-mass sphere
+            r_half = 1.305 * 0.05
+            sigma_val = (0.5 * n / (4 / 3 * math.pi * r_half ** 3)) ** (-1 / 3)
+        else:
+            sigma_val = sh * n ** (-1 / 3)
+    return x, alpha, np.full(n, sigma_val), tracers
+
+
+def gpu_case(name, rng, **fmm_options):
+    """A case on the GPU: its host arrays (:func:`case_arrays`), the same as CuPy arrays
+    in the case's precision, and an FMM evaluator for it (``fmm_options`` added)."""
+    import cupy as cp
+    _, _, _, kname, tol, prec, _, _ = CASES[name]
+    host = case_arrays(name, rng)
+    dt = np.dtype(prec)
+    dev = tuple(None if a is None else cp.asarray(a, dtype=dt) for a in host)
+    return host, dev, FMM(kname, tol=tol, precision=prec, device="gpu", **fmm_options)
+
+
 STAGES = ("sigma", "root", "depth", "setup", "tree", "near", "p2m", "m2m", "m2l", "l2l", "l2p")
 
 
@@ -69,23 +96,9 @@ def main(argv=None):
     for name in args.cases:
         kind, n, m, kname, tol, prec, sh, target = CASES[name]
         rng = np.random.default_rng(sum(map(ord, name.removesuffix("-r2"))))
-        if kind == "rings":
-            x, alpha, tracers = rings(n, m, rng)
-            sigma_val = 0.01
-        else:
-            x, alpha, tracers = uniform(n, rng) if kind == "uniform" else clustered(n, rng)
-            if sh == "half-mass":     # spacing of n/2 points in the half-mass sphere
-                r_half = 1.305 * 0.05
-                sigma_val = (0.5 * n / (4 / 3 * math.pi * r_half ** 3)) ** (-1 / 3)
-            else:
-                sigma_val = sh * n ** (-1 / 3)
-        sigma = np.full(n, sigma_val)
+        (x, alpha, sigma, tracers), (xd, ad, sd, td), fmm = gpu_case(
+            name, rng, leaf_size=args.leaf_size, near_radius=2 if name.endswith("-r2") else 1)
         kern = get_kernel(kname)
-        fmm = FMM(kname, tol=tol, precision=prec, device="gpu", leaf_size=args.leaf_size,
-                  near_radius=2 if name.endswith("-r2") else 1)
-        dt = np.dtype(prec)
-        xd, ad, sd = (cp.asarray(a, dtype=dt) for a in (x, alpha, sigma))
-        td = None if tracers is None else cp.asarray(tracers, dtype=dt)
         t_fmm = time_gpu(lambda: fmm.evaluate(xd, ad, sd, td))
         fmm.profile = True
         u, g = fmm.evaluate(xd, ad, sd, td)
@@ -118,7 +131,7 @@ def main(argv=None):
             sub = time_gpu(lambda: direct_sum_cuda(kern, xd[:k], ad[:k], sd[:k], xd[:k]), 3)
             t_direct, how = sub * pairs / float(k * k), "est"
         row = dict(case=name, device=device, n=n, m=n_t, kernel=kname, tol=tol, precision=prec,
-                   sigma=sigma_val, order=fmm.config.order, depth=fmm.config.depth,
+                   sigma=float(sigma[0]), order=fmm.config.order, depth=fmm.config.depth,
                    err_u=err_u, err_grad=err_g, time_s=t_fmm, stages=stages,
                    direct_s=t_direct, direct_how=how, target_ms=target,
                    met=None if target is None else (t_fmm * 1e3 <= target and err_u <= tol

@@ -17,10 +17,7 @@ import time
 import numpy as np
 
 from _timing import time_gpu
-from bench_fmm import CASES
-
-from vortexsim.fmm.evaluator import FMM
-from vortexsim.inputs import rings, uniform
+from bench_fmm import gpu_case
 
 
 def main(argv=None):
@@ -30,24 +27,13 @@ def main(argv=None):
     p.add_argument("--leapfrog", action="store_true", help="also profile a leapfrog step")
     args = p.parse_args(argv)
     for name in args.cases:
-        kind, n, m, kname, tol, prec, sh, _ = CASES[name]
-        rng = np.random.default_rng(0)
-        if kind == "rings":
-            x, alpha, tracers = rings(n, m, rng)
-            sigma = np.full(n, 0.01)
-        else:
-            x, alpha, tracers = uniform(n, rng)
-            sigma = np.full(n, sh * n ** (-1 / 3))
-        dt = np.dtype(prec)
-        xd, ad, sd = (cp.asarray(a, dtype=dt) for a in (x, alpha, sigma))
-        td = None if tracers is None else cp.asarray(tracers, dtype=dt)
-        fmm = FMM(kname, tol=tol, precision=prec, device="gpu")
+        arrays, (xd, ad, sd, td), fmm = gpu_case(name, np.random.default_rng(0))
         t_default = time_gpu(lambda: fmm.evaluate(xd, ad, sd, td))
         depth = fmm.config.depth
         pts = xd if td is None else cp.concatenate([xd, td])
         lo = pts.min(axis=0).astype(cp.float64) - 1e-3
         edge = float((pts.max(axis=0) - pts.min(axis=0)).max()) + 2e-3
-        kw = dict(sigma_range=(float(sigma.min()), float(sigma.max())), root=(lo, edge),
+        kw = dict(sigma_range=(float(arrays[2].min()), float(arrays[2].max())), root=(lo, edge),
                   check_root=False, depth=depth)
         call = lambda: fmm.evaluate(xd, ad, sd, td, **kw)   # noqa: E731
         t_free = time_gpu(call)

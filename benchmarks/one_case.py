@@ -6,25 +6,12 @@ import sys
 
 import numpy as np
 
-from bench_fmm import CASES
-from vortexsim.fmm.evaluator import FMM
-from vortexsim.inputs import rings, uniform
+from bench_fmm import gpu_case
 
 
 def main(name, repeats=3):
     import cupy as cp
-    kind, n, m, kname, tol, prec, sh, _ = CASES[name]
-    rng = np.random.default_rng(0)
-    if kind == "rings":
-        x, alpha, tracers = rings(n, m, rng)
-        sigma = np.full(n, 0.01)
-    else:
-        x, alpha, tracers = uniform(n, rng)
-        sigma = np.full(n, sh * n ** (-1 / 3))
-    dt = np.dtype(prec)
-    xd, ad, sd = (cp.asarray(a, dtype=dt) for a in (x, alpha, sigma))
-    td = None if tracers is None else cp.asarray(tracers, dtype=dt)
-    fmm = FMM(kname, tol=tol, precision=prec, device="gpu")
+    _, (xd, ad, sd, td), fmm = gpu_case(name, np.random.default_rng(0))
     for _ in range(2 + repeats):
         fmm.evaluate(xd, ad, sd, td)
     cp.cuda.Device().synchronize()

@@ -15,9 +15,7 @@ import sys
 
 import numpy as np
 
-from bench_fmm import CASES
-from vortexsim.fmm.evaluator import FMM
-from vortexsim.inputs import clustered, rings, uniform
+from bench_fmm import CASES, gpu_case
 
 
 def main(argv=None):
@@ -26,18 +24,7 @@ def main(argv=None):
     p.add_argument("--case", default="uniform-gauss-1e-6", choices=list(CASES))
     p.add_argument("--top", type=int, default=30)
     args = p.parse_args(argv)
-    kind, n, m, kname, tol, prec, sh, _ = CASES[args.case]
-    rng = np.random.default_rng(0)
-    if kind == "rings":
-        x, alpha, tracers = rings(n, m, rng)
-        sigma = np.full(n, 0.01)
-    else:
-        x, alpha, tracers = uniform(n, rng) if kind == "uniform" else clustered(n, rng)
-        sigma = np.full(n, sh * n ** (-1 / 3))
-    dt = np.dtype(prec)
-    xd, ad, sd = (cp.asarray(a, dtype=dt) for a in (x, alpha, sigma))
-    td = None if tracers is None else cp.asarray(tracers, dtype=dt)
-    fmm = FMM(kname, tol=tol, precision=prec, device="gpu")
+    _, (xd, ad, sd, td), fmm = gpu_case(args.case, np.random.default_rng(0))
     for _ in range(2):
         fmm.evaluate(xd, ad, sd, td)
     cp.cuda.Device().synchronize()
