@@ -286,7 +286,6 @@ class FMM:
 
         # A caller that asked for no transfers (sigma_range, root, depth given,
         # check_root=False: a time stepper) gets the dense M2L, which needs none.
-        homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
         sync_free = sigma_range is not None and root is not None and not check_root \
             and depth_given
         # GPU: the near field runs on its own stream, overlapping the sparse-list
@@ -314,7 +313,7 @@ class FMM:
             multipoles = self._upward(tree, xs, alpha_s, P, clock)
             # the sparse-M2L lists after the upward pass is queued: their one transfer
             # then waits on it instead of leaving the GPU idle
-            sparse = (self._m2l_sparsity(tree, P) if homogeneous and self.device.is_gpu
+            sparse = (self._m2l_sparsity(tree, P) if green.harmonic and self.device.is_gpu
                       and not sync_free else None)
             clock.lap("m2l_lists")
             locals_ = self._m2l(tree, multipoles, green, P, clock, sparse)
@@ -529,12 +528,10 @@ class FMM:
         """Normalized local expansion L̃ (8^level, n, 3) of one level from its M2L."""
         xp = self.device.xp
         L = tree.depth
-        homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
-        degree = E.multi_indices(P).k.sum(axis=1).astype(np.float64)
         M = multipoles[level]
         sep = self.near_radius + 1 if level == L else 2
         w = float(tree.box_width(level))
-        if homogeneous:
+        if green.harmonic:
             # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m] and A(1) = U C Vᵀ exactly
             # (harmonic_bases), so on normalized expansions L̃ = U (C (Vᵀ M̃)) / w.
             # Boxes of one parity class (key & 7, i.e. every 8th box) share their
@@ -583,6 +580,7 @@ class FMM:
         else:
             # regularized G: operators depend on σ/w, built per level, one GEMM per
             # offset, on de-normalized expansions (M = w^|m| M̃, L̃ = w^|k| L)
+            degree = E.multi_indices(P).k.sum(axis=1).astype(np.float64)
             wdeg = xp.asarray(w ** degree)
             M = M * wdeg[None, :, None]
             idx, binom = (xp.asarray(a) for a in E._m2l_tables(P))
@@ -816,8 +814,7 @@ class FMM:
         """
         near_rate, gemm_rate, visit = self.COST_RATES[(self.device.kind, self.dtype.name)]
         stencil = (2 * self.near_radius + 1) ** 3
-        homogeneous = green.sigma2 == 0.0 and green.terms == ((1.0, 0.5),)
-        c = (self.order + 1) ** 2 if homogeneous else E.multi_indices(self.order).n
+        c = (self.order + 1) ** 2 if green.harmonic else E.multi_indices(self.order).n
         best, best_cost = 0, math.inf
         for depth, npairs in enumerate(pairs):
             far = sum(8.0 ** level for level in range(2, depth + 1)) * 189 * 6 * c * c / gemm_rate

@@ -97,6 +97,11 @@ class GreenFunction:
     terms: tuple
     sigma2: float
 
+    @property
+    def harmonic(self) -> bool:
+        """G = 1/r: harmonic away from 0, scale-invariant, its M2L compressible exactly."""
+        return self.sigma2 == 0.0 and self.terms == ((1.0, 0.5),)
+
 
 def green_function(kernel_name: str, sigma: float | None) -> GreenFunction:
     """The far-field Green's function of a kernel (see the module table).
