@@ -758,7 +758,7 @@ class FMM:
         if self.device.is_gpu:
             from ..kernels.modules import get_function  # noqa: PLC0415
             idx, fu, fg = self._cached(("l2p_tables", P), lambda: tuple(
-                xp.asarray(a) for a in _l2p_coefficient_tables(P, loop_order=True)))
+                xp.asarray(a) for a in _l2p_coefficient_tables(P)))
             B, n_out, m = Ll.shape[0], idx.shape[1], ys.shape[0]
             C = xp.empty((B, n_out))
             get_function("fmm.cu", "l2p_coefficients")(
@@ -980,7 +980,7 @@ def _chunk_starts(tree, block, m):
     return chunk_start, tree.n_leaves + -(-m // block)
 
 
-def _l2p_coefficient_tables(order, loop_order=False):
+def _l2p_coefficient_tables(order):
     """Gather tables of the GPU L2P: per-leaf coefficients C from normalized locals L̃.
 
     For the n1 = n(order − 1) monomials ĥ^j, row j of C holds 12 values: the
@@ -991,10 +991,9 @@ def _l2p_coefficient_tables(order, loop_order=False):
         ∂_d u_a[j] = Σ_bc ε_abc (j_d + 1)((j + e_d)_b + 1) L̃[j + e_d + e_b, c] / (4π w²)
 
     Returns idx (2, n1·12) int64 into L̃ flattened as (n·3), and fu, fg (2, n1·12):
-    the factors are fu / w + fg / w² (fu holds the u rows, fg the ∂u rows).  Rows in
-    multi-index order, or with ``loop_order`` in the order of the kernel loops
-    (:func:`_l2p_loop_order`, as l2p_targets_tiled reads them: it stages contiguous
-    ranges of rows).
+    the factors are fu / w + fg / w² (fu holds the u rows, fg the ∂u rows).  Rows (j)
+    come in the order of the kernel loops, :func:`_l2p_loop_order` (l2p_targets_tiled
+    stages contiguous ranges of rows).
     """
     mi = E.multi_indices(order)
     m1 = E.multi_indices(max(order - 1, 0))
@@ -1018,10 +1017,9 @@ def _l2p_coefficient_tables(order, loop_order=False):
                         k2 = kd + eye[b]
                         idx[t, j, 3 + 3 * a + d] = mi.index[k2[0], k2[1], k2[2]] * 3 + c
                         fg[t, j, 3 + 3 * a + d] = sign * (kj[d] + 1) * (kd[b] + 1) * E.INV_4PI
-    if loop_order:
-        perm = _l2p_loop_order(order)
-        idx, fu, fg = idx[:, perm], fu[:, perm], fg[:, perm]
-    return idx.reshape(2, -1), fu.reshape(2, -1), fg.reshape(2, -1)
+    perm = _l2p_loop_order(order)
+    return (idx[:, perm].reshape(2, -1), fu[:, perm].reshape(2, -1),
+            fg[:, perm].reshape(2, -1))
 
 
 def _l2p_loop_order(order):
