@@ -72,8 +72,9 @@ class Summation:
     Call ``summation(x, alpha, sigma, targets, n_self=0, gradient=True,
     sigma_range=None, root=None)`` with device arrays: sources x, alpha (N, 3), sigma
     (N,), targets (M, 3).  The first ``n_self`` targets must be the first ``n_self``
-    sources (same points, same order): their self pairs are removed.  Returns u (M, 3)
-    [L/T] and ∇u (M, 3, 3) [1/T] (or None) in ``precision``.  Inputs are not validated
+    sources (same points, same order): their self pairs are removed.  ``gradient``:
+    True, False, or an integer k ≥ n_self for ∇u at the first k targets only.  Returns
+    u (M, 3) [L/T] and ∇u (M or k, 3, 3) [1/T] (or None) in ``precision``.  Inputs are not validated
     (the simulation validates its state once, at construction).
     """
 
@@ -117,7 +118,13 @@ class Summation:
             if x.dtype != dtype:
                 x, alpha, sigma, targets = (a.astype(dtype) for a in (x, alpha, sigma, targets))
             direct = direct_sum_cuda if self.device.is_gpu else direct_sum_numpy
-            u, grad_u = direct(self.kernel, x, alpha, sigma, targets, gradient=gradient)
+            k = gradient if not isinstance(gradient, bool) else None
+            if k is None or k in (0, targets.shape[0]):
+                u, grad_u = direct(self.kernel, x, alpha, sigma, targets, gradient=bool(gradient))
+            else:                                     # ∇u at the first k targets only
+                u, grad_u = direct(self.kernel, x, alpha, sigma, targets[:k], gradient=True)
+                u_rest, _ = direct(self.kernel, x, alpha, sigma, targets[k:], gradient=False)
+                u = xp.concatenate([u, u_rest])
         if gradient and n_self:
             # remove the self pairs (r = 0): (1/4π) A(0, σ_p) α_p × ·  (A(0) := 0 when infinite)
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -205,7 +212,8 @@ class VortexRHS:
         n = x.shape[0]
         sigma = self.sigma_at(t)
         targets = xp.concatenate([x, y]) if y.shape[0] else x
-        u, grad_u = self.velocity(x, alpha, sigma, targets, gradient=True, n_self=n,
+        # ∇u at the elements only: the tracers need u alone (half the near-field work)
+        u, grad_u = self.velocity(x, alpha, sigma, targets, gradient=n, n_self=n,
                                   sigma_range=self.sigma_range_at(t), root=self._root)
         dtype = x.dtype
         u = u.astype(dtype, copy=False)

@@ -289,3 +289,30 @@ def test_default_near_radius_by_device_and_kernel():
     assert FMM("gaussian", near_radius=1).near_radius == 1
     with pytest.raises(ValueError, match="near_radius"):
         FMM("gaussian", near_radius=3)
+
+
+def test_gradient_at_the_first_targets_only():
+    """gradient=k: ∇u at the first k targets only (elements), u everywhere (tracers);
+    same values as gradient=True, and still within tol of the direct sum."""
+    x, alpha = _uniform(2000, seed=21)
+    sigma = np.full(2000, 0.05)
+    targets = np.concatenate([x[:300], np.random.default_rng(22).random((900, 3))])
+    fmm = FMM("gaussian", tol=1e-6, leaf_size=16)
+    u_all, g_all = fmm.evaluate(x, alpha, sigma, targets)
+    u, g = fmm.evaluate(x, alpha, sigma, targets, gradient=300)
+    assert fmm.config.depth >= 2 and g.shape == (300, 3, 3)
+    assert _rel(u, u_all) <= 1e-13 and _rel(g, g_all[:300]) <= 1e-13
+    ud, gd = _reference("gaussian", x, alpha, sigma, targets)
+    assert _rel(u, ud) <= 1e-6 and _rel(g, gd[:300]) <= 1e-5
+    u0, g0 = fmm.evaluate(x, alpha, sigma, targets, gradient=0)
+    assert g0.shape == (0, 3, 3) and _rel(u0, u_all) <= 1e-13
+
+
+@pytest.mark.parametrize("bad", [-1, 1201, 2.5, "yes"])
+def test_gradient_count_is_checked(bad):
+    x, alpha = _uniform(50, seed=23)
+    fmm = FMM("gaussian", tol=1e-3)
+    with pytest.raises(ValueError, match="gradient must be"):
+        fmm.evaluate(x, alpha, 0.1, np.zeros((1200, 3)), gradient=bad)
+    with pytest.raises(ValueError, match="part of the targets"):
+        fmm.evaluate(x, alpha, 0.1, gradient=10)

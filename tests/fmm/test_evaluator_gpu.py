@@ -170,3 +170,25 @@ def build_tree_counts_targets(x, y, depth):
     """Target CSR starts of a tree of ``depth`` over sources x and targets y."""
     from vortexsim.fmm.tree import build_tree
     return build_tree(x, y, depth, np).tgt_start
+
+
+def test_gpu_gradient_at_the_first_targets_only():
+    """Elements with ∇u and tracers with u only (the time stepper's call) on the GPU:
+    the same values as gradient=True, and the same as the CPU FMM."""
+    import cupy as cp
+    rng = np.random.default_rng(5)
+    n, m = 1 << 13, 1 << 16
+    x, alpha, tracers = rings(n, m, rng, core=0.02, centres_z=(0.5,), cloud=0.2)
+    sigma = np.full(n, 0.02)
+    targets = np.concatenate([x, tracers])
+    xd, ad, sd, td = (cp.asarray(a) for a in (x, alpha, sigma, targets))
+    fmm = FMM("gaussian", tol=1e-6, device="gpu")
+    u_all, g_all = (a.get() for a in fmm.evaluate(xd, ad, sd, td))
+    u, g = (a.get() for a in fmm.evaluate(xd, ad, sd, td, gradient=n))
+    assert g.shape == (n, 3, 3)
+    assert _rel(u, u_all) <= 1e-13 and _rel(g, g_all[:n]) <= 1e-13
+    kw = dict(tol=1e-6, leaf_size=64, near_radius=1)
+    ug, gg = (a.get() for a in FMM("gaussian", device="gpu", **kw).evaluate(
+        xd, ad, sd, td, gradient=n))
+    uc, gc = FMM("gaussian", device="cpu", **kw).evaluate(x, alpha, sigma, targets, gradient=n)
+    assert _rel(ug, uc) <= 1e-9 and _rel(gg, gc) <= 1e-9

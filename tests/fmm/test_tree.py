@@ -306,3 +306,18 @@ def test_cupy_morton_keys_match_numpy(rng, bits):
     ref = morton_keys(pts, np.zeros(3), 1.0, bits, np)
     got = morton_keys(cp.asarray(pts), cp.zeros(3), 1.0, bits, cp)
     assert got.dtype == np.uint64 and np.array_equal(cp.asnumpy(got), ref)
+
+
+def test_with_targets_sorts_a_second_set_into_the_same_leaves():
+    from vortexsim.fmm.tree import with_targets
+    rng = np.random.default_rng(31)
+    x, y1, y2 = rng.random((500, 3)), rng.random((300, 3)), rng.random((200, 3))
+    both = build_tree(x, np.concatenate([y1, y2]), 3, np, lo=np.zeros(3), width=1.0)
+    t1 = build_tree(x, y1, 3, np, lo=np.zeros(3), width=1.0)
+    t2 = with_targets(t1, y2, np, check=True)
+    assert t2.src_start is t1.src_start and t2.depth == 3
+    np.testing.assert_array_equal(t1.tgt_start + t2.tgt_start, both.tgt_start)
+    keys = morton_keys(y2, np.zeros(3), 1.0, 3, np)
+    assert np.all(np.diff(keys[t2.tgt_order].astype(np.int64)) >= 0)
+    with pytest.raises(ValueError, match="outside the root cube"):
+        with_targets(t1, y2 + 2.0, np, check=True)

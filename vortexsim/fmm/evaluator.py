@@ -41,7 +41,8 @@ from ..kernels.cutoff import get_kernel
 from ..kernels.direct import INV_4PI, _accumulate_block, skew
 from ..kernels.morton import grid_cells
 from . import expansions as E
-from .tree import build_tree, choose_depth, morton_decode, neighbor_table, root_cube
+from .tree import (build_tree, choose_depth, morton_decode, neighbor_table, root_cube,
+                   with_targets)
 
 logger = logging.getLogger(__name__)
 
@@ -187,6 +188,12 @@ class FMM:
         x, alpha (N, 3), sigma (N,) [or scalar], targets (M, 3): arrays of the
         evaluator's device (validated by :func:`vortexsim.induced_velocity`).
 
+        gradient : bool or int
+            True: ∇u at every target; False: none (None is returned).  An integer k
+            (0 ≤ k ≤ M, explicit ``targets`` only) asks for ∇u at the first k targets
+            alone, returned as (k, 3, 3): the others (e.g. passive tracers) get u only,
+            which costs about half as much in the near field and a quarter in L2P.
+
         sigma_range : (float, float), optional
             (min σ, max σ) [L] when the caller knows them; otherwise read from ``sigma``.
         root : (array (3,), float), optional
@@ -212,8 +219,9 @@ class FMM:
         exclude_self = targets is None
         y = x if exclude_self else targets
         m = y.shape[0]
+        k_grad = _gradient_count(gradient, m, exclude_self)
         u = xp.zeros((m, 3), dtype)
-        grad_u = xp.zeros((m, 3, 3), dtype) if gradient else None
+        grad_u = None if gradient is False else xp.zeros((k_grad, 3, 3), dtype)
         if n == 0 or m == 0:
             return u, grad_u
         x = xp.asarray(x, dtype=xp.float64)
@@ -278,10 +286,21 @@ class FMM:
             P = shallow_order(self.tol, name, depth, P)
         self.config = FMMConfig(P, depth, self.near_radius, reach, self.leaf_size)
         clock.lap("setup")
-        tree = build_tree(x, y, depth, xp, lo=lo, width=width,
-                          check=root is not None and check_root)
+        # target sets: (first index, points, with ∇u); targets with and without ∇u are
+        # sorted into the leaves separately, so each kernel launch is uniform in work
+        if exclude_self or k_grad in (0, m):
+            sets = [(0, y, k_grad > 0)]
+        else:
+            sets = [(0, y[:k_grad], True), (k_grad, y[k_grad:], False)]
+        check = root is not None and check_root
+        tree = build_tree(x, sets[0][1], depth, xp, lo=lo, width=width, check=check)
+        trees = [tree] + [with_targets(tree, pts, xp, check=check) for _, pts, _ in sets[1:]]
         xs, alpha_s, sigma_s = x[tree.src_order], alpha[tree.src_order], sigma[tree.src_order]
-        ys = xs if exclude_self else y[tree.tgt_order]
+        parts = [_TargetPart(t, first, xs if exclude_self else pts[t.tgt_order], grad)
+                 for t, (first, pts, grad) in zip(trees, sets)]
+        # the far field sees the union of the target sets (boxes without targets skip M2L)
+        far_tree = tree if len(trees) == 1 else dataclasses.replace(
+            tree, tgt_start=sum(t.tgt_start for t in trees))
         clock.lap("tree")
 
         # A caller that asked for no transfers (sigma_range, root, depth given,
@@ -300,31 +319,33 @@ class FMM:
             tree_ready = cp.cuda.Event(disable_timing=True)
             tree_ready.record(main)
             near_stream.wait_event(tree_ready)
-            with near_stream:
-                u_s, g_s = self._near(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient,
-                                      occupied_leaves)
+        with near_stream if side else contextlib.nullcontext():
+            for part in parts:
+                part.u, part.g = self._near(part.tree, xs, alpha_s, sigma_s, part.ys,
+                                            exclude_self, part.grad, occupied_leaves)
+        if side:
             near_done = cp.cuda.Event(disable_timing=True)
             near_done.record(near_stream)
-        if not side:
-            u_s, g_s = self._near(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient,
-                                  occupied_leaves)
+        else:
             clock.lap("near")
         if depth >= 2:
             multipoles = self._upward(tree, xs, alpha_s, P, clock)
             # the sparse-M2L lists after the upward pass is queued: their one transfer
             # then waits on it instead of leaving the GPU idle
-            sparse = (self._m2l_sparsity(tree, P) if green.harmonic and self.device.is_gpu
+            sparse = (self._m2l_sparsity(far_tree, P) if green.harmonic and self.device.is_gpu
                       and not sync_free else None)
             clock.lap("m2l_lists")
-            locals_ = self._m2l(tree, multipoles, green, P, clock, sparse)
+            locals_ = self._m2l(far_tree, multipoles, green, P, clock, sparse)
             if side:
                 main.wait_event(near_done)
-            self._downward(tree, locals_, ys, P, gradient, u_s, g_s, clock)
+            self._downward(far_tree, locals_, parts, P, clock)
         elif side:
             main.wait_event(near_done)
-        u[tree.tgt_order] = u_s.astype(dtype, copy=False)
-        if gradient:
-            grad_u[tree.tgt_order] = g_s.astype(dtype, copy=False)
+        for part in parts:
+            order = part.tree.tgt_order
+            u[order + part.first if part.first else order] = part.u.astype(dtype, copy=False)
+            if part.grad:
+                grad_u[order] = part.g.astype(dtype, copy=False)
         self.timings = clock.finish()
         logger.debug("FMM %s P=%d depth=%d timings %s", name, P, depth, self.timings)
         return u, grad_u
@@ -741,8 +762,11 @@ class FMM:
                     "q_all_raw": (q_all[0], xp.asarray(raw))}
         return self._cached(("sparse_m2l", P, sep, np.dtype(mdt).name), build)
 
-    def _downward(self, tree, locals_, ys, P, gradient, u_s, g_s, clock):
-        """L2L to the leaves, then L2P added into u_s, g_s (sorted targets)."""
+    def _downward(self, tree, locals_, parts, P, clock):
+        """L2L to the leaves, then L2P added into each target part's u, g (sorted targets).
+
+        ``tree`` holds the union of the parts' targets (its ``tgt_start`` only marks
+        which leaves need coefficients); each :class:`_TargetPart` has its own tree."""
         xp = self.device.xp
         L = tree.depth
         n = E.multi_indices(P).n
@@ -759,29 +783,34 @@ class FMM:
             from ..kernels.modules import get_function  # noqa: PLC0415
             idx, fu, fg = self._cached(("l2p_tables", P), lambda: tuple(
                 xp.asarray(a) for a in _l2p_coefficient_tables(P)))
-            B, n_out, m = Ll.shape[0], idx.shape[1], ys.shape[0]
+            B, n_out = Ll.shape[0], idx.shape[1]
             C = xp.empty((B, n_out))
             get_function("fmm.cu", "l2p_coefficients")(
                 ((B * n_out + 255) // 256,), (256,),
                 (Ll, idx, fu, fg, np.float64(1.0 / w), np.int32(n * 3), np.int32(n_out),
                  np.int64(B), tree.tgt_start, C))
-            g = g_s if gradient else u_s
-            block = self._block_for(m, tree.n_leaves)
-            chunk_start, grid = _chunk_starts(tree, block, m)
-            get_function("fmm.cu", f"l2p_targets_tiled<{P},"
-                         f"{'true' if gradient else 'false'},{block},64>")(
-                (grid,), (block,),
-                (C, xp.ascontiguousarray(centres), np.float64(1.0 / w), tree.tgt_start,
-                 chunk_start, np.int32(tree.n_leaves), ys, u_s, g))
+            centres = xp.ascontiguousarray(centres)
+            for part in parts:
+                m = part.ys.shape[0]
+                block = self._block_for(m, tree.n_leaves)
+                chunk_start, grid = _chunk_starts(part.tree, block, m)
+                get_function("fmm.cu", f"l2p_targets_tiled<{P},"
+                             f"{'true' if part.grad else 'false'},{block},64>")(
+                    (grid,), (block,),
+                    (C, centres, np.float64(1.0 / w), part.tree.tgt_start, chunk_start,
+                     np.int32(tree.n_leaves), part.ys, part.u,
+                     part.g if part.grad else part.u))
             clock.lap("l2p")
             return
-        ts = tree.tgt_start
-        for box in np.nonzero(ts[1:] > ts[:-1])[0]:                # two GEMMs per leaf
-            t0, t1 = ts[box], ts[box + 1]
-            uc, gc = E.l2p_box(Ll[box], (ys[t0:t1] - centres[box]) / w, P, np, gradient=gradient)
-            u_s[t0:t1] += uc / w
-            if gradient:
-                g_s[t0:t1] += gc / (w * w)
+        for part in parts:
+            ts, ys = part.tree.tgt_start, part.ys
+            for box in np.nonzero(ts[1:] > ts[:-1])[0]:            # two GEMMs per leaf
+                t0, t1 = ts[box], ts[box + 1]
+                uc, gc = E.l2p_box(Ll[box], (ys[t0:t1] - centres[box]) / w, P, np,
+                                   gradient=part.grad)
+                part.u[t0:t1] += uc / w
+                if part.grad:
+                    part.g[t0:t1] += gc / (w * w)
         clock.lap("l2p")
 
     @staticmethod
@@ -848,6 +877,33 @@ class FMM:
         if key not in self._cache:
             self._cache[key] = build()
         return self._cache[key]
+
+
+@dataclasses.dataclass(eq=False)
+class _TargetPart:
+    """One target set of an evaluation: its tree (own leaf order and CSR offsets), the
+    index of its first target in the caller's array, its sorted points ys (m, 3),
+    whether it needs ∇u, and its sorted results u (m, 3), g (m, 3, 3) or None."""
+
+    tree: object
+    first: int
+    ys: object
+    grad: bool
+    u: object = None
+    g: object = None
+
+
+def _gradient_count(gradient, m, exclude_self):
+    """Number of leading targets that get ∇u (``evaluate``'s ``gradient`` argument)."""
+    if isinstance(gradient, (bool, np.bool_)):
+        return m if gradient else 0
+    if isinstance(gradient, (int, np.integer)) and 0 <= gradient <= m:
+        if exclude_self and gradient not in (0, m):
+            raise ValueError(f"gradient={gradient} asks for ∇u at part of the targets; "
+                             "pass the targets explicitly, or gradient=True / False.")
+        return int(gradient)
+    raise ValueError(f"gradient must be True, False or an integer in [0, {m}] (∇u at the "
+                     f"first k targets), got {gradient!r}.")
 
 
 class _Clock:

@@ -28,7 +28,7 @@ from vortexsim.kernels.morton import column_range, cube_edge, morton_keys, sprea
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Octree", "build_tree", "root_cube", "choose_depth", "morton_encode",
+__all__ = ["Octree", "build_tree", "with_targets", "root_cube", "choose_depth", "morton_encode",
            "morton_decode", "parent_keys", "child_keys", "neighbor_table", "MAX_DEPTH"]
 
 #: Deepest supported leaf level: 8**10 ≈ 1.07e9 leaves is already far beyond memory.
@@ -281,6 +281,32 @@ def build_tree(sources, targets, depth, xp, lo=None, width=None, check=True):
         tgt_order, tgt_start = _sort_into_leaves(targets, lo, width, depth, xp)
     return Octree(lo=lo, width=width, depth=depth, src_order=src_order, tgt_order=tgt_order,
                   src_start=src_start, tgt_start=tgt_start)
+
+
+def with_targets(tree, targets, xp, check=False):
+    """The same tree (root cube, depth, sorted sources) with another target set.
+
+    Used when one evaluation has several target sets (e.g. elements, which need ∇u,
+    and tracers, which need u only): each set gets its own leaf order and CSR offsets.
+
+    Parameters
+    ----------
+    tree : Octree
+    targets : array (M, 3) [L] of the tree's namespace
+    xp : numpy or cupy
+    check : bool, default False. True verifies that every target lies in the root cube
+        (one device-to-host sync on the GPU), as :func:`build_tree` does for a
+        user-supplied cube.
+
+    Returns
+    -------
+    Octree with ``tgt_order`` (M,) and ``tgt_start`` (8**depth + 1,) of ``targets``.
+    """
+    targets = _check_points(targets, "targets", "M", xp)
+    if check:
+        _check_cube(xp.zeros((0, 3)), targets, tree.lo, tree.width, xp)
+    order, start = _sort_into_leaves(targets, tree.lo, tree.width, tree.depth, xp)
+    return dataclasses.replace(tree, tgt_order=order, tgt_start=start)
 
 
 def _check_cube(sources, targets, lo, width, xp):

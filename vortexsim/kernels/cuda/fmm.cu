@@ -201,7 +201,8 @@ l2p_targets_tiled(const double* __restrict__ C, const double* __restrict__ centr
                   double* __restrict__ grad) {
     constexpr int D1 = ORDER - 1;
     constexpr int N1 = (D1 + 1) * (D1 + 2) * (D1 + 3) / 6;
-    __shared__ double2 sh[TILE * 6];
+    constexpr int SR = GRAD ? 6 : 2;                     // double2 staged per row (u only: 2)
+    __shared__ double2 sh[TILE * SR];
     const long long b = blockIdx.x;
     if (b >= chunk_start[n_leaves]) return;              // spare block of the bound grid
     int lo_leaf = 0, hi_leaf = n_leaves;
@@ -236,10 +237,11 @@ l2p_targets_tiled(const double* __restrict__ C, const double* __restrict__ centr
                 if (jt == 0) {                           // block-uniform: next tile
                     __syncthreads();
                     const int rows = min(TILE, N1 - j);
-                    for (int e = threadIdx.x; e < rows * 6; e += BS) sh[e] = Cl[6 * j + e];
+                    for (int e = threadIdx.x; e < rows * SR; e += BS)
+                        sh[e] = Cl[6 * (j + e / SR) + e % SR];
                     __syncthreads();
                 }
-                const double2* c = sh + 6 * jt;
+                const double2* c = sh + SR * jt;
                 const double2 c0 = c[0], c1 = c[1];
                 ua[0] += c0.x * m; ua[1] += c0.y * m; ua[2] += c1.x * m;
                 if (GRAD && d0 + kz < D1) {
