@@ -95,6 +95,10 @@ class Summation:
         #: FMM tree depth reused by later calls (choosing it costs one device-to-host
         #: transfer); None makes the next call choose it again (see VortexRHS.begin_step)
         self.depth = None
+        #: sizes of the GPU's sparse M2L for this step's sync-free calls
+        #: (FMM.m2l_capacity of the step's first sources), and whether they are due
+        self.m2l_capacity = None
+        self._capacity_due = False
         if method == "fmm":
             from .fmm.evaluator import FMM  # noqa: PLC0415
             self.fmm = FMM(self.kernel, tol=self.tol, precision=self.precision,
@@ -105,15 +109,31 @@ class Summation:
         return {"method": self.method, "kernel": self.kernel.name, "tol": self.tol,
                 "precision": self.precision}
 
+    def new_step(self):
+        """A time step begins: its first call sizes the sparse M2L (GPU) for the step."""
+        self.m2l_capacity = None
+        self._capacity_due = True
+
+    def _size_m2l(self, x, sigma_range, root):
+        # one small transfer at the step's first call, at the step's start positions:
+        # the sizes are a function of the state, and the step's other calls need none
+        if self._capacity_due and root is not None and self.depth is not None \
+                and sigma_range is not None:
+            self.m2l_capacity = self.fmm.m2l_capacity(x, sigma_range, root, self.depth)
+            self._capacity_due = False
+
     def __call__(self, x, alpha, sigma, targets, *, n_self=0, gradient=True,
                  sigma_range=None, root=None):
         xp = self.device.xp
         dtype = np.dtype(self.precision)
         if self.method == "fmm":
+            self._size_m2l(x, sigma_range, root)
             u, grad_u = self.fmm.evaluate(x, alpha, sigma, targets, gradient=gradient,
                                           sigma_range=sigma_range, root=root,
-                                          check_root=root is None, depth=self.depth)
+                                          check_root=root is None, depth=self.depth,
+                                          m2l_capacity=self.m2l_capacity)
             self.depth = self.fmm.config.depth
+            self._size_m2l(x, sigma_range, root)      # after a call that chose the depth
         else:
             if x.dtype != dtype:
                 x, alpha, sigma, targets = (a.astype(dtype) for a in (x, alpha, sigma, targets))
@@ -183,6 +203,7 @@ class VortexRHS:
         self._sigma_range0 = (float(sigma_range0[0]), float(sigma_range0[1]))
         self._root = root
         self.stage_max = self.xp.zeros(2, dtype=self.xp.float64)
+        self.summation.new_step()
 
     def sigma_at(self, t):
         """Cores at time t of the current step: σ(t)² = σ(t0)² + 2ν(t − t0)."""

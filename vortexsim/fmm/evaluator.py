@@ -39,7 +39,7 @@ import numpy as np
 
 from ..kernels.cutoff import get_kernel
 from ..kernels.direct import INV_4PI, _accumulate_block, skew
-from ..kernels.morton import grid_cells
+from ..kernels.morton import grid_cells, morton_keys
 from . import expansions as E
 from .tree import (build_tree, choose_depth, morton_decode, neighbor_table, root_cube,
                    with_targets)
@@ -182,7 +182,7 @@ class FMM:
 
     # -- the evaluation -----------------------------------------------------
     def evaluate(self, x, alpha, sigma, targets=None, gradient=True, *, sigma_range=None,
-                 root=None, check_root=True, depth=None):
+                 root=None, check_root=True, depth=None, m2l_capacity=None):
         """u (M, 3) and ∇u (M, 3, 3) (or None) at ``targets`` (the sources when None).
 
         x, alpha (N, 3), sigma (N,) [or scalar], targets (M, 3): arrays of the
@@ -211,6 +211,11 @@ class FMM:
             the ``leaf_size`` rule when that was given.  A time stepper may reuse
             ``config.depth`` of an earlier call.  Capped at the deepest level that the
             near-field reach and the memory budget allow (so it is always accurate).
+        m2l_capacity : from :meth:`m2l_capacity`, optional
+            Sizes for the sparse M2L of a sync-free call (GPU, 1/r far field), so that it
+            needs no transfer either; ignored when its depth is not the tree's.  Any
+            positions are correct with any capacity (overflowing boxes are translated
+            one by one); capacities from the same points give the fastest call.
         """
         xp = self.device.xp
         clock = _Clock(xp, self.profile and self.device.is_gpu)
@@ -259,11 +264,7 @@ class FMM:
             width = float(width)
             clock.lap("root")
         P = self.order
-        depth_max = self._max_depth(P)
-        min_leaf = reach / self.near_radius
-        if reach > 0:
-            # the deepest level whose leaves still reach `reach` with the stencil
-            depth_max = min(depth_max, max(0, math.ceil(math.log2(width / min_leaf))))
+        depth_max, min_leaf = self._depth_limit(width, reach)
         occupied_leaves = None            # target leaves holding points, when counted
         depth_given = depth is not None
         if depth is not None:
@@ -332,8 +333,11 @@ class FMM:
             multipoles = self._upward(tree, xs, alpha_s, P, clock)
             # the sparse-M2L lists after the upward pass is queued: their one transfer
             # then waits on it instead of leaving the GPU idle
-            sparse = (self._m2l_sparsity(far_tree, P) if green.harmonic and self.device.is_gpu
-                      and not sync_free else None)
+            capacity = (m2l_capacity[1] if sync_free and m2l_capacity is not None
+                        and m2l_capacity[0] == depth else None)
+            sparse = (self._m2l_sparsity(far_tree, P, capacity) if green.harmonic
+                      and self.device.is_gpu and (not sync_free or capacity is not None)
+                      else None)
             clock.lap("m2l_lists")
             locals_ = self._m2l(far_tree, multipoles, green, P, clock, sparse)
             if side:
@@ -349,6 +353,53 @@ class FMM:
         self.timings = clock.finish()
         logger.debug("FMM %s P=%d depth=%d timings %s", name, P, depth, self.timings)
         return u, grad_u
+
+    def _depth_limit(self, width, reach):
+        """Deepest admissible leaf level for a root cube of edge ``width`` [L] (memory
+        budget; leaves no narrower than reach / near_radius), and that narrowest leaf."""
+        depth_max = self._max_depth(self.order)
+        min_leaf = reach / self.near_radius
+        if reach > 0:
+            # the deepest level whose leaves still reach `reach` with the stencil
+            depth_max = min(depth_max, max(0, math.ceil(math.log2(width / min_leaf))))
+        return depth_max, min_leaf
+
+    #: capacity of a sparse-M2L class: count + count / CAPACITY_SLACK + 16, rounded up to
+    #: a multiple of 16 (points move a little between the stages of a step)
+    CAPACITY_SLACK = 8
+
+    def m2l_capacity(self, x, sigma_range, root, depth):
+        """Sizes of the sparse M2L for sync-free calls at these sources (one transfer).
+
+        x (N, 3) [L]: the sources; sigma_range, root, depth: as :meth:`evaluate` will get
+        them.  Returns ``(depth, capacity)`` with the leaf level the tree will have and a
+        host int64 array (depth − 1, 8): per level 2..depth and parity class, the
+        non-empty source boxes plus a margin (:attr:`CAPACITY_SLACK`), or None where no
+        sparse M2L can run (CPU, regularized far field, depth < 2).  A time stepper calls
+        it once per step at the step's start positions, so the result is a function of
+        the state alone (restarts stay bitwise).
+        """
+        xp = self.device.xp
+        s_min, s_max = (float(v) for v in sigma_range)
+        if not self.device.is_gpu or not E.green_function(self.kernel.name, s_min).harmonic:
+            return None
+        lo, width = xp.asarray(root[0], dtype=xp.float64), float(root[1])
+        reach = near_field_reach(self.kernel.name, self.tol, s_max)
+        depth_max, min_leaf = self._depth_limit(width, reach)
+        depth = min(int(depth), depth_max)
+        if depth < 2 or x.shape[0] == 0:
+            return None
+        width = max(width, (1 << depth) * min_leaf * (1 + 1e-9))      # as evaluate
+        keys = morton_keys(xp.asarray(x, dtype=xp.float64), lo, width, depth, xp)
+        occupied = xp.zeros(8 ** depth, dtype=xp.int64)
+        occupied[keys.astype(xp.int64)] = 1
+        counts = []
+        for level in range(depth, 1, -1):
+            counts.append(occupied.reshape(-1, 8).sum(axis=0))
+            occupied = occupied.reshape(-1, 8).max(axis=1)
+        counts = xp.stack(counts[::-1]).get()                      # (depth − 1, 8)
+        cap = counts + counts // self.CAPACITY_SLACK + 16
+        return depth, (cap + 15) // 16 * 16
 
     # -- stages ---------------------------------------------------------------
     def _near(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None):
@@ -569,7 +620,8 @@ class FMM:
             Mt = (V.T @ M.transpose(1, 0, 2).reshape(-1, B * 3)).reshape(r, B, 3)
             Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
             if sparse is not None and sparse[level] is not None:
-                Lt = self._m2l_sparse(tree, level, sep, Mt, P, sparse[level], mdt)
+                Lt = self._m2l_sparse(tree, level, sep, xp.ascontiguousarray(Mt), P,
+                                      sparse[level], mdt)
                 Lc = (U @ Lt.reshape(r, B * 3)).reshape(-1, B, 3).transpose(1, 0, 2) / w
                 clock.lap(f"m2l_{level}")
                 return xp.ascontiguousarray(Lc)
@@ -624,12 +676,17 @@ class FMM:
     #: GEMM against all 343 cores by a cost model; True / False force one (tests)
     SPARSE_M2L_UNIFIED = None
 
-    def _m2l_sparsity(self, tree, P):
+    def _m2l_sparsity(self, tree, P, capacity=None):
         """Per level: None (dense M2L) or (per class: (n_active, active list), colmap, tgt counts).
 
         Source and target counts per box of every level come from the CSR starts; the
         numbers of non-empty source boxes per (level, parity class) cross to the host in
         one transfer (they size the GEMMs).  The lists are built on the device.
+
+        ``capacity`` (host int array (L − 1, 8), :meth:`m2l_capacity`) replaces that
+        transfer: the GEMMs get these sizes (spare rows translate box 0 and are never
+        read), and an active box beyond its class's capacity is marked −2 in ``colmap``
+        for ``m2l_gather_sum`` to translate on the fly.
         """
         xp = self.device.xp
         L = tree.depth
@@ -640,8 +697,11 @@ class FMM:
             tgt[level - 1] = tgt[level].reshape(-1, 8).sum(axis=1)
         levels = list(range(2, L + 1))
         flags = {level: (src[level] > 0).reshape(-1, 8) for level in levels}
-        active = xp.stack([flags[level].sum(axis=0) for level in levels])
-        active = active.get()                                      # (levels, 8), one transfer
+        if capacity is None:
+            active = xp.stack([flags[level].sum(axis=0) for level in levels])
+            active = active.get()                                  # (levels, 8), one transfer
+        else:
+            active = np.asarray(capacity, dtype=np.int64).reshape(len(levels), 8)
         out = {}
         # the stream is idle after that transfer: host-to-device copies cost no stall now
         r = (P + 1) ** 2
@@ -670,11 +730,17 @@ class FMM:
                      xp.asarray(np.stack([ybase, ystride]).astype(np.int64)))
             f = flags[level]
             pos = xp.cumsum(f, axis=0) - 1                         # column within the class
-            colmap = xp.where(f, pos, -1).reshape(B)
             counts = active[row].astype(np.int64)
             start = np.concatenate([[0], np.cumsum(counts + 1)])  # one spare slot per class
+            if capacity is None:
+                colmap = xp.where(f, pos, -1).reshape(B)
+                buf = xp.empty(int(start[-1]), dtype=xp.int64)
+            else:
+                fit = f & (pos < xp.asarray(counts))
+                colmap = xp.where(fit, pos, xp.where(f, -2, -1)).reshape(B)
+                f = fit
+                buf = xp.zeros(int(start[-1]), dtype=xp.int64)    # spare rows: box 0
             slot = xp.where(f, xp.asarray(start[:8]) + pos, xp.asarray(start[1:] - 1))
-            buf = xp.empty(int(start[-1]), dtype=xp.int64)
             buf[slot.reshape(B)] = xp.arange(B, dtype=xp.int64)
             classes = [(int(counts[p]), buf[start[p]:start[p] + counts[p]]) for p in range(8)]
             out[level] = (classes, colmap, tgt[level], yinfo)
@@ -724,7 +790,7 @@ class FMM:
         threads = 32 * -(-(-(-r // passes)) // 32)
         fn((B,), (threads,),
            (Y, ybase, ystride, gather, qcls, qidx, np.int32(gather.shape[2]), colmap, tgt_cnt,
-            np.int32(r), np.int64(B), Lt))
+            np.int32(r), np.int64(B), tables["Kt_all"], Mt, tables["q_all_raw"][1], Lt))
         return Lt
 
     def _sparse_m2l_tables(self, P, sep, mdt=np.float64):

@@ -273,6 +273,12 @@ l2p_targets_tiled(const double* __restrict__ C, const double* __restrict__ centr
 // of its active sources.  The block first lists those blocks in shared memory, in q
 // order (one thread), so that the sums run over independent loads.  Boxes without
 // targets get zeros.  Lt (r, n_boxes, 3).  Fixed summation order, no atomics.
+//
+// Overflow (a time stepper's sync-free call sizes the GEMMs by capacities from the
+// step's start): an active source box beyond its class's capacity has colmap −2 and
+// its block is computed here, Σ_m Kt[m, o·r + k] Mt[m, s, c] (Kt (r, 343 r): the cores
+// of all offsets, o = qraw[p, q]; Mt (r, n_boxes, 3) float64 compressed multipoles),
+// in the same q order.  No box overflows in the other calls (Kt, Mt unused).
 template <typename T>
 __global__ void m2l_gather_sum(const T* __restrict__ Y, const long long* __restrict__ ybase,
                                const long long* __restrict__ ystride,
@@ -280,7 +286,9 @@ __global__ void m2l_gather_sum(const T* __restrict__ Y, const long long* __restr
                                const int* __restrict__ qidx, const int nq,
                                const long long* __restrict__ colmap,
                                const long long* __restrict__ tgt_cnt, const int r,
-                               const long long n_boxes, double* __restrict__ Lt) {
+                               const long long n_boxes, const T* __restrict__ Kt,
+                               const double* __restrict__ Mt, const int* __restrict__ qraw,
+                               double* __restrict__ Lt) {
     __shared__ long long s_pos[343], s_st[343];
     __shared__ int s_n;
     const long long t = blockIdx.x;
@@ -292,27 +300,48 @@ __global__ void m2l_gather_sum(const T* __restrict__ Y, const long long* __restr
             const long long s = gather[((long long)p * (n_boxes >> 3) + j) * nq + q];
             const long long c = s < n_boxes ? colmap[s] : -1;
             const int cls = qcls[p * nq + q];
-            const long long st = ystride[cls];
-            s_st[q] = st;
-            s_pos[q] = c < 0 ? -1 : ybase[cls] + 3 * c * st + (long long)qidx[p * nq + q] * r;
+            if (c >= 0) {
+                const long long st = ystride[cls];
+                s_st[q] = st;
+                s_pos[q] = ybase[cls] + 3 * c * st + (long long)qidx[p * nq + q] * r;
+            } else if (c == -2) {                        // overflow: computed below
+                s_st[q] = qraw[p * nq + q];
+                s_pos[q] = -2 - s;
+            } else {
+                s_pos[q] = -1;
+            }
         }
         __syncthreads();
         if (threadIdx.x == 0) {                          // ordered compaction
             int n = 0;
             for (int q = 0; q < nq; ++q)
-                if (s_pos[q] >= 0) { s_pos[n] = s_pos[q]; s_st[n] = s_st[q]; ++n; }
+                if (s_pos[q] != -1) { s_pos[n] = s_pos[q]; s_st[n] = s_st[q]; ++n; }
             s_n = n;
         }
         __syncthreads();
     }
     const int n_act = empty ? 0 : s_n;
+    const long long kstride = 343LL * r;
     for (int k = threadIdx.x; k < r; k += blockDim.x) {
         double a0 = 0.0, a1 = 0.0, a2 = 0.0;
 #pragma unroll 4
         for (int i = 0; i < n_act; ++i) {
-            const T* y = Y + s_pos[i] + k;
-            const long long st = s_st[i];
-            a0 += (double)y[0]; a1 += (double)y[st]; a2 += (double)y[2 * st];
+            const long long pos = s_pos[i];
+            if (pos >= 0) {                              // block-uniform branch
+                const T* y = Y + pos + k;
+                const long long st = s_st[i];
+                a0 += (double)y[0]; a1 += (double)y[st]; a2 += (double)y[2 * st];
+            } else {
+                const long long s = -2 - pos;
+                const T* kc = Kt + s_st[i] * r + k;
+                double b0 = 0.0, b1 = 0.0, b2 = 0.0;
+                for (int m = 0; m < r; ++m) {
+                    const double kv = (double)kc[m * kstride];
+                    const double* mv = Mt + ((long long)m * n_boxes + s) * 3;
+                    b0 += kv * mv[0]; b1 += kv * mv[1]; b2 += kv * mv[2];
+                }
+                a0 += b0; a1 += b1; a2 += b2;
+            }
         }
         double* out = Lt + ((long long)k * n_boxes + t) * 3;
         out[0] = a0; out[1] = a1; out[2] = a2;
