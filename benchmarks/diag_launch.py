@@ -25,6 +25,8 @@ def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--cases", nargs="+", default=["rings-gauss-1e-6", "uniform-gauss-f32-1e-4"])
     p.add_argument("--leapfrog", action="store_true", help="also profile a leapfrog step")
+    p.add_argument("--near-radius", type=int, nargs="+", default=[1],
+                   help="FMM near-field stencil half-widths to profile the leapfrog step with")
     args = p.parse_args(argv)
     for name in args.cases:
         arrays, (xd, ad, sd, td), fmm = gpu_case(name, np.random.default_rng(0))
@@ -78,19 +80,24 @@ def main(argv=None):
               f"{t_free * 1e3:.1f} ms (host enqueue {np.median(host) * 1e3:.1f} ms); {graph_msg}")
         print(f"   sync-free profiled laps (ms): {laps}", flush=True)
     if args.leapfrog:
-        leapfrog()
+        for radius in args.near_radius:
+            leapfrog(radius)
     return 0
 
 
-def leapfrog():
+def leapfrog(near_radius=1):
     """Stage laps of each FMM call in one RK4 step of the resolved-core leapfrog case."""
     import cupy as cp
     import vortexsim
+    from vortexsim.fmm.evaluator import FMM
     sim = vortexsim.make_case("leapfrog", n_phi=126, layers=7, layer_spacing=0.5, sigma=0.05,
                               tracers_per_ring=1 << 19, dt=0.01, device="gpu", method="fmm",
                               tol=1e-6, progress=False)
+    if near_radius != 1:
+        sim.summation.fmm = FMM("gaussian", tol=1e-6, device="gpu", near_radius=near_radius)
     sim.run(steps=2)
     fmm = sim.summation.fmm
+    print(f"near_radius {near_radius}")
     fmm.profile = True
     plain = fmm.evaluate
     laps = []

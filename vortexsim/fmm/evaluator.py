@@ -822,8 +822,10 @@ class FMM:
             # the unified variant: row block = the offset's index in OFFSETS_3
             raw = np.stack([np.nonzero(_interacts(bits[p], _OFFSETS_3, sep))[0]
                             for p in range(8)]).astype(np.int32)
-            Kt_all = xp.asarray(np.concatenate(
-                [K[:, o * r:(o + 1) * r].T for o in range(len(_OFFSETS_3))], axis=1), dtype=mdt)
+            # C order: m2l_gather_sum's overflow path indexes it (np.concatenate of
+            # transposed blocks would keep their Fortran order)
+            Kt_all = xp.ascontiguousarray(xp.asarray(np.concatenate(
+                [K[:, o * r:(o + 1) * r].T for o in range(len(_OFFSETS_3))], axis=1), dtype=mdt))
             return {"Kt": Kt, "q_all": q_all, "Kt_all": Kt_all,
                     "q_all_raw": (q_all[0], xp.asarray(raw))}
         return self._cached(("sparse_m2l", P, sep, np.dtype(mdt).name), build)

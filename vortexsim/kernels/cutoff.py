@@ -226,8 +226,8 @@ def _factors_gaussian(r2, sigma, xp):
 #: Piecewise polynomial table of the Gaussian pair factors used by the CUDA
 #: kernels in double precision: intervals of s = ρ² on [0, GAUSS_TABLE_SMAX).
 GAUSS_TABLE_SMAX = 81.0
-GAUSS_TABLE_INTERVALS = 32
-GAUSS_TABLE_DEGREE = 12
+GAUSS_TABLE_INTERVALS = 64          # 64 × degree 9: as accurate as 32 × 12, 23% fewer
+GAUSS_TABLE_DEGREE = 9              # coefficient reads per pair (the near field's limit)
 
 
 def gaussian_table():

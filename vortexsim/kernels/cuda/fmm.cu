@@ -20,7 +20,7 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
          const int n_nbr, const int self_exclude, const long long* __restrict__ chunk_start,
          const int n_leaves, T* __restrict__ u, T* __restrict__ grad) {
     __shared__ SourceRecord<T> sh[TS];
-    __shared__ double2 gtab[GaussTableSize<K, T>::value];
+    __shared__ double gtab[GaussTableSize<K, T>::value];
     __shared__ long long s_beg[125];
     __shared__ int s_cnt[125], s_off[126];
     // block -> (leaf, chunk of BS targets): chunk_start[leaf] = chunks of the leaves

@@ -39,25 +39,26 @@ template <> __device__ __forceinline__ float vs_rsqrt<float>(float x) { return r
 // t ∈ [−1, 1]) that modules.py fits to the NumPy specification when the source
 // is assembled (relative error ≤ 5e-15, tested).  No erf, no exp, no branch on
 // the cancellation region.  Beyond ρ = 9, 1 − q < 2e-17: q := 1, f := 3.
-// The table sits in shared memory (double2: A and B coefficients side by side).
+// The table sits in shared memory (the A coefficients, then the B coefficients).
 //
 // Float: Taylor series for ρ < 1, Abramowitz & Stegun 7.1.26 erf sharing
 // e^{−ρ²/2} for 1 ≤ ρ ≤ 9 (|error of erf| ≤ 1.5e-7; physics.md allows it).
 __device__ __forceinline__ void gauss_factors(double r2, double p, double p2,
-                                              const double2* __restrict__ tab,
+                                              const double* __restrict__ tab,
                                               double& a, double& b) {
     const double s = r2 * p;
     if (s < GAUSS_SMAX) {
         const int k = min(__double2int_rz(s * (GAUSS_NI / GAUSS_SMAX)), GAUSS_NI - 1);
         const double t = fma(s, 2.0 * GAUSS_NI / GAUSS_SMAX, -(2.0 * k + 1.0));
-        const double2* c = tab + k * (GAUSS_DEG + 1);
-        double2 cj = c[GAUSS_DEG];
-        double fa = cj.x, fb = cj.y;
+        // A and B coefficients in separate blocks: a caller without ∇u (b unused)
+        // reads only the A block, half the shared-memory traffic
+        const double* ca = tab + k * (GAUSS_DEG + 1);
+        const double* cb = ca + GAUSS_NI * (GAUSS_DEG + 1);
+        double fa = ca[GAUSS_DEG], fb = cb[GAUSS_DEG];
         #pragma unroll
         for (int j = GAUSS_DEG - 1; j >= 0; --j) {
-            cj = c[j];
-            fa = fma(fa, t, cj.x);
-            fb = fma(fb, t, cj.y);
+            fa = fma(fa, t, ca[j]);
+            fb = fma(fb, t, cb[j]);
         }
         a = fa * p2;
         b = fb * p2 * p;
@@ -70,7 +71,7 @@ __device__ __forceinline__ void gauss_factors(double r2, double p, double p2,
 }
 
 __device__ __forceinline__ void gauss_factors(float r2, float p, float p2,
-                                              const double2* __restrict__ /*tab*/,
+                                              const double* __restrict__ /*tab*/,
                                               float& a, float& b) {
     const float s = r2 * p;
     if (s < 1.0f) {                             // as cutoff.GAUSSIAN_SERIES_S
@@ -104,7 +105,7 @@ __device__ __forceinline__ void gauss_factors(float r2, float p, float p2,
 
 // Pair factors A = q/r³ and B = f/r⁵ for r² = r2 and the source parameters p, p2.
 template <int K, typename T>
-__device__ __forceinline__ void pair_factors(T r2, T p, T p2, const double2* __restrict__ tab,
+__device__ __forceinline__ void pair_factors(T r2, T p, T p2, const double* __restrict__ tab,
                                              T& a, T& b) {
     if (K == KERNEL_SINGULAR) {
         const T ir = r2 > T(0) ? vs_rsqrt(r2) : T(0);
@@ -140,14 +141,18 @@ __device__ __forceinline__ void pair_factors(T r2, T p, T p2, const double2* __r
 // Shared-memory copy of the Gaussian table, in blocks that need it.
 template <int K, typename T> struct GaussTableSize { static constexpr int value = 1; };
 template <> struct GaussTableSize<KERNEL_GAUSSIAN, double> {
-    static constexpr int value = GAUSS_NI * (GAUSS_DEG + 1);
+    static constexpr int value = 2 * GAUSS_NI * (GAUSS_DEG + 1);
 };
 
+// Layout in shared memory: the A coefficients of all intervals, then the B ones.
 template <int K, typename T>
-__device__ __forceinline__ void load_gauss_table(double2* dst) {
+__device__ __forceinline__ void load_gauss_table(double* dst) {
     if (K == KERNEL_GAUSSIAN && sizeof(T) == 8) {
-        for (int i = threadIdx.x; i < GAUSS_NI * (GAUSS_DEG + 1); i += blockDim.x)
-            dst[i] = make_double2(GAUSS_TABLE[2 * i], GAUSS_TABLE[2 * i + 1]);
+        constexpr int n = GAUSS_NI * (GAUSS_DEG + 1);
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            dst[i] = GAUSS_TABLE[2 * i];
+            dst[n + i] = GAUSS_TABLE[2 * i + 1];
+        }
     }
 }
 
@@ -171,7 +176,7 @@ struct PairAccumulator {
     // Add source (position xs, strength as, parameter p) seen from target xt.
     template <int K, bool GRAD>
     __device__ __forceinline__ void add(T dx, T dy, T dz, T ax, T ay, T az, T p, T p2,
-                                        const double2* __restrict__ tab) {
+                                        const double* __restrict__ tab) {
         const T r2 = dx * dx + dy * dy + dz * dz;
         T a, b;
         pair_factors<K, T>(r2, p, p2, tab, a, b);

@@ -17,7 +17,7 @@ p2p_direct(const T* __restrict__ xs, const T* __restrict__ alpha,
            const T* __restrict__ yt, const int n_tgt, const int self_exclude,
            T* __restrict__ u, T* __restrict__ grad) {
     __shared__ SourceRecord<T> sh[BS];
-    __shared__ double2 gtab[GaussTableSize<K, T>::value];
+    __shared__ double gtab[GaussTableSize<K, T>::value];
     load_gauss_table<K, T>(gtab);
     const int tid = threadIdx.x;
     const int base = blockIdx.x * BS * TPT + tid;
