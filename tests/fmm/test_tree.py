@@ -45,9 +45,12 @@ def check_tree(tree, sources, targets):
         sorted_pts = pts[order]
         tol = 1e-12 * max(w, np.abs(lo).max())
         assert np.all(np.abs(sorted_pts - centers[leaf]) <= 0.5 * h + tol)
-        # stable: within a leaf, original indices increase
+        # within a leaf: Z-order on the finest grid, ties in original order
         same_leaf = leaf[1:] == leaf[:-1]
-        assert np.all(order[1:][same_leaf] > order[:-1][same_leaf])
+        fine = morton_keys(sorted_pts, lo, w, 21, np).astype(np.int64)
+        assert np.all(fine[1:][same_leaf] >= fine[:-1][same_leaf])
+        tie = same_leaf & (fine[1:] == fine[:-1])
+        assert np.all(order[1:][tie] > order[:-1][tie])
 
 
 # --- Morton keys -----------------------------------------------------------
@@ -169,7 +172,8 @@ def test_depth_zero(rng):
     src, tgt = rng.random((30, 3)), rng.random((20, 3))
     tree = build_tree(src, tgt, 0, np)
     assert np.array_equal(tree.src_start, [0, 30]) and np.array_equal(tree.tgt_start, [0, 20])
-    assert np.array_equal(tree.src_order, np.arange(30))
+    assert np.array_equal(np.sort(tree.src_order), np.arange(30))     # Z-order in the root
+    check_tree(tree, src, tgt)
     assert tree.box_centers(0, np).shape == (1, 3)
 
 

@@ -414,6 +414,7 @@ class FMM:
         u_s, w_s, g_s = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3, 3))
         ss, ts = tree.src_start, tree.tgt_start
         xs_, as_, sg_, ys_ = (a.astype(self.dtype) for a in (xs, alpha_s, sigma_s, ys))
+        cut = self._table_cut() if self.kernel.name == "gaussian" else None
 
         def leaf_sum(leaf):
             t0, t1 = int(ts[leaf]), int(ts[leaf + 1])
@@ -429,7 +430,8 @@ class FMM:
                 d = ys_[c0:c1, None, :] - xs_[None, src, :]
                 mask = (np.arange(c0, c1)[:, None] == src[None, :]) if exclude_self else None
                 ub, wb, gb = (np.zeros_like(a[c0:c1], dtype=self.dtype) for a in (u_s, w_s, g_s))
-                _accumulate_block(self.kernel, d, as_[src], sg_[src], mask, gradient, ub, wb, gb)
+                _accumulate_block(self.kernel, d, as_[src], sg_[src], mask, gradient, ub, wb, gb,
+                                  singular_from=cut)
                 u_s[c0:c1], w_s[c0:c1], g_s[c0:c1] = ub, wb, gb
 
         # leaves write disjoint target ranges: threads (NumPy releases the GIL) keep the
@@ -468,9 +470,17 @@ class FMM:
            (cp.ascontiguousarray(xs, dtype=dtype), cp.ascontiguousarray(alpha_s, dtype=dtype),
             cp.ascontiguousarray(param), tree.src_start, cp.ascontiguousarray(ys, dtype=dtype),
             tree.tgt_start, nbr_d, np.int32(nbr.shape[1]), np.int32(1 if exclude_self else 0),
-            chunk_start, np.int32(tree.n_leaves), u, g))
+            chunk_start, np.int32(tree.n_leaves), dtype.type(self._table_cut()), u, g))
         return (u.astype(cp.float64, copy=False),
                 (g.astype(cp.float64, copy=False) if gradient else None))
+
+    def _table_cut(self):
+        """s = (r/σ)² from which the near field uses the singular pair factors:
+        ρ*(tol)² for the Gaussian (beyond the reach 1 − q, 1 − f/3 < tol/10, as the far
+        field assumes; the cutoff table is then read only within it), capped at 81."""
+        if self.kernel.name != "gaussian":
+            return 81.0
+        return min(81.0, _gaussian_rho_star(self.tol) ** 2)
 
     def _shift_operators(self, P):
         """Level-independent M2M and L2L operators on normalized expansions (cached).

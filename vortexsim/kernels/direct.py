@@ -32,11 +32,24 @@ logger = logging.getLogger(__name__)
 INV_4PI = 1.0 / (4.0 * math.pi)
 
 
-def _accumulate_block(kernel, d, alpha_blk, sigma_blk, mask, gradient, u, w, g):
-    """Add the contribution of one (targets × sources) block; d = y − x (Bt, Bs, 3)."""
+def _accumulate_block(kernel, d, alpha_blk, sigma_blk, mask, gradient, u, w, g,
+                      singular_from=None):
+    """Add the contribution of one (targets × sources) block; d = y − x (Bt, Bs, 3).
+
+    ``singular_from`` (FMM near field, smooth kernels): pairs with (r/σ)² ≥ it take the
+    singular factors 1/r³, 3/r⁵ (the FMM's reach, where the kernel equals them to
+    tol/10), and the kernel's own factors are evaluated on the other pairs only."""
     r2 = np.einsum("tsk,tsk->ts", d, d)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        a, b = kernel.factors(r2, sigma_blk[None, :], np)
+        if singular_from is None:
+            a, b = kernel.factors(r2, sigma_blk[None, :], np)
+        else:
+            sig = np.broadcast_to(sigma_blk[None, :], r2.shape)
+            near = r2 < singular_from * (sig * sig)
+            ir2 = 1.0 / r2
+            a = ir2 * np.sqrt(ir2)
+            b = 3.0 * a * ir2
+            a[near], b[near] = kernel.factors(r2[near], sig[near], np)
     if mask is not None:
         a = np.where(mask, 0.0, a)
         b = np.where(mask, 0.0, b)

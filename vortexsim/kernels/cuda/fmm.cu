@@ -6,19 +6,23 @@
 #include "p2p.cuh"
 
 // Near field: one block per chunk of BS targets of one leaf (a leaf holding many
-// targets gets many blocks; `chunk_start` maps blocks to leaves), one thread per target.  The sources of the stencil's leaves (`nbr`: n_leaves × n_nbr,
-// −1 outside the grid; n_nbr ≤ 125) form one concatenated stream that is staged
-// through shared memory in tiles of TS records, across leaf boundaries, so small
-// leaves cost few synchronizations.  Writes the near-field u (M,3) and ∇u (M,3,3)
-// of the sorted targets (with 1/4π).  With self_exclude the sorted sources are the
-// sorted targets and each target skips its own record (stream position p_self).
+// targets gets many blocks; `chunk_start` maps blocks to leaves), one thread per
+// target.  The sources of the stencil's leaves (`nbr`: n_leaves × n_nbr, −1 outside
+// the grid; n_nbr ≤ 125) form one concatenated stream that is staged through shared
+// memory in tiles of TS records, across leaf boundaries, so small leaves cost few
+// synchronizations.  Writes the near-field u (M,3) and ∇u (M,3,3) of the sorted
+// targets (with 1/4π).  Gaussian pairs with (r/σ)² ≥ scut take the singular factors
+// (p2p.cuh; the FMM passes ρ*(tol)², its reach).  Points within a leaf are in Z-order
+// (tree.py), so a warp's targets are close together and that branch is coherent.
+// With self_exclude the sorted sources are the sorted targets and each target skips
+// its own record (stream position p_self).
 template <typename T, int K, bool GRAD, int BS, int TS>
 __global__ void __launch_bounds__(BS)
 p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restrict__ param,
          const long long* __restrict__ src_start, const T* __restrict__ yt,
          const long long* __restrict__ tgt_start, const long long* __restrict__ nbr,
          const int n_nbr, const int self_exclude, const long long* __restrict__ chunk_start,
-         const int n_leaves, T* __restrict__ u, T* __restrict__ grad) {
+         const int n_leaves, const T scut, T* __restrict__ u, T* __restrict__ grad) {
     __shared__ SourceRecord<T> sh[TS];
     __shared__ double gtab[GaussTableSize<K, T>::value];
     __shared__ long long s_beg[125];
@@ -86,7 +90,7 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
                 for (int jj = 0; jj < jn; ++jj) {
                     const SourceRecord<T> r = load_record(sh + jj);
                     acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
-                                              r.p, r.p2, gtab);
+                                              r.p, r.p2, gtab, scut);
                 }
             } else {
                 const int skip = p_self - base;
@@ -94,7 +98,7 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
                     if (jj == skip) continue;
                     const SourceRecord<T> r = load_record(sh + jj);
                     acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
-                                              r.p, r.p2, gtab);
+                                              r.p, r.p2, gtab, scut);
                 }
             }
             if (TILE_SUMS) { total_acc.merge(acc); acc.zero(); }

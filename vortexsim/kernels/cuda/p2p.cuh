@@ -43,11 +43,16 @@ template <> __device__ __forceinline__ float vs_rsqrt<float>(float x) { return r
 //
 // Float: Taylor series for ρ < 1, Abramowitz & Stegun 7.1.26 erf sharing
 // e^{−ρ²/2} for 1 ≤ ρ ≤ 9 (|error of erf| ≤ 1.5e-7; physics.md allows it).
+//
+// scut (≤ GAUSS_SMAX = 81): pairs with s ≥ scut take the singular factors.  The direct
+// sum uses 81 (exact to 2e-17); the FMM near field passes ρ*(tol)², where 1 − q and
+// 1 − f/3 are below tol/10 — the same approximation its far field makes for every
+// pair beyond the stencil — so that the table is read only within the reach.
 __device__ __forceinline__ void gauss_factors(double r2, double p, double p2,
-                                              const double* __restrict__ tab,
+                                              const double* __restrict__ tab, double scut,
                                               double& a, double& b) {
     const double s = r2 * p;
-    if (s < GAUSS_SMAX) {
+    if (s < scut) {
         const int k = min(__double2int_rz(s * (GAUSS_NI / GAUSS_SMAX)), GAUSS_NI - 1);
         const double t = fma(s, 2.0 * GAUSS_NI / GAUSS_SMAX, -(2.0 * k + 1.0));
         // A and B coefficients in separate blocks: a caller without ∇u (b unused)
@@ -71,13 +76,13 @@ __device__ __forceinline__ void gauss_factors(double r2, double p, double p2,
 }
 
 __device__ __forceinline__ void gauss_factors(float r2, float p, float p2,
-                                              const double* __restrict__ /*tab*/,
+                                              const double* __restrict__ /*tab*/, float scut,
                                               float& a, float& b) {
     const float s = r2 * p;
     if (s < 1.0f) {                             // as cutoff.GAUSSIAN_SERIES_S
         a = (float)VS_SQRT_2_OVER_PI * p2 * gauss_q_series(s);
         b = (float)VS_SQRT_2_OVER_PI * p2 * p * gauss_f_series(s);
-    } else if (s > 81.0f) {
+    } else if (s >= scut) {
         const float ir = rsqrtf(r2);
         const float ir2 = ir * ir;
         a = ir2 * ir;
@@ -106,14 +111,14 @@ __device__ __forceinline__ void gauss_factors(float r2, float p, float p2,
 // Pair factors A = q/r³ and B = f/r⁵ for r² = r2 and the source parameters p, p2.
 template <int K, typename T>
 __device__ __forceinline__ void pair_factors(T r2, T p, T p2, const double* __restrict__ tab,
-                                             T& a, T& b) {
+                                             T scut, T& a, T& b) {
     if (K == KERNEL_SINGULAR) {
         const T ir = r2 > T(0) ? vs_rsqrt(r2) : T(0);
         const T ir2 = ir * ir;
         a = ir2 * ir;
         b = T(3) * a * ir2;
     } else if (K == KERNEL_GAUSSIAN) {
-        gauss_factors(r2, p, p2, tab, a, b);
+        gauss_factors(r2, p, p2, tab, scut, a, b);
     } else if (K == KERNEL_ALGEBRAIC) {
         const T t = vs_rsqrt(r2 + p);        // (r² + σ²)^(−1/2)
         const T t2 = t * t;
@@ -176,10 +181,11 @@ struct PairAccumulator {
     // Add source (position xs, strength as, parameter p) seen from target xt.
     template <int K, bool GRAD>
     __device__ __forceinline__ void add(T dx, T dy, T dz, T ax, T ay, T az, T p, T p2,
-                                        const double* __restrict__ tab) {
+                                        const double* __restrict__ tab,
+                                        T scut = T(GAUSS_SMAX)) {
         const T r2 = dx * dx + dy * dy + dz * dz;
         T a, b;
-        pair_factors<K, T>(r2, p, p2, tab, a, b);
+        pair_factors<K, T>(r2, p, p2, tab, scut, a, b);
         const T c0 = ay * dz - az * dy;
         const T c1 = az * dx - ax * dz;
         const T c2 = ax * dy - ay * dx;
