@@ -27,6 +27,8 @@ def main(argv=None):
     p.add_argument("--leapfrog", action="store_true", help="also profile a leapfrog step")
     p.add_argument("--near-radius", type=int, nargs="+", default=[1],
                    help="FMM near-field stencil half-widths to profile the leapfrog step with")
+    p.add_argument("--depth", type=int, default=None,
+                   help="force the leapfrog tree depth (instead of the cost model's choice)")
     args = p.parse_args(argv)
     for name in args.cases:
         arrays, (xd, ad, sd, td), fmm = gpu_case(name, np.random.default_rng(0))
@@ -81,11 +83,11 @@ def main(argv=None):
         print(f"   sync-free profiled laps (ms): {laps}", flush=True)
     if args.leapfrog:
         for radius in args.near_radius:
-            leapfrog(radius)
+            leapfrog(radius, args.depth)
     return 0
 
 
-def leapfrog(near_radius=1):
+def leapfrog(near_radius=1, depth=None):
     """Stage laps of each FMM call in one RK4 step of the resolved-core leapfrog case."""
     import cupy as cp
     import vortexsim
@@ -95,6 +97,8 @@ def leapfrog(near_radius=1):
                               tol=1e-6, progress=False)
     if near_radius != 1:
         sim.summation.fmm = FMM("gaussian", tol=1e-6, device="gpu", near_radius=near_radius)
+    if depth is not None:
+        sim.summation.fmm._cheapest_depth = lambda pairs, green: depth
     sim.run(steps=2)
     fmm = sim.summation.fmm
     print(f"near_radius {near_radius}")

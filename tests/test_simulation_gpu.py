@@ -54,7 +54,7 @@ def test_gpu_sparse_m2l_time_stepping_equals_dense_and_restarts_bitwise():
     """The stepper's sync-free calls take the sparse M2L, sized at each step's start
     (Summation.m2l_capacity): same states as the dense M2L, and a restart in between
     continues bitwise."""
-    kw = dict(n_phi=126, layers=3, layer_spacing=0.5, sigma=0.05, tracers_per_ring=1 << 13,
+    kw = dict(n_phi=126, layers=7, layer_spacing=0.5, sigma=0.05, tracers_per_ring=1 << 16,
               dt=0.01, device="gpu", method="fmm", tol=1e-6, progress=False)
     sparse = vortexsim.make_case("leapfrog", **kw)
     dense = vortexsim.make_case("leapfrog", **kw)

@@ -364,8 +364,9 @@ class FMM:
             depth_max = min(depth_max, max(0, math.ceil(math.log2(width / min_leaf))))
         return depth_max, min_leaf
 
-    #: capacity of a sparse-M2L class: count + count / CAPACITY_SLACK + 16, rounded up to
-    #: a multiple of 16 (points move a little between the stages of a step)
+    #: capacity of a sparse-M2L class: count + count / CAPACITY_SLACK + 4, at most the
+    #: class's boxes (points move a little between the stages of a step; a margin that
+    #: is too large would push the small upper levels back to the dense M2L)
     CAPACITY_SLACK = 8
 
     def m2l_capacity(self, x, sigma_range, root, depth):
@@ -398,8 +399,8 @@ class FMM:
             counts.append(occupied.reshape(-1, 8).sum(axis=0))
             occupied = occupied.reshape(-1, 8).max(axis=1)
         counts = xp.stack(counts[::-1]).get()                      # (depth − 1, 8)
-        cap = counts + counts // self.CAPACITY_SLACK + 16
-        return depth, (cap + 15) // 16 * 16
+        boxes = (8 ** np.arange(2, depth + 1) // 8)[:, None]       # boxes per class
+        return depth, np.minimum(counts + counts // self.CAPACITY_SLACK + 4, boxes)
 
     # -- stages ---------------------------------------------------------------
     def _near(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None):
