@@ -45,9 +45,9 @@ def check_tree(tree, sources, targets):
         sorted_pts = pts[order]
         tol = 1e-12 * max(w, np.abs(lo).max())
         assert np.all(np.abs(sorted_pts - centers[leaf]) <= 0.5 * h + tol)
-        # within a leaf: Z-order on the finest grid, ties in original order
+        # within a leaf: Z-order on the 2**10 grid, ties in original order
         same_leaf = leaf[1:] == leaf[:-1]
-        fine = morton_keys(sorted_pts, lo, w, 21, np).astype(np.int64)
+        fine = morton_keys(sorted_pts, lo, w, 10, np).astype(np.int64)
         assert np.all(fine[1:][same_leaf] >= fine[:-1][same_leaf])
         tie = same_leaf & (fine[1:] == fine[:-1])
         assert np.all(order[1:][tie] > order[:-1][tie])

@@ -34,6 +34,7 @@ __all__ = ["Octree", "build_tree", "with_targets", "root_cube", "choose_depth", 
 #: Deepest supported leaf level: 8**10 ≈ 1.07e9 leaves is already far beyond memory.
 MAX_DEPTH = 10
 _MAX_BITS = 21                     # 3 × 21 bits fit a uint64 key
+_SORT_BITS = MAX_DEPTH             # bits per axis of the sort keys (3 × 10 fit a uint32)
 
 
 # --- Morton keys -----------------------------------------------------------
@@ -154,7 +155,7 @@ class Octree:
         device-to-host sync). Both behave as scalars in array arithmetic.
     depth : int, leaf level L (root = level 0); 8**L leaves of edge width / 2**L
     src_order : array (N,) int64, sources sorted by leaf, and within a leaf by the
-        Morton key of the finest grid (ties stable): ``sources[src_order]`` is the sorted set
+        Morton key of the 2**10 grid (ties stable): ``sources[src_order]`` is the sorted set
     tgt_order : array (M,) int64, the same for the targets
     src_start : array (8**L + 1,) int64, CSR offsets: the sorted sources of leaf k are
         ``src_order[src_start[k]:src_start[k + 1]]``; src_start[0] = 0, src_start[-1] = N
@@ -339,17 +340,18 @@ def _stable_argsort(keys, xp):
 def _sort_into_leaves(points, lo, width, depth, xp):
     """Leaf order (n,) int64 and CSR offsets (8**depth + 1,) int64 of ``points`` (n, 3).
 
-    Points are sorted by their Morton key on the finest grid (2**21 cells per axis,
-    stable for ties), so that within a leaf they come in Z-order too: consecutive
-    points (a GPU warp, a shared-memory tile of sources) are spatially compact, which
-    keeps the near-field kernel's branches coherent.  The leaf of a point is its fine
-    key shifted right by 3 (21 − depth) bits, which is exactly its key at ``depth``
-    (the cells of :func:`grid_cells` scale by powers of two without rounding).
+    Points are sorted by their Morton key on a fine grid (2**10 cells per axis, the
+    deepest leaf level; stable for ties), so that within a leaf they come in Z-order
+    too: consecutive points (a GPU warp, a shared-memory tile of sources) are spatially
+    compact, which keeps the near-field kernel's branches coherent.  The leaf of a point
+    is its fine key shifted right by 3 (10 − depth) bits, which is exactly its key at
+    ``depth`` (the cells of :func:`grid_cells` scale by powers of two without rounding).
     """
-    keys = morton_keys(points, lo, width, _MAX_BITS, xp)
+    # 10 bits per axis: 30-bit keys sort as uint32 (half the radix passes of uint64)
+    keys = morton_keys(points, lo, width, _SORT_BITS, xp).astype(xp.uint32)
     order = _stable_argsort(keys, xp).astype(xp.int64)
-    leaf = keys[order] >> xp.uint64(3 * (_MAX_BITS - depth))
-    bounds = xp.arange(8 ** depth + 1, dtype=xp.uint64)
+    leaf = keys[order] >> xp.uint32(3 * (_SORT_BITS - depth))
+    bounds = xp.arange(8 ** depth + 1, dtype=xp.uint32)
     start = xp.searchsorted(leaf, bounds, side="left").astype(xp.int64)
     return order, start
 
