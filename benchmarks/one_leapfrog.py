@@ -46,9 +46,9 @@ def summary(path):
         name = r[i_name].split("(")[0][:70]
         total[name] += float(r[i_val].replace(",", "")) * 1e-6
         count[name] += 1
+    print(f"{sum(total.values()):8.3f} ms  total of {sum(count.values())} kernels")
     for name, t in sorted(total.items(), key=lambda kv: -kv[1]):
         print(f"{t:8.3f} ms  {count[name]:4d}×  {name}")
-    print(f"{sum(total.values()):8.3f} ms  total")
 
 
 if __name__ == "__main__":

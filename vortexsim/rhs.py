@@ -114,12 +114,15 @@ class Summation:
         self.m2l_capacity = None
         self._capacity_due = True
 
-    def _size_m2l(self, x, sigma_range, root):
+    def _size_m2l(self, x, targets, gradient, sigma_range, root):
         # one small transfer at the step's first call, at the step's start positions:
         # the sizes are a function of the state, and the step's other calls need none
         if self._capacity_due and root is not None and self.depth is not None \
                 and sigma_range is not None:
-            self.m2l_capacity = self.fmm.m2l_capacity(x, sigma_range, root, self.depth)
+            k = gradient if not isinstance(gradient, bool) else None
+            sets = (targets[:k], targets[k:]) if k and k < targets.shape[0] else (targets,)
+            self.m2l_capacity = self.fmm.m2l_capacity(x, sigma_range, root, self.depth,
+                                                      targets=sets)
             self._capacity_due = False
 
     def __call__(self, x, alpha, sigma, targets, *, n_self=0, gradient=True,
@@ -127,13 +130,13 @@ class Summation:
         xp = self.device.xp
         dtype = np.dtype(self.precision)
         if self.method == "fmm":
-            self._size_m2l(x, sigma_range, root)
+            self._size_m2l(x, targets, gradient, sigma_range, root)
             u, grad_u = self.fmm.evaluate(x, alpha, sigma, targets, gradient=gradient,
                                           sigma_range=sigma_range, root=root,
                                           check_root=root is None, depth=self.depth,
                                           m2l_capacity=self.m2l_capacity)
             self.depth = self.fmm.config.depth
-            self._size_m2l(x, sigma_range, root)      # after a call that chose the depth
+            self._size_m2l(x, targets, gradient, sigma_range, root)   # after it chose the depth
         else:
             if x.dtype != dtype:
                 x, alpha, sigma, targets = (a.astype(dtype) for a in (x, alpha, sigma, targets))

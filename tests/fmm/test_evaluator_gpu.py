@@ -210,13 +210,13 @@ def test_gpu_sync_free_sparse_m2l_with_capacities(unified, shrink):
     kw = dict(sigma_range=(0.01, 0.01), root=root, check_root=False, depth=4)
     fmm = FMM("gaussian", tol=1e-6, device="gpu")
     fmm.SPARSE_M2L_UNIFIED = unified
-    depth, cap = fmm.m2l_capacity(x, (0.01, 0.01), root, 4)
-    assert depth == 4 and cap.shape == (3, 8)
+    depth, cap, occ = fmm.m2l_capacity(x, (0.01, 0.01), root, 4, targets=(tracers,))
+    assert depth == 4 and cap.shape == (3, 8) and 0 < occ[0] <= 8 ** 4
     cap = cap // shrink if shrink else 0 * cap
     dense = FMM("gaussian", tol=1e-6, device="gpu")
     ud, gd = (a.get() for a in dense.evaluate(x, alpha, sigma, tracers, **kw))
     us, gs = (a.get() for a in fmm.evaluate(x, alpha, sigma, tracers, **kw,
-                                            m2l_capacity=(depth, cap)))
+                                            m2l_capacity=(depth, cap, occ)))
     assert _rel(us, ud) <= 1e-12 and _rel(gs, gd) <= 1e-12
     # sparse really ran (the level-4 lists exist with these capacities)
     from vortexsim.fmm.tree import build_tree
@@ -224,5 +224,5 @@ def test_gpu_sync_free_sparse_m2l_with_capacities(unified, shrink):
     assert fmm._m2l_sparsity(tree, fmm.config.order, cap)[4] is not None
     # twice the same call: bitwise the same
     u2, g2 = (a.get() for a in fmm.evaluate(x, alpha, sigma, tracers, **kw,
-                                            m2l_capacity=(depth, cap)))
+                                            m2l_capacity=(depth, cap, occ)))
     assert np.array_equal(u2, us) and np.array_equal(g2, gs)

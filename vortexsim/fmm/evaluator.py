@@ -213,8 +213,9 @@ class FMM:
             near-field reach and the memory budget allow (so it is always accurate).
         m2l_capacity : from :meth:`m2l_capacity`, optional
             Sizes for the sparse M2L of a sync-free call (GPU, 1/r far field), so that it
-            needs no transfer either; ignored when its depth is not the tree's.  Any
-            positions are correct with any capacity (overflowing boxes are translated
+            needs no transfer either, and the occupied leaves of its target sets (thread
+            blocks of the near field and L2P); ignored when its depth is not the tree's.
+            Any positions are correct with any capacity (overflowing boxes are translated
             one by one); capacities from the same points give the fastest call.
         """
         xp = self.device.xp
@@ -320,10 +321,18 @@ class FMM:
             tree_ready = cp.cuda.Event(disable_timing=True)
             tree_ready.record(main)
             near_stream.wait_event(tree_ready)
+        plan = (m2l_capacity if sync_free and m2l_capacity is not None
+                and m2l_capacity[0] == depth else None)
+        if plan is not None and len(plan) > 2 and len(plan[2]) == len(parts):
+            for part, occ in zip(parts, plan[2]):
+                part.occupied = occ
+        else:
+            for part in parts:
+                part.occupied = occupied_leaves
         with near_stream if side else contextlib.nullcontext():
             for part in parts:
                 part.u, part.g = self._near(part.tree, xs, alpha_s, sigma_s, part.ys,
-                                            exclude_self, part.grad, occupied_leaves)
+                                            exclude_self, part.grad, part.occupied)
         if side:
             near_done = cp.cuda.Event(disable_timing=True)
             near_done.record(near_stream)
@@ -333,8 +342,7 @@ class FMM:
             multipoles = self._upward(tree, xs, alpha_s, P, clock)
             # the sparse-M2L lists after the upward pass is queued: their one transfer
             # then waits on it instead of leaving the GPU idle
-            capacity = (m2l_capacity[1] if sync_free and m2l_capacity is not None
-                        and m2l_capacity[0] == depth else None)
+            capacity = plan[1] if plan is not None else None
             sparse = (self._m2l_sparsity(far_tree, P, capacity) if green.harmonic
                       and self.device.is_gpu and (not sync_free or capacity is not None)
                       else None)
@@ -369,16 +377,19 @@ class FMM:
     #: is too large would push the small upper levels back to the dense M2L)
     CAPACITY_SLACK = 8
 
-    def m2l_capacity(self, x, sigma_range, root, depth):
+    def m2l_capacity(self, x, sigma_range, root, depth, targets=()):
         """Sizes of the sparse M2L for sync-free calls at these sources (one transfer).
 
         x (N, 3) [L]: the sources; sigma_range, root, depth: as :meth:`evaluate` will get
-        them.  Returns ``(depth, capacity)`` with the leaf level the tree will have and a
-        host int64 array (depth − 1, 8): per level 2..depth and parity class, the
-        non-empty source boxes plus a margin (:attr:`CAPACITY_SLACK`), or None where no
-        sparse M2L can run (CPU, regularized far field, depth < 2).  A time stepper calls
-        it once per step at the step's start positions, so the result is a function of
-        the state alone (restarts stay bitwise).
+        them; targets: the target sets of those calls (the targets, or with an integer
+        ``gradient=k`` the first k and the rest), whose occupied leaves size the near
+        field's thread blocks.  Returns ``(depth, capacity, occupied)`` with the leaf
+        level the tree will have, a host int64 array (depth − 1, 8): per level 2..depth
+        and parity class, the non-empty source boxes plus a margin
+        (:attr:`CAPACITY_SLACK`), and the number of leaves holding points of each target
+        set; or None where no sparse M2L can run (CPU, regularized far field, depth < 2).
+        A time stepper calls it once per step at the step's start positions, so the
+        result is a function of the state alone (restarts stay bitwise).
         """
         xp = self.device.xp
         s_min, s_max = (float(v) for v in sigma_range)
@@ -394,13 +405,21 @@ class FMM:
         keys = morton_keys(xp.asarray(x, dtype=xp.float64), lo, width, depth, xp)
         occupied = xp.zeros(8 ** depth, dtype=xp.int64)
         occupied[keys.astype(xp.int64)] = 1
+        leaves = []
+        for pts in targets:
+            hit = xp.zeros(8 ** depth, dtype=xp.int64)
+            if pts.shape[0]:
+                hit[morton_keys(xp.asarray(pts, dtype=xp.float64), lo, width, depth,
+                                xp).astype(xp.int64)] = 1
+            leaves.append(xp.broadcast_to(hit.sum(), (8,)))
         counts = []
         for level in range(depth, 1, -1):
             counts.append(occupied.reshape(-1, 8).sum(axis=0))
             occupied = occupied.reshape(-1, 8).max(axis=1)
-        counts = xp.stack(counts[::-1]).get()                      # (depth − 1, 8)
+        out = xp.stack(counts[::-1] + leaves).get()                # one transfer
+        counts, leaves = out[:depth - 1], tuple(int(v[0]) for v in out[depth - 1:])
         boxes = (8 ** np.arange(2, depth + 1) // 8)[:, None]       # boxes per class
-        return depth, np.minimum(counts + counts // self.CAPACITY_SLACK + 4, boxes)
+        return depth, np.minimum(counts + counts // self.CAPACITY_SLACK + 4, boxes), leaves
 
     # -- stages ---------------------------------------------------------------
     def _near(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None):
@@ -875,7 +894,7 @@ class FMM:
             centres = xp.ascontiguousarray(centres)
             for part in parts:
                 m = part.ys.shape[0]
-                block = self._block_for(m, tree.n_leaves)
+                block = self._block_for(m, part.occupied or tree.n_leaves)
                 chunk_start, grid = _chunk_starts(part.tree, block, m)
                 get_function("fmm.cu", f"l2p_targets_tiled<{P},"
                              f"{'true' if part.grad else 'false'},{block},64>")(
@@ -974,6 +993,7 @@ class _TargetPart:
     grad: bool
     u: object = None
     g: object = None
+    occupied: object = None          # leaves holding its targets, when known (host int)
 
 
 def _gradient_count(gradient, m, exclude_self):
