@@ -313,14 +313,18 @@ class FMM:
         # transfer and the far field (upward pass, M2L), which are latency-bound; the
         # far field waits for it only before L2P adds into its sums.  Profiling keeps
         # one stream, so that the stage laps stay separate.
+        # Each target set gets its own stream: the elements' near field (∇u, few
+        # blocks) then runs next to the tracers' instead of after it.
         side = self.device.is_gpu and not clock.sync
         if side:
             import cupy as cp  # noqa: PLC0415
-            near_stream = self._cached(("near_stream",), lambda: cp.cuda.Stream(non_blocking=True))
             main = cp.cuda.get_current_stream()
             tree_ready = cp.cuda.Event(disable_timing=True)
             tree_ready.record(main)
-            near_stream.wait_event(tree_ready)
+            near_streams = [self._cached(("near_stream", i), lambda: cp.cuda.Stream(
+                non_blocking=True)) for i in range(len(sets))]
+            for stream in near_streams:
+                stream.wait_event(tree_ready)
         plan = (m2l_capacity if sync_free and m2l_capacity is not None
                 and m2l_capacity[0] == depth else None)
         if plan is not None and len(plan) > 2 and len(plan[2]) == len(parts):
@@ -329,14 +333,15 @@ class FMM:
         else:
             for part in parts:
                 part.occupied = occupied_leaves
-        with near_stream if side else contextlib.nullcontext():
-            for part in parts:
+        near_done = []
+        for i, part in enumerate(parts):
+            with near_streams[i] if side else contextlib.nullcontext():
                 part.u, part.g = self._near(part.tree, xs, alpha_s, sigma_s, part.ys,
                                             exclude_self, part.grad, part.occupied)
-        if side:
-            near_done = cp.cuda.Event(disable_timing=True)
-            near_done.record(near_stream)
-        else:
+            if side:
+                near_done.append(cp.cuda.Event(disable_timing=True))
+                near_done[-1].record(near_streams[i])
+        if not side:
             clock.lap("near")
         if depth >= 2:
             multipoles = self._upward(tree, xs, alpha_s, P, clock)
@@ -348,11 +353,10 @@ class FMM:
                       else None)
             clock.lap("m2l_lists")
             locals_ = self._m2l(far_tree, multipoles, green, P, clock, sparse)
-            if side:
-                main.wait_event(near_done)
+        for event in near_done:                                    # before L2P adds
+            main.wait_event(event)
+        if depth >= 2:
             self._downward(far_tree, locals_, parts, P, clock)
-        elif side:
-            main.wait_event(near_done)
         for part in parts:
             order = part.tree.tgt_order
             u[order + part.first if part.first else order] = part.u.astype(dtype, copy=False)
