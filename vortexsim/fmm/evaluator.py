@@ -348,7 +348,9 @@ class FMM:
             # the sparse-M2L lists after the upward pass is queued: their one transfer
             # then waits on it instead of leaving the GPU idle
             capacity = plan[1] if plan is not None else None
-            sparse = (self._m2l_sparsity(far_tree, P, capacity) if green.harmonic
+            sparse = (self._m2l_sparsity(far_tree, P, capacity,
+                                         plan[3] if plan is not None and len(plan) > 3
+                                         else None) if green.harmonic
                       and self.device.is_gpu and (not sync_free or capacity is not None)
                       else None)
             clock.lap("m2l_lists")
@@ -387,11 +389,12 @@ class FMM:
         x (N, 3) [L]: the sources; sigma_range, root, depth: as :meth:`evaluate` will get
         them; targets: the target sets of those calls (the targets, or with an integer
         ``gradient=k`` the first k and the rest), whose occupied leaves size the near
-        field's thread blocks.  Returns ``(depth, capacity, occupied)`` with the leaf
-        level the tree will have, a host int64 array (depth − 1, 8): per level 2..depth
-        and parity class, the non-empty source boxes plus a margin
-        (:attr:`CAPACITY_SLACK`), and the number of leaves holding points of each target
-        set; or None where no sparse M2L can run (CPU, regularized far field, depth < 2).
+        field's thread blocks.  Returns ``(depth, capacity, occupied, counts)`` with the
+        leaf level the tree will have, host int64 arrays (depth − 1, 8) of the non-empty
+        source boxes per level 2..depth and parity class (``counts``) and of those plus
+        a margin (:attr:`CAPACITY_SLACK`, ``capacity``), and the number of leaves holding
+        points of each target set; or None where no sparse M2L can run (CPU,
+        regularized far field, depth < 2).
         A time stepper calls it once per step at the step's start positions, so the
         result is a function of the state alone (restarts stay bitwise).
         """
@@ -423,7 +426,8 @@ class FMM:
         out = xp.stack(counts[::-1] + leaves).get()                # one transfer
         counts, leaves = out[:depth - 1], tuple(int(v[0]) for v in out[depth - 1:])
         boxes = (8 ** np.arange(2, depth + 1) // 8)[:, None]       # boxes per class
-        return depth, np.minimum(counts + counts // self.CAPACITY_SLACK + 4, boxes), leaves
+        cap = np.minimum(counts + counts // self.CAPACITY_SLACK + 4, boxes)
+        return depth, cap, leaves, counts
 
     # -- stages ---------------------------------------------------------------
     def _near(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None):
@@ -710,7 +714,7 @@ class FMM:
     #: GEMM against all 343 cores by a cost model; True / False force one (tests)
     SPARSE_M2L_UNIFIED = None
 
-    def _m2l_sparsity(self, tree, P, capacity=None):
+    def _m2l_sparsity(self, tree, P, capacity=None, counts=None):
         """Per level: None (dense M2L) or (per class: (n_active, active list), colmap, tgt counts).
 
         Source and target counts per box of every level come from the CSR starts; the
@@ -720,7 +724,8 @@ class FMM:
         ``capacity`` (host int array (L − 1, 8), :meth:`m2l_capacity`) replaces that
         transfer: the GEMMs get these sizes (spare rows translate box 0 and are never
         read), and an active box beyond its class's capacity is marked −2 in ``colmap``
-        for ``m2l_gather_sum`` to translate on the fly.
+        for ``m2l_gather_sum`` to translate on the fly; ``counts`` (same shape: the
+        non-empty boxes the capacities were made from) then decides sparse or dense.
         """
         xp = self.device.xp
         L = tree.depth
@@ -746,11 +751,14 @@ class FMM:
             sep = self.near_radius + 1 if level == L else 2
             widths = [k.shape[1] for k in self._sparse_m2l_tables(P, sep, mdt)["Kt"]]
             n_tot = int(active[row].sum())
-            # dense where most boxes hold sources, except on levels small enough for the
-            # sparse GEMMs' output (the dense per-class GEMMs of a small level have only
-            # 3·B/8 columns: 1.35 vs 0.8 ms at level 2 on the H100, 2.7 vs 1.0 at level 3)
-            small = self.SPARSE_M2L_FRACTION > 0 and 3 * n_tot * widths[0] * item <= 1 << 30
-            if n_tot >= self.SPARSE_M2L_FRACTION * B and not small:
+            # dense where most boxes hold sources; small levels (sparse GEMM output ≤ 1 GB)
+            # up to 90 %: their dense per-class GEMMs have only 3·B/8 columns (leapfrog,
+            # 56 % active: 1.35 vs 0.8 ms at level 2 on the H100, 2.7 vs 1.0 at level 3)
+            small = 3 * n_tot * widths[0] * item <= 1 << 30
+            n_box = n_tot if counts is None else int(counts[row].sum())
+            limit = min(0.9, 1.8 * self.SPARSE_M2L_FRACTION) if small \
+                else self.SPARSE_M2L_FRACTION
+            if n_box >= limit * B:
                 out[level] = None
                 continue
             # one GEMM against all 343 cores (read once) or one per source class (189
