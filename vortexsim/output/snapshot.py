@@ -12,6 +12,7 @@ Layout (xarray, engine netcdf4; ``xr.open_mfdataset("run/snapshot_*.nc")`` stack
     tracer_x (time, tracer, component)   [L]      passive tracer positions
     sigma_range (time, bound)            [L]      min and max σ (exact running values)
     fmm_depth (time)                     [1]      FMM tree depth in use (−1: none yet)
+    speed_last (time)                    [L/T]    max |u| of the last step (FMM root margin)
 
 Every variable has ``units`` and ``long_name``; the global attributes hold the CF
 ``Conventions``, ``history``, the case, the resolved configuration (TOML text in
@@ -57,6 +58,8 @@ _VARIABLES = {
     "sigma_range": (("time", "bound"), "L", "smallest and largest core radius"),
     "fmm_depth": (("time",), "1", "FMM tree depth in use, reused until the next refresh "
                   "(-1: none chosen yet)"),
+    "speed_last": (("time",), "L/T", "largest speed over the stages of the last step "
+                   "(sets the FMM root-cube margin of the next)"),
 }
 
 
@@ -95,6 +98,8 @@ def state_checksum(state, config_json, schedule):
     scalars = np.array([state["t"], state["dt"], *state["sigma_range"]], dtype="<f8")
     h.update(scalars.tobytes())
     h.update(np.array([state["iteration"], state.get("fmm_depth", -1)], dtype="<i8").tobytes())
+    if state.get("speed") is not None:           # snapshots from before it have none
+        h.update(np.array([state["speed"]], dtype="<f8").tobytes())
     for arr in (state["elements"]["x"], state["elements"]["alpha"], state["elements"]["sigma"],
                 state["tracers"]["x"]):
         a = np.ascontiguousarray(arr)
@@ -157,6 +162,8 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
         "dt_next": np.array([state["dt"]], dtype=np.float64),
         "sigma_range": np.array([state["sigma_range"]], dtype=np.float64),
         "fmm_depth": np.array([state.get("fmm_depth", -1)], dtype=np.int64),
+        "speed_last": np.array([np.nan if state.get("speed") is None else state["speed"]],
+                               dtype=np.float64),
     }
     config_json = json.dumps(config)
     ds = xr.Dataset(
@@ -256,6 +263,8 @@ def read_snapshot(path):
         "dt": float(ds["dt_next"].values[0]),
         "sigma_range": [float(v) for v in ds["sigma_range"].values[0]],
         "fmm_depth": int(ds["fmm_depth"].values[0]) if "fmm_depth" in ds else -1,
+        "speed": (float(ds["speed_last"].values[0]) if "speed_last" in ds
+                  and np.isfinite(ds["speed_last"].values[0]) else None),
         "elements": {"x": np.array(ds["element_x"].values[0]),
                      "alpha": np.array(ds["element_alpha"].values[0]),
                      "sigma": np.array(ds["element_sigma"].values[0])},
