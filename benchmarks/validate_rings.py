@@ -119,8 +119,9 @@ def ground(args):
     while g.t < 6.0 - 1e-9:
         g.run(t_end=min(6.0, g.t + 0.5))
         c.run(t_end=min(6.0, c.t + 0.5))
-        diff = max(float(np.abs(to_host(g.elements.x) - to_host(c.elements.x)[:n]).max()),
-                   float(np.abs(to_host(g.tracers.x) - to_host(c.tracers.x)[:m]).max()))
+        diff = float(np.abs(to_host(g.elements.x) - to_host(c.elements.x)[:n]).max())
+        if m:
+            diff = max(diff, float(np.abs(to_host(g.tracers.x) - to_host(c.tracers.x)[:m]).max()))
         worst = max(worst, diff)
         u = to_host(g.velocity(plane)[0])
         w_plane = max(w_plane, float(np.abs(u[:, 2]).max() / np.abs(u).max()))
