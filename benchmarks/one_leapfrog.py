@@ -23,7 +23,7 @@ def main():
                               tol=1e-6, progress=False)
     sim.run(steps=1)
     rhs = sim.rhs
-    root, _ = sim._root()
+    root, _ = sim._root(sim.dt)
     rhs.begin_step(sim.t, sim.elements.sigma, sim._sigma_range, root)
     state = (sim.elements.x, sim.elements.alpha, sim.tracers.x)
     rhs(state, sim.t)                          # sizes the M2L (one transfer)
