@@ -481,11 +481,10 @@ class FMM:
         dtype = self.dtype
         nbr_d = self._cached(("nbr_d", tree.depth, self.near_radius), lambda: cp.asarray(nbr))
         # one target per thread: two in float32 measured slower (21 vs 18 ms at 2^20,
-        # H100, 2026-11-22: 106 registers instead of 64).  u only (tracers): tiles of
-        # 128 sources and ≤ 56 registers (__launch_bounds__), 9 blocks per SM instead of 7
+        # H100, 2026-11-22: 106 registers instead of 64)
         block = self._block_for(ys.shape[0], occupied or tree.n_leaves)
         name = (f"p2p_near<{CTYPES[dtype.name]},{self.kernel.code},"
-                f"{'true' if gradient else 'false'},{block},{256 if gradient else 128}>")
+                f"{'true' if gradient else 'false'},{block},256>")
         fn = get_function("fmm.cu", name)
         m = ys.shape[0]
         u = cp.empty((m, 3), dtype)

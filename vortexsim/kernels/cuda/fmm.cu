@@ -17,7 +17,7 @@
 // With self_exclude the sorted sources are the sorted targets and each target skips
 // its own record (stream position p_self).
 template <typename T, int K, bool GRAD, int BS, int TS>
-__global__ void __launch_bounds__(BS, GRAD ? 1 : 1152 / BS)
+__global__ void __launch_bounds__(BS)
 p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restrict__ param,
          const long long* __restrict__ src_start, const T* __restrict__ yt,
          const long long* __restrict__ tgt_start, const long long* __restrict__ nbr,
