@@ -767,10 +767,7 @@ class FMM:
                         + (8 * widths[0] * r + 6 * n_tot * widths[0]) * item / 2.5e12)
             cost_all = (6 * n_tot * r * 343 * r / 2.5e13
                         + (343 * r * r + 6 * n_tot * 343 * r) * item / 2.5e12)
-            # (the model favours one GEMM per class on the small upper levels, where the
-            # unified GEMM measured faster: leapfrog level 2 0.79 vs 1.57 ms, level 3
-            # 0.98 vs 1.35, H100; benchmarks/m2l_variants.py)
-            unified = (level < L or cost_all < cost_cls) and 3 * n_tot * 343 * r * item <= 1 << 30
+            unified = cost_all < cost_cls and 3 * n_tot * 343 * r * item <= 1 << 30
             if self.SPARSE_M2L_UNIFIED is not None:           # tests force either variant
                 unified = bool(self.SPARSE_M2L_UNIFIED)
             ystride = [343 * r] * 8 if unified else widths
