@@ -493,8 +493,7 @@ class FMM:
         # blocks of `block` targets of one leaf each (so that a few crowded leaves still
         # fill the GPU); their number is bounded by n_leaves + m / block, which sizes the
         # grid without a host transfer (spare blocks return at once)
-        # blocks of block·tpt targets (two per thread without ∇u; fmm.cu p2p_near)
-        chunk_start, grid = _chunk_starts(tree, block * (1 if gradient else 2), m)
+        chunk_start, grid = _chunk_starts(tree, block, m)
         fn((grid,), (block,),
            (cp.ascontiguousarray(xs, dtype=dtype), cp.ascontiguousarray(alpha_s, dtype=dtype),
             cp.ascontiguousarray(param), tree.src_start, cp.ascontiguousarray(ys, dtype=dtype),

@@ -5,9 +5,9 @@
 // are bitwise reproducible run to run on the same device.
 #include "p2p.cuh"
 
-// Near field: one block per chunk of BS·TPT targets of one leaf (a leaf holding many
-// targets gets many blocks; `chunk_start` maps blocks to leaves), TPT targets per
-// thread (1 with ∇u, 2 without).  The sources of the stencil's leaves (`nbr`: n_leaves × n_nbr, −1 outside
+// Near field: one block per chunk of BS targets of one leaf (a leaf holding many
+// targets gets many blocks; `chunk_start` maps blocks to leaves), one thread per
+// target.  The sources of the stencil's leaves (`nbr`: n_leaves × n_nbr, −1 outside
 // the grid; n_nbr ≤ 125) form one concatenated stream that is staged through shared
 // memory in tiles of TS records, across leaf boundaries, so small leaves cost few
 // synchronizations.  Writes the near-field u (M,3) and ∇u (M,3,3) of the sorted
@@ -38,14 +38,10 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
     }
     load_gauss_table<K, T>(gtab);
     constexpr bool TILE_SUMS = sizeof(T) == 4;
-    // targets per thread: u only (tracers) takes two, so that each source record read
-    // from shared memory serves two pairs (the shared-memory pipe was as busy as FP64)
-    constexpr int TPT = GRAD ? 1 : 2;
-    constexpr int CH = BS * TPT;                         // targets per block
     const int leaf = lo_leaf;
     const long long t_leaf = tgt_start[leaf];
-    const long long t_begin = t_leaf + (b - chunk_start[leaf]) * CH;
-    const long long t_end = min(tgt_start[leaf + 1], t_begin + CH);
+    const long long t_begin = t_leaf + (b - chunk_start[leaf]) * BS;
+    const long long t_end = min(tgt_start[leaf + 1], t_begin + BS);
     for (int q = threadIdx.x; q < n_nbr; q += BS) {
         const long long box = nbr[(long long)leaf * n_nbr + q];
         const long long b0 = box >= 0 ? src_start[box] : 0;
@@ -62,67 +58,53 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
     const int total = s_off[n_nbr];
     // stream position of target t_begin's own record (the centre box is the leaf)
     const int own = self_exclude ? s_off[n_nbr / 2] + (int)(t_begin - t_leaf) : 0;
-    // this thread's targets: t_begin + threadIdx.x + v·BS, v < TPT
-    T tx[TPT], ty[TPT], tz[TPT];
-    int p_self[TPT];
-    PairAccumulator<T> acc[TPT], total_acc[TPT];
-#pragma unroll
-    for (int v = 0; v < TPT; ++v) {
-        const long long i = t_begin + threadIdx.x + v * BS;
-        const long long ic = i < t_end ? i : t_begin;
-        tx[v] = yt[3 * ic]; ty[v] = yt[3 * ic + 1]; tz[v] = yt[3 * ic + 2];
-        p_self[v] = self_exclude ? own + (int)(ic - t_begin) : -1;
-        acc[v].zero();
-        total_acc[v].zero();
-    }
-    for (int base = 0; base < total; base += TS) {
-        __syncthreads();
-        for (int k = threadIdx.x; k < TS && base + k < total; k += BS) {
-            const int pos = base + k;
-            int lo = 0, hi = n_nbr;                      // s_off[lo] ≤ pos < s_off[hi]
-            while (hi - lo > 1) {
-                const int mid = (lo + hi) >> 1;
-                if (s_off[mid] <= pos) lo = mid; else hi = mid;
+    for (long long c0 = t_begin; c0 < t_end; c0 += BS) {
+        const long long i = c0 + threadIdx.x;
+        const bool active = i < t_end;
+        const long long ic = active ? i : t_begin;
+        const T tx = yt[3 * ic], ty = yt[3 * ic + 1], tz = yt[3 * ic + 2];
+        const int p_self = self_exclude ? own + (int)(ic - t_begin) : -1;
+        PairAccumulator<T> acc, total_acc;
+        acc.zero();
+        total_acc.zero();
+        for (int base = 0; base < total; base += TS) {
+            __syncthreads();
+            for (int k = threadIdx.x; k < TS && base + k < total; k += BS) {
+                const int pos = base + k;
+                int lo = 0, hi = n_nbr;                  // s_off[lo] ≤ pos < s_off[hi]
+                while (hi - lo > 1) {
+                    const int mid = (lo + hi) >> 1;
+                    if (s_off[mid] <= pos) lo = mid; else hi = mid;
+                }
+                const long long j = s_beg[lo] + (pos - s_off[lo]);
+                sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2], param[2 * j],
+                         alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2], param[2 * j + 1]};
             }
-            const long long j = s_beg[lo] + (pos - s_off[lo]);
-            sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2], param[2 * j],
-                     alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2], param[2 * j + 1]};
-        }
-        __syncthreads();
-        const int jn = min(TS, total - base);
-        // block-uniform: does this tile hold the chunk's own records (self pairs)?
-        const bool check_self = self_exclude && base < own + (int)(t_end - t_begin)
-                                && own < base + jn;
-        if (!check_self) {
+            __syncthreads();
+            const int jn = min(TS, total - base);
+            // block-uniform: does this tile hold the leaf's own records (self pairs)?
+            const bool check_self = self_exclude && base < own + (int)(t_end - t_begin)
+                                    && own < base + jn;
+            if (!check_self) {
 #pragma unroll 4
-            for (int jj = 0; jj < jn; ++jj) {
-                const SourceRecord<T> r = load_record(sh + jj);
-#pragma unroll
-                for (int v = 0; v < TPT; ++v)
-                    acc[v].template add<K, GRAD>(tx[v] - r.x, ty[v] - r.y, tz[v] - r.z, r.ax,
-                                                 r.ay, r.az, r.p, r.p2, gtab, scut);
+                for (int jj = 0; jj < jn; ++jj) {
+                    const SourceRecord<T> r = load_record(sh + jj);
+                    acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
+                                              r.p, r.p2, gtab, scut);
+                }
+            } else {
+                const int skip = p_self - base;
+                for (int jj = 0; jj < jn; ++jj) {
+                    if (jj == skip) continue;
+                    const SourceRecord<T> r = load_record(sh + jj);
+                    acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
+                                              r.p, r.p2, gtab, scut);
+                }
             }
-        } else {
-            for (int jj = 0; jj < jn; ++jj) {
-                const SourceRecord<T> r = load_record(sh + jj);
-#pragma unroll
-                for (int v = 0; v < TPT; ++v)
-                    if (base + jj != p_self[v])
-                        acc[v].template add<K, GRAD>(tx[v] - r.x, ty[v] - r.y, tz[v] - r.z,
-                                                     r.ax, r.ay, r.az, r.p, r.p2, gtab, scut);
-            }
+            if (TILE_SUMS) { total_acc.merge(acc); acc.zero(); }
         }
-        if (TILE_SUMS) {
-#pragma unroll
-            for (int v = 0; v < TPT; ++v) { total_acc[v].merge(acc[v]); acc[v].zero(); }
-        }
-    }
-#pragma unroll
-    for (int v = 0; v < TPT; ++v) {
-        const long long i = t_begin + threadIdx.x + v * BS;
-        if (!TILE_SUMS) total_acc[v] = acc[v];
-        if (i < t_end)
-            total_acc[v].template store<GRAD>(u + 3 * i, GRAD ? grad + 9 * i : nullptr, false);
+        if (!TILE_SUMS) total_acc = acc;
+        if (active) total_acc.template store<GRAD>(u + 3 * i, GRAD ? grad + 9 * i : nullptr, false);
     }
 }
 
