@@ -772,27 +772,21 @@ class FMM:
                 unified = bool(self.SPARSE_M2L_UNIFIED)
             ystride = [343 * r] * 8 if unified else widths
             ybase = np.concatenate([[0], np.cumsum(3 * active[row] * np.array(ystride))[:-1]])
-            counts = active[row].astype(np.int64)
-            start = np.concatenate([[0], np.cumsum(counts + 1)])  # one spare slot per class
-            # the small per-level tables on the device, cached by their values: a
-            # host-to-device copy from pageable memory waits for the stream to drain, and
-            # a time step's four evaluations share their capacities
-            d_tab, d_counts, d_first, d_spare = self._small_tables(
-                ("sparse_meta", level, unified, tuple(counts.tolist()), tuple(ystride)),
-                lambda: (np.stack([ybase, ystride]).astype(np.int64), counts,
-                         start[:8].astype(np.int64), (start[1:] - 1).astype(np.int64)))
-            yinfo = (unified, int(3 * (active[row] * np.array(ystride)).sum()), d_tab)
+            yinfo = (unified, int(3 * (active[row] * np.array(ystride)).sum()),
+                     xp.asarray(np.stack([ybase, ystride]).astype(np.int64)))
             f = flags[level]
             pos = xp.cumsum(f, axis=0) - 1                         # column within the class
+            counts = active[row].astype(np.int64)
+            start = np.concatenate([[0], np.cumsum(counts + 1)])  # one spare slot per class
             if capacity is None:
                 colmap = xp.where(f, pos, -1).reshape(B)
                 buf = xp.empty(int(start[-1]), dtype=xp.int64)
             else:
-                fit = f & (pos < d_counts)
+                fit = f & (pos < xp.asarray(counts))
                 colmap = xp.where(fit, pos, xp.where(f, -2, -1)).reshape(B)
                 f = fit
                 buf = xp.zeros(int(start[-1]), dtype=xp.int64)    # spare rows: box 0
-            slot = xp.where(f, d_first + pos, d_spare)
+            slot = xp.where(f, xp.asarray(start[:8]) + pos, xp.asarray(start[1:] - 1))
             buf[slot.reshape(B)] = xp.arange(B, dtype=xp.int64)
             classes = [(int(counts[p]), buf[start[p]:start[p] + counts[p]]) for p in range(8)]
             out[level] = (classes, colmap, tgt[level], yinfo)
@@ -991,16 +985,6 @@ class FMM:
         ijk = self._cached(("ijk", level), lambda: xp.asarray(np.stack(
             morton_decode(np.arange(8 ** level, dtype=np.uint64), level, np), axis=1) + 0.5))
         return tree.lo + ijk * tree.box_width(level)
-
-    def _small_tables(self, key, build, keep=64):
-        """Device copies of small host arrays (a tuple from ``build()``), cached by ``key``
-        (the arrays' values); at most ``keep`` entries, the oldest dropped first."""
-        store = self._cache.setdefault(("small_tables",), {})
-        if key not in store:
-            if len(store) >= keep:
-                store.pop(next(iter(store)))
-            store[key] = tuple(self.device.xp.asarray(a) for a in build())
-        return store[key]
 
     def _cached(self, key, build):
         key = key + (self.device.kind,)
