@@ -210,7 +210,7 @@ def test_gpu_sync_free_sparse_m2l_with_capacities(unified, shrink):
     kw = dict(sigma_range=(0.01, 0.01), root=root, check_root=False, depth=4)
     fmm = FMM("gaussian", tol=1e-6, device="gpu")
     fmm.SPARSE_M2L_UNIFIED = unified
-    depth, cap, occ, _, _ = fmm.m2l_capacity(x, (0.01, 0.01), root, 4, targets=(tracers,))
+    depth, cap, occ, _ = fmm.m2l_capacity(x, (0.01, 0.01), root, 4, targets=(tracers,))
     assert depth == 4 and cap.shape == (3, 8) and 0 < occ[0] <= 8 ** 4
     cap = cap // shrink if shrink else 0 * cap
     dense = FMM("gaussian", tol=1e-6, device="gpu")

@@ -348,11 +348,9 @@ class FMM:
             # the sparse-M2L lists after the upward pass is queued: their one transfer
             # then waits on it instead of leaving the GPU idle
             capacity = plan[1] if plan is not None else None
-            prepared = (plan[4][1] if plan is not None and len(plan) > 4
-                        and plan[4][0] == P else None)
             sparse = (self._m2l_sparsity(far_tree, P, capacity,
                                          plan[3] if plan is not None and len(plan) > 3
-                                         else None, prepared) if green.harmonic
+                                         else None) if green.harmonic
                       and self.device.is_gpu and (not sync_free or capacity is not None)
                       else None)
             clock.lap("m2l_lists")
@@ -391,9 +389,7 @@ class FMM:
         x (N, 3) [L]: the sources; sigma_range, root, depth: as :meth:`evaluate` will get
         them; targets: the target sets of those calls (the targets, or with an integer
         ``gradient=k`` the first k and the rest), whose occupied leaves size the near
-        field's thread blocks.  Returns ``(depth, capacity, occupied, counts, prepared)``
-        (``prepared``: the order and, per level, the sparse layout and its device tables,
-        copied here once per step) with the
+        field's thread blocks.  Returns ``(depth, capacity, occupied, counts)`` with the
         leaf level the tree will have, host int64 arrays (depth − 1, 8) of the non-empty
         source boxes per level 2..depth and parity class (``counts``) and of those plus
         a margin (:attr:`CAPACITY_SLACK`, ``capacity``), and the number of leaves holding
@@ -431,17 +427,7 @@ class FMM:
         counts, leaves = out[:depth - 1], tuple(int(v[0]) for v in out[depth - 1:])
         boxes = (8 ** np.arange(2, depth + 1) // 8)[:, None]       # boxes per class
         cap = np.minimum(counts + counts // self.CAPACITY_SLACK + 4, boxes)
-        # the sparse levels' small device tables, copied now (the stream is idle after
-        # the transfer) instead of in each evaluation (where a copy from pageable memory
-        # waits for the stream to drain)
-        P = self.order if self._order_given else shallow_order(self.tol, self.kernel.name,
-                                                               depth, self.order)
-        prepared = {}
-        for row, level in enumerate(range(2, depth + 1)):
-            layout = self._sparse_layout(depth, level, P, cap[row], int(counts[row].sum()))
-            prepared[level] = (layout, None if layout is None else tuple(
-                xp.asarray(a) for a in layout["tables"]))
-        return depth, cap, leaves, counts, (P, prepared)
+        return depth, cap, leaves, counts
 
     # -- stages ---------------------------------------------------------------
     def _near(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None):
@@ -728,7 +714,7 @@ class FMM:
     #: GEMM against all 343 cores by a cost model; True / False force one (tests)
     SPARSE_M2L_UNIFIED = None
 
-    def _m2l_sparsity(self, tree, P, capacity=None, counts=None, prepared=None):
+    def _m2l_sparsity(self, tree, P, capacity=None, counts=None):
         """Per level: None (dense M2L) or (per class: (n_active, active list), colmap, tgt counts).
 
         Source and target counts per box of every level come from the CSR starts; the
@@ -739,8 +725,7 @@ class FMM:
         transfer: the GEMMs get these sizes (spare rows translate box 0 and are never
         read), and an active box beyond its class's capacity is marked −2 in ``colmap``
         for ``m2l_gather_sum`` to translate on the fly; ``counts`` (same shape: the
-        non-empty boxes the capacities were made from) then decides sparse or dense, and
-        ``prepared`` (level → (layout, device tables), from the plan) spares the copies.
+        non-empty boxes the capacities were made from) then decides sparse or dense.
         """
         xp = self.device.xp
         L = tree.depth
@@ -758,83 +743,54 @@ class FMM:
             active = np.asarray(capacity, dtype=np.int64).reshape(len(levels), 8)
         out = {}
         # the stream is idle after that transfer: host-to-device copies cost no stall now
-        # (a time stepper's plan brings its tables along: such a copy made during the
-        # evaluation would wait for the stream to drain)
+        r = (P + 1) ** 2
+        mdt = self._m2l_dtype()
+        item = np.dtype(mdt).itemsize
         for row, level in enumerate(levels):
             B = 8 ** level
-            n_box = None if counts is None else int(counts[row].sum())
-            if prepared is not None and level in prepared:
-                layout, tables = prepared[level]
-            else:
-                layout = self._sparse_layout(L, level, P, active[row], n_box)
-                tables = None if layout is None else tuple(
-                    xp.asarray(a) for a in layout["tables"])
-            if layout is None:
+            sep = self.near_radius + 1 if level == L else 2
+            widths = [k.shape[1] for k in self._sparse_m2l_tables(P, sep, mdt)["Kt"]]
+            n_tot = int(active[row].sum())
+            # dense where most boxes hold sources; small levels (sparse GEMM output ≤ 1 GB)
+            # up to 90 %: their dense per-class GEMMs have only 3·B/8 columns (leapfrog,
+            # 56 % active: 1.35 vs 0.8 ms at level 2 on the H100, 2.7 vs 1.0 at level 3)
+            small = 3 * n_tot * widths[0] * item <= 1 << 30
+            n_box = n_tot if counts is None else int(counts[row].sum())
+            limit = min(0.9, 1.8 * self.SPARSE_M2L_FRACTION) if small \
+                else self.SPARSE_M2L_FRACTION
+            if n_box >= limit * B:
                 out[level] = None
                 continue
-            unified, counts_row, start = layout["unified"], layout["counts"], layout["start"]
-            d_tab, d_counts, d_first, d_spare = tables
-            yinfo = (unified, layout["y_size"], d_tab)
+            # one GEMM against all 343 cores (read once) or one per source class (189
+            # cores each, read 8 times): modelled time = flops / 25 TF/s + bytes / 2.5 TB/s
+            cost_cls = (6 * n_tot * r * widths[0] / 2.5e13
+                        + (8 * widths[0] * r + 6 * n_tot * widths[0]) * item / 2.5e12)
+            cost_all = (6 * n_tot * r * 343 * r / 2.5e13
+                        + (343 * r * r + 6 * n_tot * 343 * r) * item / 2.5e12)
+            unified = cost_all < cost_cls and 3 * n_tot * 343 * r * item <= 1 << 30
+            if self.SPARSE_M2L_UNIFIED is not None:           # tests force either variant
+                unified = bool(self.SPARSE_M2L_UNIFIED)
+            ystride = [343 * r] * 8 if unified else widths
+            ybase = np.concatenate([[0], np.cumsum(3 * active[row] * np.array(ystride))[:-1]])
+            yinfo = (unified, int(3 * (active[row] * np.array(ystride)).sum()),
+                     xp.asarray(np.stack([ybase, ystride]).astype(np.int64)))
             f = flags[level]
             pos = xp.cumsum(f, axis=0) - 1                         # column within the class
+            counts = active[row].astype(np.int64)
+            start = np.concatenate([[0], np.cumsum(counts + 1)])  # one spare slot per class
             if capacity is None:
                 colmap = xp.where(f, pos, -1).reshape(B)
                 buf = xp.empty(int(start[-1]), dtype=xp.int64)
             else:
-                fit = f & (pos < d_counts)
+                fit = f & (pos < xp.asarray(counts))
                 colmap = xp.where(fit, pos, xp.where(f, -2, -1)).reshape(B)
                 f = fit
                 buf = xp.zeros(int(start[-1]), dtype=xp.int64)    # spare rows: box 0
-            slot = xp.where(f, d_first + pos, d_spare)
+            slot = xp.where(f, xp.asarray(start[:8]) + pos, xp.asarray(start[1:] - 1))
             buf[slot.reshape(B)] = xp.arange(B, dtype=xp.int64)
-            classes = [(int(counts_row[p]), buf[start[p]:start[p] + counts_row[p]])
-                       for p in range(8)]
+            classes = [(int(counts[p]), buf[start[p]:start[p] + counts[p]]) for p in range(8)]
             out[level] = (classes, colmap, tgt[level], yinfo)
         return out
-
-    def _sparse_layout(self, L, level, P, active_row, n_box=None):
-        """Host layout of one level's sparse M2L, or None for the dense M2L.
-
-        active_row (8,): the GEMM rows per parity class (non-empty source boxes, or a
-        plan's capacities); n_box: the non-empty boxes that decide sparse or dense
-        (default: their sum).  Returns a dict with ``unified`` (one GEMM against all 343
-        cores, or one per class), ``y_size``, ``counts`` (8,), ``start`` (9,) (list slots,
-        one spare per class) and ``tables``: the int64 arrays the device needs, (2, 8)
-        GEMM bases and strides, counts, first slots and spare slots.
-        """
-        B = 8 ** level
-        r = (P + 1) ** 2
-        mdt = self._m2l_dtype()
-        item = np.dtype(mdt).itemsize
-        sep = self.near_radius + 1 if level == L else 2
-        widths = [k.shape[1] for k in self._sparse_m2l_tables(P, sep, mdt)["Kt"]]
-        counts = np.asarray(active_row, dtype=np.int64)
-        n_tot = int(counts.sum())
-        # dense where most boxes hold sources; small levels (sparse GEMM output ≤ 1 GB)
-        # up to 90 %: their dense per-class GEMMs have only 3·B/8 columns (leapfrog,
-        # 56 % active: 1.35 vs 0.8 ms at level 2 on the H100, 2.7 vs 1.0 at level 3)
-        small = 3 * n_tot * widths[0] * item <= 1 << 30
-        n_box = n_tot if n_box is None else n_box
-        limit = min(0.9, 1.8 * self.SPARSE_M2L_FRACTION) if small \
-            else self.SPARSE_M2L_FRACTION
-        if n_box >= limit * B:
-            return None
-        # one GEMM against all 343 cores (read once) or one per source class (189
-        # cores each, read 8 times): modelled time = flops / 25 TF/s + bytes / 2.5 TB/s
-        cost_cls = (6 * n_tot * r * widths[0] / 2.5e13
-                    + (8 * widths[0] * r + 6 * n_tot * widths[0]) * item / 2.5e12)
-        cost_all = (6 * n_tot * r * 343 * r / 2.5e13
-                    + (343 * r * r + 6 * n_tot * 343 * r) * item / 2.5e12)
-        unified = cost_all < cost_cls and 3 * n_tot * 343 * r * item <= 1 << 30
-        if self.SPARSE_M2L_UNIFIED is not None:               # tests force either variant
-            unified = bool(self.SPARSE_M2L_UNIFIED)
-        ystride = np.array([343 * r] * 8 if unified else widths, dtype=np.int64)
-        ybase = np.concatenate([[0], np.cumsum(3 * counts * ystride)[:-1]])
-        start = np.concatenate([[0], np.cumsum(counts + 1)])   # one spare slot per class
-        return {"unified": unified, "y_size": int(3 * (counts * ystride).sum()),
-                "counts": counts, "start": start,
-                "tables": (np.stack([ybase, ystride]).astype(np.int64), counts,
-                           start[:8].astype(np.int64), (start[1:] - 1).astype(np.int64))}
 
     def _m2l_dtype(self):
         """dtype of the 1/r M2L GEMMs: float32 in float32 runs with tol ≥ 1e-5
