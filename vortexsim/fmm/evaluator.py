@@ -316,6 +316,11 @@ class FMM:
         # Each target set gets its own stream: the elements' near field (∇u, few
         # blocks) then runs next to the tracers' instead of after it.
         side = self.device.is_gpu and not clock.sync
+        if self.device.is_gpu:
+            # the neighbour table on the device before the streams fork (created lazily
+            # inside one target set's stream, another set's stream could read it before
+            # its copy landed)
+            self._near_table(depth)
         if side:
             import cupy as cp  # noqa: PLC0415
             main = cp.cuda.get_current_stream()
@@ -474,12 +479,19 @@ class FMM:
                 leaf_sum(leaf)
         return INV_4PI * u_s, (INV_4PI * (skew(w_s) - g_s) if gradient else None)
 
+    def _near_table(self, depth):
+        """The leaf level's neighbour table on the GPU (cached per depth)."""
+        import cupy as cp  # noqa: PLC0415
+        nbr = self._cached(("nbr", depth, self.near_radius),
+                           lambda: neighbor_table(depth, self.near_radius, np))
+        return self._cached(("nbr_d", depth, self.near_radius), lambda: cp.asarray(nbr))
+
     def _near_cuda(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, nbr, occupied):
         import cupy as cp  # noqa: PLC0415
         from ..kernels.direct import source_parameters  # noqa: PLC0415
         from ..kernels.modules import CTYPES, get_function  # noqa: PLC0415
         dtype = self.dtype
-        nbr_d = self._cached(("nbr_d", tree.depth, self.near_radius), lambda: cp.asarray(nbr))
+        nbr_d = self._near_table(tree.depth)
         # one target per thread: two in float32 measured slower (21 vs 18 ms at 2^20,
         # H100, 2026-11-22: 106 registers instead of 64)
         block = self._block_for(ys.shape[0], occupied or tree.n_leaves)
@@ -611,26 +623,12 @@ class FMM:
         """
         L = tree.depth
         locals_ = {}
-        # GPU: the leaf level (most of the work) goes first on the current stream and
-        # the small upper levels on a second one, where they overlap it; the current
-        # stream waits for them at the end.  Profiling keeps one stream.
-        upper = None
-        if self.device.is_gpu and not clock.sync and L > 2:
-            import cupy as cp  # noqa: PLC0415
-            main = cp.cuda.get_current_stream()
-            upper = self._cached(("m2l_stream",), lambda: cp.cuda.Stream(non_blocking=True))
-            ready = cp.cuda.Event(disable_timing=True)
-            ready.record(main)
-            upper.wait_event(ready)
-        order = [L, *range(2, L)] if upper is not None else range(2, L + 1)
-        for level in order:
-            with (upper if upper is not None and level < L else contextlib.nullcontext()):
-                locals_[level] = self._m2l_level(tree, multipoles, green, P, clock, sparse,
-                                                 level)
-        if upper is not None:
-            done = cp.cuda.Event(disable_timing=True)
-            done.record(upper)
-            main.wait_event(done)
+        # All levels on the current stream.  (Session 3 ran the upper levels on a second
+        # stream next to the leaf level; cuBLAS shares one handle, and its workspace,
+        # across streams, and the sparse-vs-dense time-stepping test then differed by
+        # 3e-9 in some runs, so the levels no longer overlap: docs/fmm-design.md.)
+        for level in range(2, L + 1):
+            locals_[level] = self._m2l_level(tree, multipoles, green, P, clock, sparse, level)
         clock.laps["m2l"] = sum(v for k, v in clock.laps.items() if k.startswith("m2l_"))
         return locals_
 
