@@ -136,7 +136,6 @@ class Simulation:
                             f"{sorted(RUN_DEFAULTS)}.")
         cfg = {**RUN_DEFAULTS, **run}
         self.device: Device = resolve_device(cfg["device"])
-        xp = self.device.xp
         # -- state, validated once -------------------------------------------
         if isinstance(elements, Elements):
             elements = (elements.x, elements.alpha, elements.sigma)
