@@ -316,3 +316,21 @@ def test_gradient_count_is_checked(bad):
         fmm.evaluate(x, alpha, 0.1, np.zeros((1200, 3)), gradient=bad)
     with pytest.raises(ValueError, match="part of the targets"):
         fmm.evaluate(x, alpha, 0.1, gradient=10)
+
+
+def test_sparse_m2l_levels_follow_each_levels_box_counts():
+    """With a step plan, sparse or dense is decided per level from that level's counts
+    of non-empty boxes (a loop variable once shadowed them: every level after the first
+    sparse one was forced sparse).  Array code, run here on NumPy."""
+    from vortexsim.fmm.tree import build_tree
+    x, _ = _uniform(3000, seed=41)
+    tree = build_tree(x, x, 4, np, lo=np.zeros(3), width=1.0)
+    fmm = FMM("singular", tol=1e-3)
+    P = 4
+    counts = np.array([[1] * 8, [60] * 8, [20] * 8])      # levels 2, 3 (94 % full), 4
+    cap = counts + 4
+    out = fmm._m2l_sparsity(tree, P, capacity=cap, counts=counts)
+    assert out[2] is not None and out[4] is not None
+    assert out[3] is None, "level 3 holds sources in 94 % of its boxes: dense"
+    classes = out[4][0]
+    assert [n for n, _ in classes] == list(cap[2])

@@ -774,19 +774,19 @@ class FMM:
                      xp.asarray(np.stack([ybase, ystride]).astype(np.int64)))
             f = flags[level]
             pos = xp.cumsum(f, axis=0) - 1                         # column within the class
-            counts = active[row].astype(np.int64)
-            start = np.concatenate([[0], np.cumsum(counts + 1)])  # one spare slot per class
+            rows = active[row].astype(np.int64)                   # GEMM rows per class
+            start = np.concatenate([[0], np.cumsum(rows + 1)])    # one spare slot per class
             if capacity is None:
                 colmap = xp.where(f, pos, -1).reshape(B)
                 buf = xp.empty(int(start[-1]), dtype=xp.int64)
             else:
-                fit = f & (pos < xp.asarray(counts))
+                fit = f & (pos < xp.asarray(rows))
                 colmap = xp.where(fit, pos, xp.where(f, -2, -1)).reshape(B)
                 f = fit
                 buf = xp.zeros(int(start[-1]), dtype=xp.int64)    # spare rows: box 0
             slot = xp.where(f, xp.asarray(start[:8]) + pos, xp.asarray(start[1:] - 1))
             buf[slot.reshape(B)] = xp.arange(B, dtype=xp.int64)
-            classes = [(int(counts[p]), buf[start[p]:start[p] + counts[p]]) for p in range(8)]
+            classes = [(int(rows[p]), buf[start[p]:start[p] + rows[p]]) for p in range(8)]
             out[level] = (classes, colmap, tgt[level], yinfo)
         return out
 
