@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One device call that checks GPU code after a change (run from the repository root on
-# the device machine, with .whl/ carried): the GPU test suite N times (default 3; a
+# the device machine, with .whl/ carried): the GPU test suite N times (default 2, ~3.5 min each; a
 # race shows up as a run that fails), then the issue-4 leapfrog step time in three
 # separate processes (its spread between processes is part of the result).
 #
 #   bash benchmarks/gpu_check.sh [N]
 set -u
-N="${1:-3}"
+N="${1:-2}"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
