@@ -119,8 +119,8 @@ class Summation:
         # the sizes are a function of the state, and the step's other calls need none
         if self._capacity_due and root is not None and self.depth is not None \
                 and sigma_range is not None:
-            k = gradient if not isinstance(gradient, bool) else None
-            sets = (targets[:k], targets[k:]) if k and k < targets.shape[0] else (targets,)
+            from .fmm.evaluator import target_sets  # noqa: PLC0415
+            sets = tuple(pts for _, pts, _ in target_sets(targets, gradient))
             self.m2l_capacity = self.fmm.m2l_capacity(x, sigma_range, root, self.depth,
                                                       targets=sets)
             self._capacity_due = False
@@ -140,14 +140,13 @@ class Summation:
         else:
             if x.dtype != dtype:
                 x, alpha, sigma, targets = (a.astype(dtype) for a in (x, alpha, sigma, targets))
+            from .fmm.evaluator import target_sets  # noqa: PLC0415
             direct = direct_sum_cuda if self.device.is_gpu else direct_sum_numpy
-            k = gradient if not isinstance(gradient, bool) else None
-            if k is None or k in (0, targets.shape[0]):
-                u, grad_u = direct(self.kernel, x, alpha, sigma, targets, gradient=bool(gradient))
-            else:                                     # ∇u at the first k targets only
-                u, grad_u = direct(self.kernel, x, alpha, sigma, targets[:k], gradient=True)
-                u_rest, _ = direct(self.kernel, x, alpha, sigma, targets[k:], gradient=False)
-                u = xp.concatenate([u, u_rest])
+            # ∇u at the first k targets only when gradient = k: one call per target set
+            outs = [direct(self.kernel, x, alpha, sigma, pts, gradient=grad)
+                    for _, pts, grad in target_sets(targets, gradient)]
+            u = outs[0][0] if len(outs) == 1 else xp.concatenate([o[0] for o in outs])
+            grad_u = outs[0][1]
         if gradient and n_self:
             # remove the self pairs (r = 0): (1/4π) A(0, σ_p) α_p × ·  (A(0) := 0 when infinite)
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

@@ -186,8 +186,7 @@ def test_near_pair_counts_match_the_trees():
 
 
 def test_explicit_depth_is_used_and_checked():
-    rng = np.random.default_rng(4)
-    x, alpha = rng.random((600, 3)), rng.normal(size=(600, 3))
+    x, alpha = _uniform(600, seed=4)
     sigma = np.full(600, 0.02)
     fmm = FMM("gaussian", tol=1e-3)
     u2, _ = fmm.evaluate(x, alpha, sigma, depth=2)
@@ -266,8 +265,7 @@ def test_shallow_trees_use_the_measured_lower_order():
     assert shallow_order(1e-6, "singular", 5, 16) == 16
     assert shallow_order(1e-6, "gaussian", 3, 16) == 16
     assert shallow_order(1e-4, "singular", 3, 10) == 10
-    rng = np.random.default_rng(14)
-    x, alpha = rng.random((3000, 3)), rng.normal(size=(3000, 3))
+    x, alpha = _uniform(3000, seed=14)
     sigma = np.full(3000, 0.05)
     fmm = FMM("singular", tol=1e-6)
     u, g = fmm.evaluate(x, alpha, sigma, depth=3)

@@ -290,10 +290,7 @@ class FMM:
         clock.lap("setup")
         # target sets: (first index, points, with ∇u); targets with and without ∇u are
         # sorted into the leaves separately, so each kernel launch is uniform in work
-        if exclude_self or k_grad in (0, m):
-            sets = [(0, y, k_grad > 0)]
-        else:
-            sets = [(0, y[:k_grad], True), (k_grad, y[k_grad:], False)]
+        sets = [(0, y, k_grad > 0)] if exclude_self else target_sets(y, k_grad)
         check = root is not None and check_root
         tree = build_tree(x, sets[0][1], depth, xp, lo=lo, width=width, check=check)
         trees = [tree] + [with_targets(tree, pts, xp, check=check) for _, pts, _ in sets[1:]]
@@ -414,16 +411,15 @@ class FMM:
         if depth < 2 or x.shape[0] == 0:
             return None
         width = max(width, (1 << depth) * min_leaf * (1 + 1e-9))      # as evaluate
-        keys = morton_keys(xp.asarray(x, dtype=xp.float64), lo, width, depth, xp)
-        occupied = xp.zeros(8 ** depth, dtype=xp.int64)
-        occupied[keys.astype(xp.int64)] = 1
-        leaves = []
-        for pts in targets:
+        def occupancy(pts):                # 1 for each leaf holding a point of pts
             hit = xp.zeros(8 ** depth, dtype=xp.int64)
             if pts.shape[0]:
                 hit[morton_keys(xp.asarray(pts, dtype=xp.float64), lo, width, depth,
                                 xp).astype(xp.int64)] = 1
-            leaves.append(xp.broadcast_to(hit.sum(), (8,)))
+            return hit
+
+        occupied = occupancy(x)
+        leaves = [xp.broadcast_to(occupancy(pts).sum(), (8,)) for pts in targets]
         counts = []
         for level in range(depth, 1, -1):
             counts.append(occupied.reshape(-1, 8).sum(axis=0))
@@ -437,12 +433,10 @@ class FMM:
     # -- stages ---------------------------------------------------------------
     def _near(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None):
         """Near field u (M, 3), ∇u (M, 3, 3) of the sorted targets, float64 accumulators."""
-        L = tree.depth
-        nbr = self._cached(("nbr", L, self.near_radius),
-                           lambda: neighbor_table(L, self.near_radius, np))
         if self.device.is_gpu:
-            return self._near_cuda(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, nbr,
+            return self._near_cuda(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient,
                                    occupied)
+        nbr = self._neighbors(tree.depth)
         m = ys.shape[0]
         u_s, w_s, g_s = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3, 3))
         ss, ts = tree.src_start, tree.tgt_start
@@ -479,14 +473,18 @@ class FMM:
                 leaf_sum(leaf)
         return INV_4PI * u_s, (INV_4PI * (skew(w_s) - g_s) if gradient else None)
 
-    def _near_table(self, depth):
-        """The leaf level's neighbour table on the GPU (cached per depth)."""
-        import cupy as cp  # noqa: PLC0415
-        nbr = self._cached(("nbr", depth, self.near_radius),
-                           lambda: neighbor_table(depth, self.near_radius, np))
-        return self._cached(("nbr_d", depth, self.near_radius), lambda: cp.asarray(nbr))
+    def _neighbors(self, depth):
+        """The leaf level's near-field stencil (host, :func:`neighbor_table`, cached)."""
+        return self._cached(("nbr", depth, self.near_radius),
+                            lambda: neighbor_table(depth, self.near_radius, np))
 
-    def _near_cuda(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, nbr, occupied):
+    def _near_table(self, depth):
+        """:meth:`_neighbors` on the GPU (cached per depth)."""
+        import cupy as cp  # noqa: PLC0415
+        return self._cached(("nbr_d", depth, self.near_radius),
+                            lambda: cp.asarray(self._neighbors(depth)))
+
+    def _near_cuda(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied):
         import cupy as cp  # noqa: PLC0415
         from ..kernels.direct import source_parameters  # noqa: PLC0415
         from ..kernels.modules import CTYPES, get_function  # noqa: PLC0415
@@ -509,7 +507,7 @@ class FMM:
         fn((grid,), (block,),
            (cp.ascontiguousarray(xs, dtype=dtype), cp.ascontiguousarray(alpha_s, dtype=dtype),
             cp.ascontiguousarray(param), tree.src_start, cp.ascontiguousarray(ys, dtype=dtype),
-            tree.tgt_start, nbr_d, np.int32(nbr.shape[1]), np.int32(1 if exclude_self else 0),
+            tree.tgt_start, nbr_d, np.int32(nbr_d.shape[1]), np.int32(1 if exclude_self else 0),
             chunk_start, np.int32(tree.n_leaves), dtype.type(self._table_cut()), u, g))
         return (u.astype(cp.float64, copy=False),
                 (g.astype(cp.float64, copy=False) if gradient else None))
@@ -1017,6 +1015,19 @@ def _gradient_count(gradient, m, exclude_self):
         return int(gradient)
     raise ValueError(f"gradient must be True, False or an integer in [0, {m}] (∇u at the "
                      f"first k targets), got {gradient!r}.")
+
+
+def target_sets(targets, gradient):
+    """The target sets of an evaluation with ``gradient`` (bool, or k: ∇u at the first k
+    targets): a list of (index of the first target, points, with ∇u), one set per kind,
+    so that each kernel launch is uniform (used by :meth:`FMM.evaluate` and by
+    :class:`vortexsim.rhs.Summation`, whose direct sum and step plan split the same way)."""
+    m = targets.shape[0]
+    k = _gradient_count(gradient, m, False)
+    if k in (0, m):                       # one set (gradient=True keeps ∇u even if M = 0)
+        as_bool = isinstance(gradient, (bool, np.bool_)) and bool(gradient)
+        return [(0, targets, as_bool or k > 0)]
+    return [(0, targets[:k], True), (k, targets[k:], False)]
 
 
 class _Clock:
