@@ -64,7 +64,7 @@ def test_gpu_sparse_m2l_time_stepping_equals_dense_and_restarts_bitwise():
     sparse.run(steps=4)
     dense.run(steps=4)
     assert len(caps) == 4 and all(c is not None for c in caps)
-    depth, cap, occupied, _ = caps[-1]
+    depth, cap, occupied, *_ = caps[-1]
     assert len(occupied) == 2 and all(occupied)
     assert depth == sparse.summation.depth >= 3
     assert cap[-1].sum() < 0.5 * 8 ** depth, "the case must exercise the sparse M2L"

@@ -332,3 +332,36 @@ def test_sparse_m2l_levels_follow_each_levels_box_counts():
     assert out[3] is None, "level 3 holds sources in 94 % of its boxes: dense"
     classes = out[4][0]
     assert [n for n, _ in classes] == list(cap[2])
+
+
+def test_sparse_m2l_lists_from_a_plans_layouts_equal_those_made_in_the_call():
+    """A step plan's prepared layouts and tables (M2LPlan.layouts, copied to the device
+    once per step) give the same GEMM lists, column maps and output layout as the
+    layouts the call makes itself.  Array code, run here on NumPy."""
+    from vortexsim.fmm.tree import build_tree
+    x, _ = _uniform(3000, seed=43)
+    tree = build_tree(x, x, 4, np, lo=np.zeros(3), width=1.0)
+    fmm = FMM("singular", tol=1e-3)
+    P = 4
+    counts = np.array([[1] * 8, [60] * 8, [3] * 8])
+    cap = counts + 2
+    prepared = {}
+    for row, level in enumerate(range(2, 5)):
+        lay = fmm._sparse_layout(4, level, P, cap[row], int(counts[row].sum()))
+        prepared[level] = None if lay is None else (lay, lay["tables"])
+    assert prepared[3] is None and prepared[4] is not None
+    own = fmm._m2l_sparsity(tree, P, capacity=cap, counts=counts)
+    planned = fmm._m2l_sparsity(tree, P, capacity=cap, counts=counts, prepared=prepared)
+    assert own.keys() == planned.keys()
+    for level in own:
+        assert (own[level] is None) == (planned[level] is None)
+        if own[level] is None:
+            continue
+        (ca, ma, ta, ya), (cb, mb, tb, yb) = own[level], planned[level]
+        assert [n for n, _ in ca] == [n for n, _ in cb] == list(cap[level - 2])
+        assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(ca, cb))
+        assert np.array_equal(ma, mb) and np.array_equal(ta, tb)
+        assert ya[:2] == yb[:2] and np.array_equal(ya[2], yb[2])
+        # every non-empty source box is in a list (≥ 0) or overflows (−2)
+        occupied = np.diff(tree.src_start).reshape(-1, 8 ** (4 - level)).sum(axis=1) > 0
+        assert np.array_equal(mb != -1, occupied)

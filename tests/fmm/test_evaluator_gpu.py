@@ -210,7 +210,8 @@ def test_gpu_sync_free_sparse_m2l_with_capacities(unified, shrink):
     kw = dict(sigma_range=(0.01, 0.01), root=root, check_root=False, depth=4)
     fmm = FMM("gaussian", tol=1e-6, device="gpu")
     fmm.SPARSE_M2L_UNIFIED = unified
-    depth, cap, occ, _ = fmm.m2l_capacity(x, (0.01, 0.01), root, 4, targets=(tracers,))
+    plan = fmm.m2l_capacity(x, (0.01, 0.01), root, 4, targets=(tracers,))
+    depth, cap, occ, *_ = plan
     assert depth == 4 and cap.shape == (3, 8) and 0 < occ[0] <= 8 ** 4
     cap = cap // shrink if shrink else 0 * cap
     dense = FMM("gaussian", tol=1e-6, device="gpu")
@@ -226,3 +227,10 @@ def test_gpu_sync_free_sparse_m2l_with_capacities(unified, shrink):
     u2, g2 = (a.get() for a in fmm.evaluate(x, alpha, sigma, tracers, **kw,
                                             m2l_capacity=(depth, cap, occ)))
     assert np.array_equal(u2, us) and np.array_equal(g2, gs)
+    if shrink == 1:
+        # the plan's own layouts and device tables (the time stepper's path, no copy
+        # inside the call): bitwise the same as the layouts made in the call
+        u3, g3 = (a.get() for a in fmm.evaluate(x, alpha, sigma, tracers, **kw,
+                                                m2l_capacity=plan))
+        assert plan.layouts[4] is not None
+        assert np.array_equal(u3, us) and np.array_equal(g3, gs)

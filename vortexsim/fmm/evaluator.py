@@ -34,6 +34,7 @@ import logging
 import math
 import os
 import time
+import typing
 
 import numpy as np
 
@@ -110,6 +111,24 @@ def near_field_reach(kernel_name: str, tol: float, sigma_max: float) -> float:
     if kernel_name == "polynomial":
         return sigma_max
     return 0.0
+
+
+class M2LPlan(typing.NamedTuple):
+    """A time step's sizes for its sync-free GPU calls (:meth:`FMM.m2l_capacity`).
+
+    depth: the tree's leaf level; capacity, counts: host int64 (depth − 1, 8), GEMM rows
+    and non-empty source boxes per level 2..depth and parity class; occupied: leaves
+    holding points, per target set; order: the expansion order the layouts are for;
+    layouts: level → None (dense M2L) or (host layout, its device tables), the tables
+    copied to the device once, at the step's start (a copy made inside an evaluation
+    from pageable memory would wait for the stream to drain).
+    """
+    depth: int
+    capacity: np.ndarray
+    occupied: tuple
+    counts: np.ndarray
+    order: int = -1
+    layouts: dict | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -350,11 +369,12 @@ class FMM:
             # the sparse-M2L lists after the upward pass is queued: their one transfer
             # then waits on it instead of leaving the GPU idle
             capacity = plan[1] if plan is not None else None
-            sparse = (self._m2l_sparsity(far_tree, P, capacity,
-                                         plan[3] if plan is not None and len(plan) > 3
-                                         else None) if green.harmonic
-                      and self.device.is_gpu and (not sync_free or capacity is not None)
-                      else None)
+            counts = plan[3] if plan is not None and len(plan) > 3 else None
+            prepared = (plan.layouts if isinstance(plan, M2LPlan) and plan.order == P
+                        else None)
+            sparse = (self._m2l_sparsity(far_tree, P, capacity, counts, prepared)
+                      if green.harmonic and self.device.is_gpu
+                      and (not sync_free or capacity is not None) else None)
             clock.lap("m2l_lists")
             locals_ = self._m2l(far_tree, multipoles, green, P, clock, sparse)
         for event in near_done:                                    # before L2P adds
@@ -391,8 +411,8 @@ class FMM:
         x (N, 3) [L]: the sources; sigma_range, root, depth: as :meth:`evaluate` will get
         them; targets: the target sets of those calls (the targets, or with an integer
         ``gradient=k`` the first k and the rest), whose occupied leaves size the near
-        field's thread blocks.  Returns ``(depth, capacity, occupied, counts)`` with the
-        leaf level the tree will have, host int64 arrays (depth − 1, 8) of the non-empty
+        field's thread blocks.  Returns an :class:`M2LPlan` ``(depth, capacity, occupied,
+        counts, order, layouts)`` with the leaf level the tree will have, host int64 arrays (depth − 1, 8) of the non-empty
         source boxes per level 2..depth and parity class (``counts``) and of those plus
         a margin (:attr:`CAPACITY_SLACK`, ``capacity``), and the number of leaves holding
         points of each target set; or None where no sparse M2L can run (CPU,
@@ -428,7 +448,26 @@ class FMM:
         counts, leaves = out[:depth - 1], tuple(int(v[0]) for v in out[depth - 1:])
         boxes = (8 ** np.arange(2, depth + 1) // 8)[:, None]       # boxes per class
         cap = np.minimum(counts + counts // self.CAPACITY_SLACK + 4, boxes)
-        return depth, cap, leaves, counts
+        # the sparse levels' layouts and small device tables, in one copy now (the
+        # stream is idle after the transfer) instead of four per level and evaluation
+        P = self.order if self._order_given else shallow_order(self.tol, self.kernel.name,
+                                                               depth, self.order)
+        levels = range(2, depth + 1)
+        layouts = [self._sparse_layout(depth, level, P, cap[row], int(counts[row].sum()))
+                   for row, level in enumerate(levels)]
+        host = [a.ravel() for lay in layouts if lay is not None for a in lay["tables"]]
+        flat = xp.asarray(np.concatenate(host)) if host else None
+        prepared, at = {}, 0
+        for level, lay in zip(levels, layouts):
+            if lay is None:
+                prepared[level] = None
+                continue
+            tables = []
+            for a in lay["tables"]:
+                tables.append(flat[at:at + a.size].reshape(a.shape))
+                at += a.size
+            prepared[level] = (lay, tuple(tables))
+        return M2LPlan(depth, cap, leaves, counts, P, prepared)
 
     # -- stages ---------------------------------------------------------------
     def _near(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None):
@@ -710,7 +749,7 @@ class FMM:
     #: GEMM against all 343 cores by a cost model; True / False force one (tests)
     SPARSE_M2L_UNIFIED = None
 
-    def _m2l_sparsity(self, tree, P, capacity=None, counts=None):
+    def _m2l_sparsity(self, tree, P, capacity=None, counts=None, prepared=None):
         """Per level: None (dense M2L) or (per class: (n_active, active list), colmap, tgt counts).
 
         Source and target counts per box of every level come from the CSR starts; the
@@ -721,7 +760,9 @@ class FMM:
         transfer: the GEMMs get these sizes (spare rows translate box 0 and are never
         read), and an active box beyond its class's capacity is marked −2 in ``colmap``
         for ``m2l_gather_sum`` to translate on the fly; ``counts`` (same shape: the
-        non-empty boxes the capacities were made from) then decides sparse or dense.
+        non-empty boxes the capacities were made from) then decides sparse or dense, and
+        ``prepared`` (:attr:`M2LPlan.layouts`, made from both) brings each level's layout
+        and device tables, so that the call copies nothing to the device.
         """
         xp = self.device.xp
         L = tree.depth
@@ -738,55 +779,85 @@ class FMM:
         else:
             active = np.asarray(capacity, dtype=np.int64).reshape(len(levels), 8)
         out = {}
-        # the stream is idle after that transfer: host-to-device copies cost no stall now
-        r = (P + 1) ** 2
-        mdt = self._m2l_dtype()
-        item = np.dtype(mdt).itemsize
         for row, level in enumerate(levels):
             B = 8 ** level
-            sep = self.near_radius + 1 if level == L else 2
-            widths = [k.shape[1] for k in self._sparse_m2l_tables(P, sep, mdt)["Kt"]]
-            n_tot = int(active[row].sum())
-            # dense where most boxes hold sources; small levels (sparse GEMM output ≤ 1 GB)
-            # up to 90 %: their dense per-class GEMMs have only 3·B/8 columns (leapfrog,
-            # 56 % active: 1.35 vs 0.8 ms at level 2 on the H100, 2.7 vs 1.0 at level 3)
-            small = 3 * n_tot * widths[0] * item <= 1 << 30
-            n_box = n_tot if counts is None else int(counts[row].sum())
-            limit = min(0.9, 1.8 * self.SPARSE_M2L_FRACTION) if small \
-                else self.SPARSE_M2L_FRACTION
-            if n_box >= limit * B:
+            if prepared is not None and level in prepared:
+                layout, tables = prepared[level] or (None, None)
+            else:
+                # the stream is idle after the transfer above (or a test's call):
+                # host-to-device copies cost no stall here
+                layout = self._sparse_layout(L, level, P, active[row], None if counts is None
+                                             else int(counts[row].sum()))
+                tables = None if layout is None else tuple(xp.asarray(a)
+                                                           for a in layout["tables"])
+            if layout is None:
                 out[level] = None
                 continue
-            # one GEMM against all 343 cores (read once) or one per source class (189
-            # cores each, read 8 times): modelled time = flops / 25 TF/s + bytes / 2.5 TB/s
-            cost_cls = (6 * n_tot * r * widths[0] / 2.5e13
-                        + (8 * widths[0] * r + 6 * n_tot * widths[0]) * item / 2.5e12)
-            cost_all = (6 * n_tot * r * 343 * r / 2.5e13
-                        + (343 * r * r + 6 * n_tot * 343 * r) * item / 2.5e12)
-            unified = cost_all < cost_cls and 3 * n_tot * 343 * r * item <= 1 << 30
-            if self.SPARSE_M2L_UNIFIED is not None:           # tests force either variant
-                unified = bool(self.SPARSE_M2L_UNIFIED)
-            ystride = [343 * r] * 8 if unified else widths
-            ybase = np.concatenate([[0], np.cumsum(3 * active[row] * np.array(ystride))[:-1]])
-            yinfo = (unified, int(3 * (active[row] * np.array(ystride)).sum()),
-                     xp.asarray(np.stack([ybase, ystride]).astype(np.int64)))
+            rows, start = layout["rows"], layout["start"]
+            d_base, d_rows, d_first, d_spare = tables
+            yinfo = (layout["unified"], layout["y_size"], d_base)
             f = flags[level]
             pos = xp.cumsum(f, axis=0) - 1                         # column within the class
-            rows = active[row].astype(np.int64)                   # GEMM rows per class
-            start = np.concatenate([[0], np.cumsum(rows + 1)])    # one spare slot per class
             if capacity is None:
                 colmap = xp.where(f, pos, -1).reshape(B)
                 buf = xp.empty(int(start[-1]), dtype=xp.int64)
             else:
-                fit = f & (pos < xp.asarray(rows))
+                fit = f & (pos < d_rows)
                 colmap = xp.where(fit, pos, xp.where(f, -2, -1)).reshape(B)
                 f = fit
                 buf = xp.zeros(int(start[-1]), dtype=xp.int64)    # spare rows: box 0
-            slot = xp.where(f, xp.asarray(start[:8]) + pos, xp.asarray(start[1:] - 1))
+            slot = xp.where(f, d_first + pos, d_spare)
             buf[slot.reshape(B)] = xp.arange(B, dtype=xp.int64)
             classes = [(int(rows[p]), buf[start[p]:start[p] + rows[p]]) for p in range(8)]
             out[level] = (classes, colmap, tgt[level], yinfo)
         return out
+
+    def _sparse_layout(self, L, level, P, rows, n_box=None):
+        """Host layout of one level's sparse M2L, or None where the dense M2L is used.
+
+        rows (8,): GEMM rows per parity class (the non-empty source boxes, or a plan's
+        capacities); n_box: the non-empty boxes that decide sparse or dense (default:
+        the rows' sum).  Returns a dict: ``unified`` (one GEMM against all 343 cores, or
+        one per class), ``y_size`` (elements of the GEMM output), ``rows`` (8,),
+        ``start`` (9,) (list slots, one spare per class) and ``tables``, the int64
+        arrays the device needs: (2, 8) output bases and strides, (8,) rows, (8,) first
+        slots, (8,) spare slots.
+        """
+        B = 8 ** level
+        r = (P + 1) ** 2
+        mdt = self._m2l_dtype()
+        item = np.dtype(mdt).itemsize
+        sep = self.near_radius + 1 if level == L else 2
+        widths = np.array([k.shape[1] for k in self._sparse_m2l_tables(P, sep, mdt)["Kt"]],
+                          dtype=np.int64)
+        rows = np.asarray(rows, dtype=np.int64)
+        n_tot = int(rows.sum())
+        # dense where most boxes hold sources; small levels (sparse GEMM output ≤ 1 GB)
+        # up to 90 %: their dense per-class GEMMs have only 3·B/8 columns (leapfrog,
+        # 56 % active: 1.35 vs 0.8 ms at level 2 on the H100, 2.7 vs 1.0 at level 3)
+        small = 3 * n_tot * int(widths[0]) * item <= 1 << 30
+        n_box = n_tot if n_box is None else n_box
+        limit = min(0.9, 1.8 * self.SPARSE_M2L_FRACTION) if small \
+            else self.SPARSE_M2L_FRACTION
+        if n_box >= limit * B:
+            return None
+        # one GEMM against all 343 cores (read once) or one per source class (189
+        # cores each, read 8 times): modelled time = flops / 25 TF/s + bytes / 2.5 TB/s
+        w0 = int(widths[0])
+        cost_cls = (6 * n_tot * r * w0 / 2.5e13
+                    + (8 * w0 * r + 6 * n_tot * w0) * item / 2.5e12)
+        cost_all = (6 * n_tot * r * 343 * r / 2.5e13
+                    + (343 * r * r + 6 * n_tot * 343 * r) * item / 2.5e12)
+        unified = cost_all < cost_cls and 3 * n_tot * 343 * r * item <= 1 << 30
+        if self.SPARSE_M2L_UNIFIED is not None:               # tests force either variant
+            unified = bool(self.SPARSE_M2L_UNIFIED)
+        ystride = np.full(8, 343 * r, dtype=np.int64) if unified else widths
+        ybase = np.concatenate([[0], np.cumsum(3 * rows * ystride)[:-1]])
+        start = np.concatenate([[0], np.cumsum(rows + 1)])    # one spare slot per class
+        return {"unified": unified, "y_size": int(3 * (rows * ystride).sum()),
+                "rows": rows, "start": start,
+                "tables": (np.stack([ybase, ystride]).astype(np.int64), rows.copy(),
+                           start[:8].astype(np.int64), (start[1:] - 1).astype(np.int64))}
 
     def _m2l_dtype(self):
         """dtype of the 1/r M2L GEMMs: float32 in float32 runs with tol ≥ 1e-5
