@@ -365,3 +365,25 @@ def test_sparse_m2l_lists_from_a_plans_layouts_equal_those_made_in_the_call():
         # every non-empty source box is in a list (≥ 0) or overflows (−2)
         occupied = np.diff(tree.src_start).reshape(-1, 8 ** (4 - level)).sum(axis=1) > 0
         assert np.array_equal(mb != -1, occupied)
+
+
+@pytest.mark.parametrize("P", [4, 9, 16])
+def test_compressed_m2m_l2l_equal_the_cartesian_shifts(P):
+    """The 1/r far field runs M2M and L2L on compressed expansions (r = (P+1)² per box
+    instead of n(P)): exact, because shifts keep potential-free multipoles potential-free
+    and harmonic locals harmonic.  Any multipoles, also with potential-free parts."""
+    from vortexsim.fmm import expansions as E
+    fmm = FMM("singular", tol=1e-6)
+    T, R = fmm._shift_operators(P)
+    Tc, Rc = fmm._compressed_shift_operators(P)
+    U, V = E.harmonic_bases(P)
+    n, r = U.shape
+    rng = np.random.default_rng(P)
+    M = rng.standard_normal((8 * n, 3))                  # eight children, arbitrary
+    parent = V.T @ (T @ M)
+    compressed = Tc @ np.concatenate([V.T @ M[c * n:(c + 1) * n] for c in range(8)])
+    assert np.abs(compressed - parent).max() <= 1e-12 * np.abs(parent).max()
+    Lh = rng.standard_normal((r, 3))                     # a harmonic parent local U L̂
+    children = R @ (U @ Lh)
+    via = np.concatenate([U @ blk for blk in np.split(Rc @ Lh, 8)])
+    assert np.abs(via - children).max() <= 1e-12 * np.abs(children).max()

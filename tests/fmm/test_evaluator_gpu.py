@@ -229,8 +229,12 @@ def test_gpu_sync_free_sparse_m2l_with_capacities(unified, shrink):
     assert np.array_equal(u2, us) and np.array_equal(g2, gs)
     if shrink == 1:
         # the plan's own layouts and device tables (the time stepper's path, no copy
-        # inside the call): bitwise the same as the layouts made in the call
+        # inside the call): bitwise the same as the layouts made in the call from the
+        # same capacities and box counts (the counts decide sparse or dense per level)
         u3, g3 = (a.get() for a in fmm.evaluate(x, alpha, sigma, tracers, **kw,
                                                 m2l_capacity=plan))
+        u4, g4 = (a.get() for a in fmm.evaluate(x, alpha, sigma, tracers, **kw,
+                                                m2l_capacity=tuple(plan[:4])))
         assert plan.layouts[4] is not None
-        assert np.array_equal(u3, us) and np.array_equal(g3, gs)
+        assert np.array_equal(u3, u4) and np.array_equal(g3, g4)
+        assert _rel(u3, ud) <= 1e-12 and _rel(g3, gd) <= 1e-12

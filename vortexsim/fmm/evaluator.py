@@ -365,7 +365,7 @@ class FMM:
         if not side:
             clock.lap("near")
         if depth >= 2:
-            multipoles = self._upward(tree, xs, alpha_s, P, clock)
+            multipoles = self._upward(tree, xs, alpha_s, P, clock, green.harmonic)
             # the sparse-M2L lists after the upward pass is queued: their one transfer
             # then waits on it instead of leaving the GPU idle
             capacity = plan[1] if plan is not None else None
@@ -380,7 +380,7 @@ class FMM:
         for event in near_done:                                    # before L2P adds
             main.wait_event(event)
         if depth >= 2:
-            self._downward(far_tree, locals_, parts, P, clock)
+            self._downward(far_tree, locals_, parts, P, clock, green.harmonic)
         for part in parts:
             order = part.tree.tgt_order
             u[order + part.first if part.first else order] = part.u.astype(dtype, copy=False)
@@ -568,19 +568,41 @@ class FMM:
         shifts for a unit child width (:func:`expansions.shift_matrices`).  Returns
         T (n, 8n) = [T_0 … T_7] and R (8n, n) = [R_0; …; R_7] on the evaluator's device.
         """
-        def build():
-            mi = E.multi_indices(P)
-            half = 2.0 ** -mi.k.sum(axis=1).astype(np.float64)
-            S = E.shift_matrices(_child_offsets(1.0), P, np, "m2m")
-            R = E.shift_matrices(_child_offsets(1.0), P, np, "l2l")
-            T = np.concatenate([half[:, None] * S[c] for c in range(8)], axis=1)
-            Rc = np.concatenate([R[c] * half[None, :] for c in range(8)], axis=0)
-            xp = self.device.xp
-            return xp.asarray(T), xp.asarray(Rc)
-        return self._cached(("shift", P), build)
+        xp = self.device.xp
+        return self._cached(("shift", P), lambda: tuple(
+            xp.asarray(a) for a in _shift_operators_host(P)))
 
-    def _upward(self, tree, xs, alpha_s, P, clock):
-        """Normalized multipoles M̃ per level: dict level → array (8^level, n, 3), float64."""
+    def _harmonic_bases(self, P):
+        """(U, V) of :func:`expansions.harmonic_bases` on the evaluator's device (cached)."""
+        xp = self.device.xp
+        return self._cached(("harmonic", P),
+                            lambda: tuple(xp.asarray(a) for a in E.harmonic_bases(P)))
+
+    def _compressed_shift_operators(self, P):
+        """M2M and L2L of the 1/r far field on compressed expansions (cached).
+
+        With the bases of :func:`expansions.harmonic_bases` (orthonormal, r = (P+1)²
+        columns), multipoles enter the M2L only through M̂ = Vᵀ M̃ and locals are
+        L̃ = U L̂.  A shift maps potential-free multipoles (span V^⊥, degree by degree)
+        to potential-free ones and harmonic local polynomials to harmonic ones, so
+        M̂_p = Σ_c (Vᵀ T_c V) M̂_c and L̂_c = (Uᵀ R_c U) L̂_p exactly (round-off only):
+        r² instead of n² per box and child (P = 16: 8.4e4 instead of 9.4e5).  Returns
+        Tc (r, 8r) and Rc (8r, r) on the evaluator's device.
+        """
+        def build():
+            T, R = _shift_operators_host(P)
+            U, V = E.harmonic_bases(P)
+            n = U.shape[0]
+            Tc = np.concatenate([V.T @ T[:, c * n:(c + 1) * n] @ V for c in range(8)], axis=1)
+            Rc = np.concatenate([U.T @ R[c * n:(c + 1) * n] @ U for c in range(8)], axis=0)
+            xp = self.device.xp
+            return xp.asarray(Tc), xp.asarray(Rc)
+        return self._cached(("shift_compressed", P), build)
+
+    def _upward(self, tree, xs, alpha_s, P, clock, harmonic=False):
+        """Normalized multipoles per level, float64: dict level → M̃ (8^level, n, 3), or
+        with ``harmonic`` (1/r far field) the compressed M̂ = Vᵀ M̃ (r, 8^level, 3),
+        coefficient-major, whose M2M is r² per child (:meth:`_compressed_shift_operators`)."""
         xp = self.device.xp
         L = tree.depth
         mi = E.multi_indices(P)
@@ -601,9 +623,20 @@ class FMM:
                 s0, s1 = ss[leaf], ss[leaf + 1]
                 M[leaf] = E.monomials((centres[leaf] - xs[s0:s1]) / w, P, np).T @ alpha_s[s0:s1]
         clock.lap("p2m")
+        n = mi.n
+        if harmonic:
+            U, V = self._harmonic_bases(P)
+            r, B = V.shape[1], M.shape[0]
+            out = {L: (V.T @ M.transpose(1, 0, 2).reshape(n, B * 3)).reshape(r, B, 3)}
+            Tc, _ = self._compressed_shift_operators(P)
+            for level in range(L, 2, -1):                          # M2M: one GEMM per level
+                bp = 8 ** (level - 1)
+                X = out[level].reshape(r, bp, 8, 3).transpose(2, 0, 1, 3).reshape(8 * r, bp * 3)
+                out[level - 1] = (Tc @ X).reshape(r, bp, 3)
+            clock.lap("m2m")
+            return out
         T, _ = self._shift_operators(P)
         out = {L: M}
-        n = mi.n
         for level in range(L, 2, -1):                              # M2M: one GEMM per level
             bp = 8 ** (level - 1)
             X = out[level].reshape(bp, 8, n, 3).transpose(1, 2, 0, 3).reshape(8 * n, bp * 3)
@@ -684,20 +717,19 @@ class FMM:
             # the three components:
             #   L̃[:, (t, c)] = [C_o]_{o ∈ O_p} (k-major) · M̃[k, src(t, o), c]
             # on compressed, coefficient-major multipoles (no zero blocks).
-            U, V = self._cached(("harmonic", P),
-                                lambda: tuple(xp.asarray(a) for a in E.harmonic_bases(P)))
+            # The multipoles arrive compressed (M̂ = Vᵀ M̃, (r, B, 3), :meth:`_upward`) and
+            # the locals leave compressed (L̂ = C M̂ / w, L̃ = U L̂, :meth:`_downward`).
             # In float32 runs with tol ≥ 1e-5 these GEMMs run in float32: normalized
             # expansions are O(1), so float32 rounding (6e-8) stays far below tol.
             mdt = self._m2l_dtype()
-            B, r = M.shape[0], U.shape[1]
-            Mt = (V.T @ M.transpose(1, 0, 2).reshape(-1, B * 3)).reshape(r, B, 3)
-            Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
+            Mt = M
+            r, B = Mt.shape[0], Mt.shape[1]
             if sparse is not None and sparse[level] is not None:
                 Lt = self._m2l_sparse(tree, level, sep, xp.ascontiguousarray(Mt), P,
                                       sparse[level], mdt)
-                Lc = (U @ Lt.reshape(r, B * 3)).reshape(-1, B, 3).transpose(1, 0, 2) / w
                 clock.lap(f"m2l_{level}")
-                return xp.ascontiguousarray(Lc)
+                return Lt.astype(np.float64, copy=False) / w
+            Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
             Lt = xp.empty((r, B, 3), mdt)                      # Mcm: (r, B + 1, 3)
             Mcc = np.ascontiguousarray(Mcm.transpose(0, 2, 1)) if xp is np else None
             for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
@@ -721,8 +753,8 @@ class FMM:
                     else:
                         X = Mcm[:, g, :].reshape(r * len(offsets), 3 * (j1 - j0))
                         Lt[:, p + 8 * j0:p + 8 * j1:8, :] = (Kp @ X).reshape(r, j1 - j0, 3)
-            Lc = (U @ Lt.reshape(r, B * 3).astype(np.float64)).reshape(-1, B, 3) \
-                .transpose(1, 0, 2) / w
+            clock.lap(f"m2l_{level}")
+            return Lt.astype(np.float64, copy=False) / w
         else:
             # regularized G: operators depend on σ/w, built per level, one GEMM per
             # offset, on de-normalized expansions (M = w^|m| M̃, L̃ = w^|k| L)
@@ -943,22 +975,39 @@ class FMM:
                     "q_all_raw": (q_all[0], xp.asarray(raw))}
         return self._cached(("sparse_m2l", P, sep, np.dtype(mdt).name), build)
 
-    def _downward(self, tree, locals_, parts, P, clock):
+    def _downward(self, tree, locals_, parts, P, clock, harmonic=False):
         """L2L to the leaves, then L2P added into each target part's u, g (sorted targets).
 
+        ``locals_``: :meth:`_m2l`'s normalized locals, compressed (r, 8^level, 3) with
+        ``harmonic`` (1/r far field), else L̃ (8^level, n, 3).
         ``tree`` holds the union of the parts' targets (its ``tgt_start`` only marks
         which leaves need coefficients); each :class:`_TargetPart` has its own tree."""
         xp = self.device.xp
         L = tree.depth
         n = E.multi_indices(P).n
-        _, R = self._shift_operators(P)
-        for level in range(3, L + 1):                              # L2L: one GEMM per level
-            bp = 8 ** (level - 1)
-            Y = (R @ locals_[level - 1].transpose(1, 0, 2).reshape(n, bp * 3))
-            locals_[level] += Y.reshape(8, n, bp, 3).transpose(2, 0, 1, 3).reshape(8 * bp, n, 3)
+        if harmonic:
+            # compressed locals L̂ (r, 8^level, 3): L2L at r² per child, then L̃ = U L̂
+            U, _ = self._harmonic_bases(P)
+            _, Rc = self._compressed_shift_operators(P)
+            r = U.shape[1]
+            for level in range(3, L + 1):
+                bp = 8 ** (level - 1)
+                Y = Rc @ locals_[level - 1].reshape(r, bp * 3)     # (8r, bp·3)
+                locals_[level] += Y.reshape(8, r, bp, 3).transpose(1, 2, 0, 3) \
+                    .reshape(r, 8 * bp, 3)
+            B = locals_[L].shape[1]
+            Ll = xp.ascontiguousarray(
+                (U @ locals_[L].reshape(r, B * 3)).reshape(n, B, 3).transpose(1, 0, 2))
+        else:
+            _, R = self._shift_operators(P)
+            for level in range(3, L + 1):                          # L2L: one GEMM per level
+                bp = 8 ** (level - 1)
+                Y = (R @ locals_[level - 1].transpose(1, 0, 2).reshape(n, bp * 3))
+                locals_[level] += Y.reshape(8, n, bp, 3).transpose(2, 0, 1, 3) \
+                    .reshape(8 * bp, n, 3)
+            Ll = locals_[L]
         clock.lap("l2l")
         centres = self._box_centers(tree, L)
-        Ll = locals_[L]
         w = float(tree.box_width(L))
         if self.device.is_gpu:
             from ..kernels.modules import get_function  # noqa: PLC0415
@@ -1283,6 +1332,18 @@ def _l2p_loop_order(order):
 
 
 _OFFSETS_3 = E.OFFSETS_3
+
+
+@functools.lru_cache(maxsize=4)
+def _shift_operators_host(P):
+    """NumPy T (n, 8n) and R (8n, n) of :meth:`FMM._shift_operators`."""
+    mi = E.multi_indices(P)
+    half = 2.0 ** -mi.k.sum(axis=1).astype(np.float64)
+    S = E.shift_matrices(_child_offsets(1.0), P, np, "m2m")
+    R = E.shift_matrices(_child_offsets(1.0), P, np, "l2l")
+    T = np.concatenate([half[:, None] * S[c] for c in range(8)], axis=1)
+    Rc = np.concatenate([R[c] * half[None, :] for c in range(8)], axis=0)
+    return T, Rc
 
 
 def _child_offsets(child_width):
