@@ -20,7 +20,7 @@ done
 echo "== leapfrog RK4 step (median and minimum of 5 steps, ms), three processes"
 for i in 1 2 3; do
     timeout 120 python3 benchmarks/validate_rings.py perf --device gpu --method fmm \
-        --n-phi 126 --layers 7 --layer-spacing 0.5 --sigma 0.05 --tracers 1048576 2>&1 \
+        --n-phi 129 --layers 7 --layer-spacing 0.5 --sigma 0.05 --tracers 1048576 2>&1 \
         | tail -1 | grep -o '"step_ms_median": [0-9.]*, "step_ms_min": [0-9.]*'
 done
 if [ -n "${BENCH:-}" ]; then

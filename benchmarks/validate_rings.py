@@ -4,7 +4,7 @@
     python benchmarks/validate_rings.py leapfrog [--n-phi 32 --layers 2 --dt 0.1]
     python benchmarks/validate_rings.py ground   [--n-phi 48]
     python benchmarks/validate_rings.py perf     [--n-phi 2341 --tracers 1048576]  # GPU: RK4 step time
-        a core resolved at the spacing (32 004 elements): --n-phi 126 --layers 7
+        a core resolved at the spacing (32 766 elements ≈ 2^15): --n-phi 129 --layers 7
         --layer-spacing 0.5 --sigma 0.05
 
 saffman   single ring with a resolved Gaussian core (4 layers to 3σ_c, σ = σ_c, stations

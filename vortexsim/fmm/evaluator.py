@@ -20,6 +20,10 @@ direct sum; ∇u is held to 10·tol):
   the regularized kernel itself, which needs a uniform σ).  Leaves are at least
   reach / r wide.
 
+For the 1/r far field (every kernel but algebraic and winckelmans) the expansions
+above level-independent normalization are kept compressed between P2M and L2P:
+M2M, M2L and L2L act on the (P+1)² harmonic components only (exact; docs/fmm-design.md).
+
 Both backends run the same algorithm: NumPy on the CPU; on the GPU CuPy array
 code (tree, M2M, M2L and L2L as GEMMs) plus CUDA kernels for the near field,
 P2M and L2P (``kernels/cuda/fmm.cu``), all deterministic.
