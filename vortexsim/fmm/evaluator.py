@@ -362,7 +362,8 @@ class FMM:
         for i, part in enumerate(parts):
             with near_streams[i] if side else contextlib.nullcontext():
                 part.u, part.g = self._near(part.tree, xs, alpha_s, sigma_s, part.ys,
-                                            exclude_self, part.grad, part.occupied)
+                                            exclude_self, part.grad, part.occupied,
+                                            uniform=s_min == s_max)
             if side:
                 near_done.append(cp.cuda.Event(disable_timing=True))
                 near_done[-1].record(near_streams[i])
@@ -474,11 +475,15 @@ class FMM:
         return M2LPlan(depth, cap, leaves, counts, P, prepared)
 
     # -- stages ---------------------------------------------------------------
-    def _near(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None):
-        """Near field u (M, 3), ∇u (M, 3, 3) of the sorted targets, float64 accumulators."""
+    def _near(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None,
+              uniform=False):
+        """Near field u (M, 3), ∇u (M, 3, 3) of the sorted targets, float64 accumulators.
+
+        ``uniform``: every σ is the same (the σ range is one value; GPU: source records
+        without per-source parameters, bitwise the same result)."""
         if self.device.is_gpu:
             return self._near_cuda(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient,
-                                   occupied)
+                                   occupied, uniform)
         nbr = self._neighbors(tree.depth)
         m = ys.shape[0]
         u_s, w_s, g_s = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3, 3))
@@ -527,7 +532,8 @@ class FMM:
         return self._cached(("nbr_d", depth, self.near_radius),
                             lambda: cp.asarray(self._neighbors(depth)))
 
-    def _near_cuda(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied):
+    def _near_cuda(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied,
+                   uniform=False):
         import cupy as cp  # noqa: PLC0415
         from ..kernels.direct import source_parameters  # noqa: PLC0415
         from ..kernels.modules import CTYPES, get_function  # noqa: PLC0415
@@ -537,7 +543,8 @@ class FMM:
         # H100, 2026-11-22: 106 registers instead of 64)
         block = self._block_for(ys.shape[0], occupied or tree.n_leaves)
         name = (f"p2p_near<{CTYPES[dtype.name]},{self.kernel.code},"
-                f"{'true' if gradient else 'false'},{block},256>")
+                f"{'true' if gradient else 'false'},{block},256,"
+                f"{'true' if uniform else 'false'}>")
         fn = get_function("fmm.cu", name)
         m = ys.shape[0]
         u = cp.empty((m, 3), dtype)

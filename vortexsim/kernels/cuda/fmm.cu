@@ -15,15 +15,32 @@
 // (p2p.cuh; the FMM passes ρ*(tol)², its reach).  Points within a leaf are in Z-order
 // (tree.py), so a warp's targets are close together and that branch is coherent.
 // With self_exclude the sorted sources are the sorted targets and each target skips
-// its own record (stream position p_self).
-template <typename T, int K, bool GRAD, int BS, int TS>
+// its own record (stream position p_self).  UNIFORM: every source has the parameters of
+// the first (one σ): records without them (PointRecord), the same arithmetic.
+template <int K, bool GRAD, typename T>
+__device__ __forceinline__ void add_record(PairAccumulator<T>& acc, const SourceRecord<T>* rec,
+                                           T tx, T ty, T tz, T, T, const double* gtab, T scut) {
+    const SourceRecord<T> r = load_record(rec);
+    acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az, r.p, r.p2,
+                              gtab, scut);
+}
+template <int K, bool GRAD, typename T>
+__device__ __forceinline__ void add_record(PairAccumulator<T>& acc, const PointRecord<T>* rec,
+                                           T tx, T ty, T tz, T p, T p2, const double* gtab,
+                                           T scut) {
+    const PointRecord<T> r = load_point(rec);
+    acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az, p, p2, gtab, scut);
+}
+
+template <typename T, int K, bool GRAD, int BS, int TS, bool UNIFORM = false>
 __global__ void __launch_bounds__(BS)
 p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restrict__ param,
          const long long* __restrict__ src_start, const T* __restrict__ yt,
          const long long* __restrict__ tgt_start, const long long* __restrict__ nbr,
          const int n_nbr, const int self_exclude, const long long* __restrict__ chunk_start,
          const int n_leaves, const T scut, T* __restrict__ u, T* __restrict__ grad) {
-    __shared__ SourceRecord<T> sh[TS];
+    using Record = typename NearRecord<T, UNIFORM>::type;
+    __shared__ Record sh[TS];
     __shared__ double gtab[GaussTableSize<K, T>::value];
     __shared__ long long s_beg[125];
     __shared__ int s_cnt[125], s_off[126];
@@ -38,6 +55,7 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
     }
     load_gauss_table<K, T>(gtab);
     constexpr bool TILE_SUMS = sizeof(T) == 4;
+    const T p_u = UNIFORM ? param[0] : T(0), p2_u = UNIFORM ? param[1] : T(0);
     const int leaf = lo_leaf;
     const long long t_leaf = tgt_start[leaf];
     const long long t_begin = t_leaf + (b - chunk_start[leaf]) * BS;
@@ -77,8 +95,13 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
                     if (s_off[mid] <= pos) lo = mid; else hi = mid;
                 }
                 const long long j = s_beg[lo] + (pos - s_off[lo]);
-                sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2], param[2 * j],
-                         alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2], param[2 * j + 1]};
+                if constexpr (UNIFORM) {
+                    sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2],
+                             alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2]};
+                } else {
+                    sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2], param[2 * j],
+                             alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2], param[2 * j + 1]};
+                }
             }
             __syncthreads();
             const int jn = min(TS, total - base);
@@ -87,18 +110,13 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
                                     && own < base + jn;
             if (!check_self) {
 #pragma unroll 4
-                for (int jj = 0; jj < jn; ++jj) {
-                    const SourceRecord<T> r = load_record(sh + jj);
-                    acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
-                                              r.p, r.p2, gtab, scut);
-                }
+                for (int jj = 0; jj < jn; ++jj) add_record<K, GRAD>(acc, sh + jj, tx, ty, tz,
+                                                                    p_u, p2_u, gtab, scut);
             } else {
                 const int skip = p_self - base;
                 for (int jj = 0; jj < jn; ++jj) {
                     if (jj == skip) continue;
-                    const SourceRecord<T> r = load_record(sh + jj);
-                    acc.template add<K, GRAD>(tx - r.x, ty - r.y, tz - r.z, r.ax, r.ay, r.az,
-                                              r.p, r.p2, gtab, scut);
+                    add_record<K, GRAD>(acc, sh + jj, tx, ty, tz, p_u, p2_u, gtab, scut);
                 }
             }
             if (TILE_SUMS) { total_acc.merge(acc); acc.zero(); }

@@ -237,3 +237,29 @@ __device__ __forceinline__ SourceRecord<double> load_record<double>(const Source
     const double2 a = v[0], b = v[1], c = v[2], d = v[3];
     return {a.x, a.y, b.x, b.y, c.x, c.y, d.x, d.y};
 }
+
+// A source with a core radius shared by all sources (the caller's σ range is one value):
+// x, y, z | αx, αy, αz, 48 bytes in double instead of 64 — less shared memory per
+// tile and per pair; p and p2 are kernel-wide.
+template <typename T> struct alignas(16) PointRecord { T x, y, z, ax, ay, az; };
+
+template <typename T>
+__device__ __forceinline__ PointRecord<T> load_point(const PointRecord<T>* rec);
+template <>
+__device__ __forceinline__ PointRecord<float> load_point<float>(const PointRecord<float>* rec) {
+    const float4* v = reinterpret_cast<const float4*>(rec);
+    const float4 a = v[0];
+    const float2 b = reinterpret_cast<const float2*>(rec)[2];
+    return {a.x, a.y, a.z, a.w, b.x, b.y};
+}
+template <>
+__device__ __forceinline__ PointRecord<double> load_point<double>(const PointRecord<double>* rec) {
+    const double2* v = reinterpret_cast<const double2*>(rec);
+    const double2 a = v[0], b = v[1], c = v[2];
+    return {a.x, a.y, b.x, b.y, c.x, c.y};
+}
+
+// Shared-memory record of the near field: per-source parameters, or (UNIFORM) none.
+template <typename T, bool UNIFORM> struct NearRecord { using type = SourceRecord<T>; };
+template <typename T> struct NearRecord<T, true> { using type = PointRecord<T>; };
+
