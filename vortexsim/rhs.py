@@ -88,7 +88,9 @@ class Summation:
             if n_sources is None or n_targets is None:
                 raise ValueError("method='auto' needs n_sources and n_targets to choose.")
             crossover = AUTO_FMM_PAIRS_GPU if self.device.is_gpu else AUTO_FMM_PAIRS_CPU
-            method = "fmm" if float(n_sources) * float(n_targets) > crossover else "direct"
+            from .fmm.evaluator import fmm_delivers  # noqa: PLC0415
+            method = ("fmm" if float(n_sources) * float(n_targets) > crossover
+                      and fmm_delivers(float(tol), self.device.is_gpu) else "direct")
         self.method = method
         self.tol = float(tol)
         self.fmm = None

@@ -98,8 +98,9 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         10·tol) against the regularized direct sum
         (:class:`vortexsim.fmm.evaluator.FMM`; one evaluator per call — keep an
         ``FMM`` object for repeated calls).
-        ``"auto"``: the FMM above N·M = 2e7 pairs on the CPU (4e9 on the GPU),
-        else the direct sum.
+        ``"auto"``: the FMM above N·M = 2e7 pairs on the CPU (4e9 on the GPU)
+        where it meets ``tol`` (down to 1e-9 on the CPU, 1e-6 on the GPU), else the
+        direct sum.
     gradient : bool
         Also return grad_u.
     precision : {"float64", "float32"}
@@ -167,7 +168,9 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
     if method == "auto":
         n_targets = n if targets is None else tgt.shape[0]
         crossover = AUTO_FMM_PAIRS_GPU if dev.is_gpu else AUTO_FMM_PAIRS_CPU
-        method = "fmm" if float(n) * n_targets > crossover else "direct"
+        from .fmm.evaluator import fmm_delivers  # noqa: PLC0415
+        method = ("fmm" if float(n) * n_targets > crossover
+                  and fmm_delivers(1e-6 if tol is None else tol, dev.is_gpu) else "direct")
     if method == "fmm":
         from .fmm.evaluator import FMM  # noqa: PLC0415
         fmm = FMM(kern, tol=1e-6 if tol is None else tol, precision=precision, device=dev)

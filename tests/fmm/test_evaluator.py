@@ -387,3 +387,49 @@ def test_compressed_m2m_l2l_equal_the_cartesian_shifts(P):
     children = R @ (U @ Lh)
     via = np.concatenate([U @ blk for blk in np.split(Rc @ Lh, 8)])
     assert np.abs(via - children).max() <= 1e-12 * np.abs(children).max()
+
+
+def test_wide_separation_rules():
+    """Below tol 1e-6 the FMM translates only between boxes two boxes apart (875 offsets
+    per box at every level, 5³ near stencil at the leaves); its order table goes to 1e-9,
+    and below that it refuses with the direct sum named."""
+    from vortexsim.fmm import expansions as E
+    from vortexsim.fmm.evaluator import WIDE_BELOW, _interacts, fmm_delivers
+    assert order_for_tol(1e-7, "gaussian", 2) < order_for_tol(1e-8, "gaussian", 2) \
+        < order_for_tol(1e-9, "gaussian", 2)
+    assert order_for_tol(1e-6, "gaussian", 2) == order_for_tol(1e-6, "gaussian", 1)
+    with pytest.raises(ValueError, match="method='direct'"):
+        order_for_tol(1e-10, "gaussian", 2)
+    fmm = FMM("gaussian", tol=1e-8)
+    assert fmm.separation == 2 and fmm.near_radius == 2 and fmm.parent_radius == 2
+    assert FMM("gaussian", tol=WIDE_BELOW).separation == 1
+    assert FMM("singular", tol=1e-3, separation=2).separation == 2
+    with pytest.raises(ValueError, match="below the separation"):
+        FMM("singular", tol=1e-8, near_radius=1)
+    with pytest.raises(ValueError, match="separation must be 1 or 2"):
+        FMM("singular", tol=1e-8, separation=3)
+    offsets = E.offsets_cube(5)
+    assert offsets.shape == (1331, 3) and np.array_equal(E.offsets_cube(3), E.OFFSETS_3)
+    for p in range(8):
+        bits = np.array([p & 1, (p >> 1) & 1, (p >> 2) & 1])
+        ok = _interacts(bits, offsets, 3, 2)
+        assert ok.sum() == 875 and np.abs(offsets[ok]).max(axis=1).min() == 3
+        assert np.abs(offsets[ok]).max() == 5
+    assert fmm_delivers(1e-9, gpu=False) and not fmm_delivers(1e-10, gpu=False)
+    assert fmm_delivers(1e-6, gpu=True) and not fmm_delivers(1e-7, gpu=True)
+
+
+@pytest.mark.parametrize("kernel", ["singular", "gaussian", "algebraic"])
+def test_wide_separation_meets_1e8_on_hand_placed_clusters(kernel):
+    """Two clusters far apart (all their pairs go through the expansions) and points
+    spread between: the wide-separation FMM at tol 1e-8 against the direct sum."""
+    rng = np.random.default_rng(31)
+    x = np.concatenate([0.1 + 0.05 * rng.random((600, 3)), 0.85 + 0.05 * rng.random((600, 3)),
+                        rng.random((1800, 3))])
+    alpha, sigma = rng.normal(size=(3000, 3)), np.full(3000, 0.004)
+    y = rng.random((500, 3))
+    fmm = FMM(kernel, tol=1e-8)
+    u, g = fmm.evaluate(x, alpha, sigma, y, depth=3)
+    assert fmm.config.depth == 3 and fmm.separation == 2
+    ud, gd = direct_sum_numpy(get_kernel(kernel), x, alpha, sigma, y)
+    assert _rel(u, ud) <= 1e-8 and _rel(g, gd) <= 1e-7

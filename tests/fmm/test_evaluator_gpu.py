@@ -268,3 +268,17 @@ def test_gpu_near_field_uniform_records_are_bitwise_the_per_source_ones(kernel, 
     assert fmm.config.depth == 3
     ud, gd = direct_sum_numpy(get_kernel(kernel), x.get(), alpha.get(), sigma.get(), y.get())
     assert _rel(u.get(), ud) <= tol and _rel(g.get(), gd) <= 10 * tol
+
+
+def test_gpu_refuses_the_wide_separation_and_auto_takes_the_direct_sum():
+    """Tolerances below 1e-6 need the wide separation, CPU only in this version: the GPU
+    evaluator says so, and method='auto' takes the direct sum there."""
+    import cupy as cp
+    import vortexsim
+    with pytest.raises(ValueError, match="CPU only"):
+        FMM("gaussian", tol=1e-9, device="gpu")
+    rng = np.random.default_rng(3)
+    x, alpha = cp.asarray(rng.random((70000, 3))), cp.asarray(rng.normal(size=(70000, 3)))
+    u, _ = vortexsim.induced_velocity(x, alpha, 0.01, method="auto", tol=1e-9, device="gpu")
+    ud, _ = vortexsim.induced_velocity(x, alpha, 0.01, method="direct", device="gpu")
+    assert np.array_equal(u.get(), ud.get())

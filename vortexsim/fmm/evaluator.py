@@ -64,19 +64,45 @@ __all__ = ["FMM", "FMMConfig", "order_for_tol", "near_field_reach"]
 #: converges faster than the regularized one (algebraic, winckelmans).
 _ORDER_TABLE = ((1e-2, 4), (1e-3, 8), (1e-4, 10), (1e-5, 14), (1e-6, 18))
 _ORDER_TABLE_SINGULAR = ((1e-2, 4), (1e-3, 8), (1e-4, 10), (1e-5, 14), (1e-6, 16))
+#: The wide separation (M2L only between boxes two boxes apart at every level, 875
+#: offsets per box instead of 189; leaves with the 5³ near stencil) converges ~3.5× per
+#: order instead of ~1.75×: tolerances below 1e-6, CPU.  Measured at 2×10^4 uniform
+#: points, σ = h, 400 sampled targets (err u / err ∇u; depth 3 unless said):
+#: singular P = 10: 2.4e-8 / 3.8e-9, 12: 1.9e-9 / 3.4e-10 (depth 4: 2.8e-9 / 1.0e-9),
+#: 14: 1.5e-10 / 3.2e-11; gaussian 12: 9.5e-9 / 6.8e-8, 14: 7.8e-10 / 6.4e-9,
+#: 15: 2.4e-10 / 2.1e-9, 16: 6.8e-11 / 6.6e-10; algebraic (depth 2) 12: 7.0e-9 / 1.9e-8,
+#: 14: 4.8e-10 / 1.5e-9, winckelmans (depth 2) 12: 5.3e-9 / 1.1e-8, 14: 3.6e-10 / 8.6e-10.
+#: The Gaussian errs ~4× more than the singular kernel at the same order, so the
+#: singular family's table follows the Gaussian.  Below tol 1e-6 only; with
+#: ``separation=2`` forced at a larger tol the standard table's (higher) order is used.
+_ORDER_TABLE_WIDE = ((1e-7, 11), (1e-8, 13), (1e-9, 14))
+_ORDER_TABLE_WIDE_SINGULAR = ((1e-7, 11), (1e-8, 13), (1e-9, 15))
+#: tolerances below this use the wide separation by default
+WIDE_BELOW = 1e-6
 
 
-def order_for_tol(tol: float, kernel_name: str = "algebraic") -> int:
-    """Expansion order P for a relative tolerance ``tol`` (1e-6 ≤ tol < 1) and kernel."""
+def fmm_delivers(tol: float, gpu: bool) -> bool:
+    """Whether this version's FMM meets ``tol`` on the GPU (``gpu``) or the CPU: down to
+    1e-6 on the GPU, 1e-9 on the CPU (wide separation).  ``method="auto"`` takes the
+    direct sum where it does not."""
+    return tol >= (WIDE_BELOW if gpu else _ORDER_TABLE_WIDE[-1][0])
+
+
+def order_for_tol(tol: float, kernel_name: str = "algebraic", separation: int = 1) -> int:
+    """Expansion order P for a relative tolerance ``tol`` and kernel: 1e-6 ≤ tol < 1 with
+    the standard separation (1), 1e-9 ≤ tol < 1 with the wide one (2)."""
     if not 0 < tol < 1:
         raise ValueError(f"tol must be in (0, 1), got {tol!r}.")
-    table = (_ORDER_TABLE_SINGULAR if kernel_name in ("singular", "gaussian", "polynomial")
-             else _ORDER_TABLE)
+    singular = kernel_name in ("singular", "gaussian", "polynomial")
+    if separation == 2 and tol < WIDE_BELOW:
+        table = _ORDER_TABLE_WIDE_SINGULAR if singular else _ORDER_TABLE_WIDE
+    else:
+        table = _ORDER_TABLE_SINGULAR if singular else _ORDER_TABLE
     for t, p in table:
         if tol >= t:
             return p
     raise ValueError(f"tol = {tol:g} is below what this version's FMM delivers "
-                     f"({_ORDER_TABLE[-1][0]:g}); use method='direct' (exact to round-off).")
+                     f"({table[-1][0]:g}); use method='direct' (exact to round-off).")
 
 
 #: (kernel, tol of the table row, deepest tree level, order): trees no deeper than that
@@ -177,21 +203,46 @@ class FMM:
 
     def __init__(self, kernel="gaussian", tol=1e-6, precision="float64", device="auto",
                  leaf_size=None, near_radius=None, order=None, profile=False,
-                 memory_budget=None):
+                 memory_budget=None, separation=None):
         from ..backend import resolve_device  # noqa: PLC0415
         self.kernel = get_kernel(kernel)
-        self.order = order_for_tol(tol, self.kernel.name) if order is None else int(order)
+        if not 0 < tol < 1:
+            raise ValueError(f"tol must be in (0, 1), got {tol!r}.")
+        if separation is None:
+            separation = 2 if tol < WIDE_BELOW else 1
+        if separation not in (1, 2):
+            raise ValueError(f"separation must be 1 or 2, got {separation!r}.")
+        self.device = resolve_device(device)
+        if separation == 2 and self.device.is_gpu:
+            raise ValueError(
+                f"tol = {tol:g} needs the wide separation (M2L between boxes at least two "
+                f"boxes apart), which this version runs on the CPU only; the GPU FMM "
+                f"delivers tol >= {WIDE_BELOW:g}. Use device='cpu', a larger tol, or "
+                "method='direct' (exact to round-off).")
+        #: boxes between a box and those it translates from, at every level (1: the
+        #: standard FMM; 2: the wide separation of tol < 1e-6, whose expansions converge
+        #: ~3× per order instead of ~1.75×)
+        self.separation = int(separation)
+        self.parent_radius = self.separation
+        self.order = (order_for_tol(tol, self.kernel.name, self.separation) if order is None
+                      else int(order))
         self._order_given = order is not None
         self.tol = float(tol)
         if precision not in ("float64", "float32"):
             raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}.")
         self.dtype = np.dtype(precision)
-        self.device = resolve_device(device)
         if near_radius is None:
-            near_radius = 2 if (not self.device.is_gpu
-                                and self.kernel.name in ("gaussian", "polynomial")) else 1
+            near_radius = 2 if (self.separation == 2 or (
+                not self.device.is_gpu and self.kernel.name in ("gaussian", "polynomial"))) \
+                else 1
         if near_radius not in (1, 2):
             raise ValueError(f"near_radius must be 1 or 2, got {near_radius!r}.")
+        if near_radius < self.separation:
+            raise ValueError(f"near_radius = {near_radius} is below the separation "
+                             f"{self.separation}: the leaves' near field must cover the "
+                             "boxes the M2L leaves out.")
+        #: M2L box pairs per target box of a full level (the cost model's list length)
+        self._list_length = 189 if self.separation == 1 else 875
         self.leaf_size = None if leaf_size is None else int(leaf_size)
         self.near_radius = int(near_radius)
         self.profile = bool(profile)
@@ -658,12 +709,13 @@ class FMM:
     def _m2l_pairs_host(self, level, sep):
         """Host index tables: [(offset d (3,), target boxes, source boxes)] for one level."""
         def build():
-            nbr = neighbor_table(level, 3, np)
+            rho = self.parent_radius
+            nbr = neighbor_table(level, 2 * rho + 1, np)
             ix, iy, iz = morton_decode(np.arange(8 ** level, dtype=np.uint64), level, np)
             parity = np.stack([ix, iy, iz], axis=1) % 2
             pairs = []
-            for o, d in enumerate(_OFFSETS_3):
-                ok = (nbr[:, o] >= 0) & _interacts(parity, d, sep)
+            for o, d in enumerate(E.offsets_cube(2 * rho + 1)):
+                ok = (nbr[:, o] >= 0) & _interacts(parity, d, sep, rho)
                 tgt = np.nonzero(ok)[0]
                 if tgt.size:
                     pairs.append((d, tgt, nbr[tgt, o]))
@@ -680,18 +732,20 @@ class FMM:
         return pairs
 
     def _m2l_classes(self, level, sep):
-        """Per parity class p = key & 7: (offset indices O_p into OFFSETS_3, gather (B/8, |O_p|)).
+        """Per parity class p = key & 7: (offset indices O_p into the offsets of radius
+        2ρ + 1 (ρ: :attr:`parent_radius`; OFFSETS_3 for the standard FMM), gather (B/8, |O_p|)).
 
         gather[j, q] is the source box of target box p + 8j at offset O_p[q], or 8^level
         (a zero column) where that box lies outside the grid.
         """
         def build():
-            nbr = neighbor_table(level, 3, np)
+            rho = self.parent_radius
+            nbr = neighbor_table(level, 2 * rho + 1, np)
             zero = 8 ** level
             classes = []
             for p in range(8):
                 b = np.array([p & 1, (p >> 1) & 1, (p >> 2) & 1])
-                offsets = np.nonzero(_interacts(b, _OFFSETS_3, sep))[0]
+                offsets = np.nonzero(_interacts(b, E.offsets_cube(2 * rho + 1), sep, rho))[0]
                 g = nbr[p::8][:, offsets]
                 classes.append((offsets, self.device.xp.asarray(np.where(g >= 0, g, zero))))
             return classes
@@ -718,7 +772,7 @@ class FMM:
         xp = self.device.xp
         L = tree.depth
         M = multipoles[level]
-        sep = self.near_radius + 1 if level == L else 2
+        sep = self.near_radius + 1 if level == L else self.parent_radius + 1
         w = float(tree.box_width(level))
         if green.harmonic:
             # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m] and A(1) = U C Vᵀ exactly
@@ -745,8 +799,8 @@ class FMM:
             Mcc = np.ascontiguousarray(Mcm.transpose(0, 2, 1)) if xp is np else None
             for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
                 Kp = self._cached(("m2l_class_cores", P, sep, p, mdt), lambda offsets=offsets:
-                                  xp.asarray(_class_cores(E.unit_m2l_cores(P), offsets),
-                                             dtype=mdt))
+                                  xp.asarray(_class_cores(E.unit_m2l_cores(
+                                      P, 2 * self.parent_radius + 1), offsets), dtype=mdt))
                 nb = gather.shape[0]
                 # GPU: one gather and GEMM for the three components; CPU: one per
                 # component (NumPy gathers single columns of a (r, 3, B+1) array
@@ -1077,7 +1131,8 @@ class FMM:
         ``pairs[L]`` (L = 0..depth_max) is the number of near-field pairs of a tree of
         depth L for the actual points (:func:`_near_pairs_by_depth`); the cost is
         near(L) = pairs[L] at the device's pair rate + 8^L (2r+1)³ leaf visits, plus
-        far(L) = Σ_{l=2..L} 8^l × 189 M2L box pairs × 6 c² flops at its GEMM rate, with
+        far(L) = Σ_{l=2..L} 8^l × 189 M2L box pairs (875 with the wide separation) × 6 c²
+        flops at its GEMM rate, with
         c = (P+1)² for the compressed 1/r far field and c = n(P) for the regularized one
         (the level-uniform tree translates empty boxes too).  P2M and L2P cost the same
         at every depth and are left out.  Ties go to the deeper tree.
@@ -1087,7 +1142,8 @@ class FMM:
         c = (self.order + 1) ** 2 if green.harmonic else E.multi_indices(self.order).n
         best, best_cost = 0, math.inf
         for depth, npairs in enumerate(pairs):
-            far = sum(8.0 ** level for level in range(2, depth + 1)) * 189 * 6 * c * c / gemm_rate
+            far = (sum(8.0 ** level for level in range(2, depth + 1)) * self._list_length
+                   * 6 * c * c / gemm_rate)
             cost = float(npairs) / near_rate + 8.0 ** depth * stencil * visit + far
             if cost <= best_cost:
                 best, best_cost = depth, cost
@@ -1192,11 +1248,12 @@ def _memory_budget(device):
         return 4.0 * 2**30
 
 
-def _interacts(parity, d, sep):
+def _interacts(parity, d, sep, parent_radius=1):
     """M2L rule: a box of ``parity`` (…, 3) takes the box at offset ``d`` (…, 3) when their
-    parents are neighbours (parity + d ∈ [−2, 3] per axis) and it lies outside the
-    near stencil (max |d| ≥ ``sep``)."""
-    return (np.all((parity + d >= -2) & (parity + d <= 3), axis=-1)
+    parents are within ``parent_radius`` boxes of each other (parity + d ∈ [−2ρ, 2ρ + 1]
+    per axis) and it lies outside the near stencil (max |d| ≥ ``sep``)."""
+    rho = parent_radius
+    return (np.all((parity + d >= -2 * rho) & (parity + d <= 2 * rho + 1), axis=-1)
             & (np.abs(d).max(axis=-1) >= sep))
 
 

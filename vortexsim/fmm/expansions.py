@@ -248,30 +248,40 @@ def harmonic_bases(order: int):
     return U, V
 
 
-#: offsets (343, 3) of the boxes within three boxes of a box, dx slowest, dz fastest
-#: (the column order of :func:`vortexsim.fmm.tree.neighbor_table` with radius 3)
-OFFSETS_3 = np.stack(np.meshgrid(*(np.arange(-3, 4),) * 3, indexing="ij"),
-                     axis=-1).reshape(-1, 3)
-OFFSETS_3.setflags(write=False)
+@functools.lru_cache(maxsize=None)
+def offsets_cube(radius: int):
+    """Offsets ((2R+1)³, 3) of the boxes within R boxes of a box, dx slowest, dz fastest
+    (the column order of :func:`vortexsim.fmm.tree.neighbor_table` with radius R)."""
+    out = np.stack(np.meshgrid(*(np.arange(-radius, radius + 1),) * 3, indexing="ij"),
+                   axis=-1).reshape(-1, 3)
+    out.setflags(write=False)
+    return out
+
+
+#: offsets (343, 3) of the boxes within three boxes of a box (:func:`offsets_cube`)
+OFFSETS_3 = offsets_cube(3)
 
 
 @functools.lru_cache(maxsize=None)
-def unit_m2l_cores(order: int):
-    """[C_0 … C_342] (r, 343 r), r = (order+1)²: compressed 1/r M2L operators.
+def unit_m2l_cores(order: int, radius: int = 3):
+    """[C_0 … C_{K−1}] (r, K r), r = (order+1)², K = (2·radius+1)³: compressed 1/r M2L
+    operators for the offsets of :func:`offsets_cube` (radius 3: the standard FMM's
+    interaction lists; 5: the wide separation's).
 
     C_o = Uᵀ A(R_o) V for a source box at offset d_o (in box widths) from the
     target box, R_o = −d_o (unit box width); zero blocks for the 27 near offsets.
     Scale by w^−(1+|k|+|m|) for boxes of width w (see the evaluator).  NumPy, cached.
     """
+    offsets = offsets_cube(radius)
     U, V = harmonic_bases(order)
     idx, binom = _m2l_tables(order)
     # 1/|R| is even, so A(−R)[k, m] = (−1)^(|k|+|m|) A(R)[k, m]; U and V keep degrees
     # apart, so C(−R) = D C(R) D with D = diag((−1)^degree) on the compressed space.
     # Half of the offsets are computed, the other half by those signs.
-    n_off = len(OFFSETS_3)                       # OFFSETS_3[n_off − 1 − o] = −OFFSETS_3[o]
-    far = np.abs(OFFSETS_3).max(axis=1) >= 2
+    n_off = len(offsets)                         # offsets[n_off − 1 − o] = −offsets[o]
+    far = np.abs(offsets).max(axis=1) >= 2
     half = np.nonzero(far & (np.arange(n_off) < n_off // 2))[0]
-    T = kernel_taylor(green_function("singular", None), -OFFSETS_3[half].astype(np.float64),
+    T = kernel_taylor(green_function("singular", None), -offsets[half].astype(np.float64),
                       2 * order, np)
     r = U.shape[1]
     deg = np.concatenate([np.full(2 * d + 1, d) for d in range(order + 1)])
