@@ -1009,7 +1009,7 @@ class FMM:
         class and row block (int32 arrays)."""
         def build():
             xp = self.device.xp
-            K = E.unit_m2l_cores(P)
+            K = E.unit_m2l_cores(P, 3)
             r = K.shape[0]
             bits = np.array([[p & 1, (p >> 1) & 1, (p >> 2) & 1] for p in range(8)])
             offidx = -np.ones((8, len(_OFFSETS_3)), dtype=np.int64)
