@@ -433,3 +433,17 @@ def test_wide_separation_meets_1e8_on_hand_placed_clusters(kernel):
     assert fmm.config.depth == 3 and fmm.separation == 2
     ud, gd = direct_sum_numpy(get_kernel(kernel), x, alpha, sigma, y)
     assert _rel(u, ud) <= 1e-8 and _rel(g, gd) <= 1e-7
+
+
+def test_wide_separation_core_groups_change_only_the_summation_order():
+    """The wide separation's CPU M2L cuts its cores in groups of offsets (memory): any
+    group size gives the same locals up to round-off."""
+    x, alpha = _uniform(3000, seed=47)
+    sigma = np.full(3000, 0.01)
+    out = []
+    for group in (50, 10 ** 6):
+        fmm = FMM("singular", tol=1e-8)
+        fmm.WIDE_CORE_GROUP = group
+        out.append(fmm.evaluate(x, alpha, sigma, depth=3))
+        assert fmm.config.depth == 3
+    assert _rel(out[0][0], out[1][0]) <= 1e-14 and _rel(out[0][1], out[1][1]) <= 1e-14
