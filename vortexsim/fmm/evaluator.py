@@ -473,7 +473,7 @@ class FMM:
         source boxes per level 2..depth and parity class (``counts``) and of those plus
         a margin (:attr:`CAPACITY_SLACK`, ``capacity``), and the number of leaves holding
         points of each target set; or None where no sparse M2L can run (CPU,
-        regularized far field, depth < 2).
+        regularized far field, wide separation, depth < 2).
         A time stepper calls it once per step at the step's start positions, so the
         result is a function of the state alone (restarts stay bitwise).
         """
