@@ -447,3 +447,14 @@ def test_wide_separation_core_groups_change_only_the_summation_order():
         out.append(fmm.evaluate(x, alpha, sigma, depth=3))
         assert fmm.config.depth == 3
     assert _rel(out[0][0], out[1][0]) <= 1e-14 and _rel(out[0][1], out[1][1]) <= 1e-14
+
+
+def test_float32_refuses_tolerances_it_cannot_meet():
+    """float32 pair sums err by ~6e-7 on their own: below tol 1e-6 a float32 evaluator
+    refuses and names float64 (instead of returning a silently worse answer)."""
+    with pytest.raises(ValueError, match="precision='float64'"):
+        FMM("gaussian", tol=1e-8, precision="float32")
+    assert FMM("gaussian", tol=1e-6, precision="float32").dtype == np.float32
+    with pytest.raises(ValueError, match="precision='float64'"):
+        vortexsim.induced_velocity(np.zeros((2, 3)), np.ones((2, 3)), 0.1, method="fmm",
+                                   tol=1e-9, precision="float32", device="cpu")

@@ -79,6 +79,8 @@ _ORDER_TABLE_WIDE = ((1e-7, 11), (1e-8, 13), (1e-9, 14))
 _ORDER_TABLE_WIDE_SINGULAR = ((1e-7, 11), (1e-8, 13), (1e-9, 15))
 #: tolerances below this use the wide separation by default
 WIDE_BELOW = 1e-6
+#: the smallest tol a float32 evaluator accepts (its near field alone errs ~6e-7)
+FLOAT32_TOL_MIN = 1e-6
 
 
 def fmm_delivers(tol: float, gpu: bool) -> bool:
@@ -230,6 +232,11 @@ class FMM:
         self.tol = float(tol)
         if precision not in ("float64", "float32"):
             raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}.")
+        if precision == "float32" and tol < FLOAT32_TOL_MIN:
+            raise ValueError(
+                f"tol = {tol:g} with precision='float32': float32 pair sums err by ~6e-7 "
+                f"relative on their own (the direct sum too), so the FMM cannot promise "
+                f"less than {FLOAT32_TOL_MIN:g} there. Use precision='float64'.")
         self.dtype = np.dtype(precision)
         if near_radius is None:
             near_radius = 2 if (self.separation == 2 or (
