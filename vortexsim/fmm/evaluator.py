@@ -67,7 +67,8 @@ _ORDER_TABLE_SINGULAR = ((1e-2, 4), (1e-3, 8), (1e-4, 10), (1e-5, 14), (1e-6, 16
 #: The wide separation (M2L only between boxes two boxes apart at every level, 875
 #: offsets per box instead of 189; leaves with the 5³ near stencil) converges ~3.5× per
 #: order instead of ~1.75×: tolerances below 1e-6, CPU.  Measured at 2×10^4 uniform
-#: points, σ = h, 400 sampled targets (err u / err ∇u; depth 3 unless said):
+#: points, σ = h, 400 sampled targets (benchmarks/calibrate_wide.py; err u / err ∇u;
+#: depth 3 unless said):
 #: singular P = 10: 2.4e-8 / 3.8e-9, 12: 1.9e-9 / 3.4e-10 (depth 4: 2.8e-9 / 1.0e-9),
 #: 14: 1.5e-10 / 3.2e-11; gaussian 12: 9.5e-9 / 6.8e-8, 14: 7.8e-10 / 6.4e-9,
 #: 15: 2.4e-10 / 2.1e-9, 16: 6.8e-11 / 6.6e-10; algebraic (depth 2) 12: 7.0e-9 / 1.9e-8,
