@@ -400,12 +400,19 @@ def test_wide_separation_rules():
     from vortexsim.fmm.evaluator import WIDE_BELOW, _interacts, fmm_delivers
     assert order_for_tol(1e-7, "gaussian", 2) < order_for_tol(1e-8, "gaussian", 2) \
         < order_for_tol(1e-9, "gaussian", 2)
-    assert order_for_tol(1e-6, "gaussian", 2) == order_for_tol(1e-6, "gaussian", 1)
+    assert order_for_tol(1e-6, "gaussian", 2) < order_for_tol(1e-6, "gaussian", 1)
+    assert order_for_tol(1e-5, "gaussian", 2) == order_for_tol(1e-5, "gaussian", 1)
     with pytest.raises(ValueError, match="method='direct'"):
         order_for_tol(1e-10, "gaussian", 2)
     fmm = FMM("gaussian", tol=1e-8)
     assert fmm.separation == 2 and fmm.near_radius == 2 and fmm.parent_radius == 2
-    assert FMM("gaussian", tol=WIDE_BELOW).separation == 1
+    assert FMM("singular", tol=WIDE_BELOW).separation == 1
+    # on the CPU the kernels with a reach take it from 1e-5 down (faster there), unless
+    # the caller pins the near stencil or the leaf size
+    assert FMM("gaussian", tol=WIDE_BELOW).separation == 2
+    assert FMM("gaussian", tol=1e-5).separation == 1
+    assert FMM("gaussian", tol=WIDE_BELOW, near_radius=2).separation == 1
+    assert FMM("polynomial", tol=WIDE_BELOW, leaf_size=32).separation == 1
     assert FMM("singular", tol=1e-3, separation=2).separation == 2
     with pytest.raises(ValueError, match="below the separation"):
         FMM("singular", tol=1e-8, near_radius=1)

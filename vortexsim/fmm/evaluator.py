@@ -76,10 +76,18 @@ _ORDER_TABLE_SINGULAR = ((1e-2, 4), (1e-3, 8), (1e-4, 10), (1e-5, 14), (1e-6, 16
 #: The Gaussian errs ~4× more than the singular kernel at the same order, so the
 #: singular family's table follows the Gaussian.  Below tol 1e-6 only; with
 #: ``separation=2`` forced at a larger tol the standard table's (higher) order is used.
-_ORDER_TABLE_WIDE = ((1e-7, 11), (1e-8, 13), (1e-9, 14))
-_ORDER_TABLE_WIDE_SINGULAR = ((1e-7, 11), (1e-8, 13), (1e-9, 15))
+#: At tol 1e-6 (10^5 points, depth 4): gaussian P = 10 2.2e-7 / 1.3e-6, polynomial
+#: 1.0e-7 / 3.2e-7, singular 3.2e-8 / 8.3e-9 (P = 9: gaussian 6.8e-7 / 4.1e-6).
+_ORDER_TABLE_WIDE = ((1e-6, 11), (1e-7, 11), (1e-8, 13), (1e-9, 14))
+_ORDER_TABLE_WIDE_SINGULAR = ((1e-6, 10), (1e-7, 11), (1e-8, 13), (1e-9, 15))
 #: tolerances below this use the wide separation by default
 WIDE_BELOW = 1e-6
+#: on the CPU, the Gaussian and polynomial kernels use it from here down: 2 cores,
+#: tol 1e-6, against the standard separation (P = 16) in the same process: Gaussian
+#: 10^5 points 33.7 → 27.4 s (err u 7.0e-7 → 2.2e-7), 2×10^4 points 12.5 → 5.9 s;
+#: polynomial 10^5 27.5 → 23.0 s.  (The singular kernel, 3³ stencil, stays: 16.0 s
+#: against 24.8 s.)
+WIDE_CPU_BELOW = 1e-5
 #: the smallest tol a float32 evaluator accepts (its near field alone errs ~6e-7)
 FLOAT32_TOL_MIN = 1e-6
 
@@ -97,7 +105,7 @@ def order_for_tol(tol: float, kernel_name: str = "algebraic", separation: int = 
     if not 0 < tol < 1:
         raise ValueError(f"tol must be in (0, 1), got {tol!r}.")
     singular = kernel_name in ("singular", "gaussian", "polynomial")
-    if separation == 2 and tol < WIDE_BELOW:
+    if separation == 2 and tol < WIDE_CPU_BELOW:
         table = _ORDER_TABLE_WIDE_SINGULAR if singular else _ORDER_TABLE_WIDE
     else:
         table = _ORDER_TABLE_SINGULAR if singular else _ORDER_TABLE
@@ -216,11 +224,18 @@ class FMM:
         self.kernel = get_kernel(kernel)
         if not 0 < tol < 1:
             raise ValueError(f"tol must be in (0, 1), got {tol!r}.")
+        self.device = resolve_device(device)
         if separation is None:
-            separation = 2 if tol < WIDE_BELOW else 1
+            # below 1e-6 only the wide separation delivers; on the CPU the kernels with
+            # a near-field reach (5³ stencil there anyway) are also faster with it from
+            # 1e-5 down, at a lower order (the caller's own near_radius or leaf_size
+            # keep the standard FMM, e.g. to compare with the GPU)
+            cpu_wide = (not self.device.is_gpu and tol < WIDE_CPU_BELOW
+                        and self.kernel.name in ("gaussian", "polynomial")
+                        and near_radius is None and leaf_size is None)
+            separation = 2 if tol < WIDE_BELOW or cpu_wide else 1
         if separation not in (1, 2):
             raise ValueError(f"separation must be 1 or 2, got {separation!r}.")
-        self.device = resolve_device(device)
         if separation == 2 and self.device.is_gpu and not self.WIDE_ON_GPU:
             raise ValueError(
                 f"tol = {tol:g} needs the wide separation (M2L between boxes at least two "
