@@ -246,7 +246,6 @@ class FMM:
         #: standard FMM; 2: the wide separation of tol < 1e-6, whose expansions converge
         #: ~3× per order instead of ~1.75×)
         self.separation = int(separation)
-        self.parent_radius = self.separation
         self.order = (order_for_tol(tol, self.kernel.name, self.separation) if order is None
                       else int(order))
         self._order_given = order is not None
@@ -386,8 +385,7 @@ class FMM:
             clock.lap("depth")
         # a root cube stretched so that the leaves are no narrower than the reach
         width = max(width, (1 << depth) * min_leaf * (1 + 1e-9))
-        if not self._order_given:
-            P = shallow_order(self.tol, name, depth, P)
+        P = self._order_at(depth)
         self.config = FMMConfig(P, depth, self.near_radius, reach, self.leaf_size)
         clock.lap("setup")
         # target sets: (first index, points, with ∇u); targets with and without ∇u are
@@ -475,6 +473,29 @@ class FMM:
         logger.debug("FMM %s P=%d depth=%d timings %s", name, P, depth, self.timings)
         return u, grad_u
 
+    @property
+    def parent_radius(self):
+        """Radius (boxes) within which a box's parent must lie from the parent of a box
+        it translates from: the separation (1: the 3³ neighbours, 2: the 5³)."""
+        return self.separation
+
+    @property
+    def _offset_radius(self):
+        """Half-width of the offset cube holding every M2L offset: 2ρ + 1 (3 or 5)."""
+        return 2 * self.parent_radius + 1
+
+    def _order_at(self, depth):
+        """Expansion order of a tree of ``depth`` levels: the given order, else the
+        tol rule's lowered where measured (:func:`shallow_order`)."""
+        if self._order_given:
+            return self.order
+        return shallow_order(self.tol, self.kernel.name, depth, self.order)
+
+    def _sep(self, level, L):
+        """M2L separation rule of a level of a tree of L levels: translate from boxes at
+        least this many boxes away (the leaves' near stencil, or the parents' radius)."""
+        return self.near_radius + 1 if level == L else self.parent_radius + 1
+
     def _depth_limit(self, width, reach):
         """Deepest admissible leaf level for a root cube of edge ``width`` [L] (memory
         budget; leaves no narrower than reach / near_radius), and that narrowest leaf."""
@@ -537,8 +558,7 @@ class FMM:
         cap = np.minimum(counts + counts // self.CAPACITY_SLACK + 4, boxes)
         # the sparse levels' layouts and small device tables, in one copy now (the
         # stream is idle after the transfer) instead of four per level and evaluation
-        P = self.order if self._order_given else shallow_order(self.tol, self.kernel.name,
-                                                               depth, self.order)
+        P = self._order_at(depth)
         levels = range(2, depth + 1)
         layouts = [self._sparse_layout(depth, level, P, cap[row], int(counts[row].sum()))
                    for row, level in enumerate(levels)]
@@ -740,12 +760,12 @@ class FMM:
     def _m2l_pairs_host(self, level, sep):
         """Host index tables: [(offset d (3,), target boxes, source boxes)] for one level."""
         def build():
-            rho = self.parent_radius
-            nbr = neighbor_table(level, 2 * rho + 1, np)
+            rho, radius = self.parent_radius, self._offset_radius
+            nbr = neighbor_table(level, radius, np)
             ix, iy, iz = morton_decode(np.arange(8 ** level, dtype=np.uint64), level, np)
             parity = np.stack([ix, iy, iz], axis=1) % 2
             pairs = []
-            for o, d in enumerate(E.offsets_cube(2 * rho + 1)):
+            for o, d in enumerate(E.offsets_cube(radius)):
                 ok = (nbr[:, o] >= 0) & _interacts(parity, d, sep, rho)
                 tgt = np.nonzero(ok)[0]
                 if tgt.size:
@@ -770,13 +790,13 @@ class FMM:
         (a zero column) where that box lies outside the grid.
         """
         def build():
-            rho = self.parent_radius
-            nbr = neighbor_table(level, 2 * rho + 1, np)
+            rho, radius = self.parent_radius, self._offset_radius
+            nbr = neighbor_table(level, radius, np)
             zero = 8 ** level
             classes = []
             for p in range(8):
                 b = np.array([p & 1, (p >> 1) & 1, (p >> 2) & 1])
-                offsets = np.nonzero(_interacts(b, E.offsets_cube(2 * rho + 1), sep, rho))[0]
+                offsets = np.nonzero(_interacts(b, E.offsets_cube(radius), sep, rho))[0]
                 g = nbr[p::8][:, offsets]
                 classes.append((offsets, self.device.xp.asarray(np.where(g >= 0, g, zero))))
             return classes
@@ -803,7 +823,7 @@ class FMM:
         xp = self.device.xp
         L = tree.depth
         M = multipoles[level]
-        sep = self.near_radius + 1 if level == L else self.parent_radius + 1
+        sep = self._sep(level, L)
         w = float(tree.box_width(level))
         if green.harmonic:
             # 1/r: A(w)[k, m] = w^−(1+|k|+|m|) A(1)[k, m] and A(1) = U C Vᵀ exactly
@@ -828,7 +848,7 @@ class FMM:
             Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
             Lt = xp.empty((r, B, 3), mdt)                      # Mcm: (r, B + 1, 3)
             Mcc = np.ascontiguousarray(Mcm.transpose(0, 2, 1)) if xp is np else None
-            radius = 2 * self.parent_radius + 1
+            radius = self._offset_radius
             for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
                 # The class's cores (r, r·|O_p|) are cached, except for the wide
                 # separation on the CPU: there 8 classes × 875 offsets would hold
@@ -867,7 +887,11 @@ class FMM:
                                     Lt[:, p + 8 * j0:p + 8 * j1:8, c] += Kp @ X
                         else:
                             X = Mcm[:, g, :].reshape(r * len(sub), 3 * (j1 - j0))
-                            Lt[:, p + 8 * j0:p + 8 * j1:8, :] = (Kp @ X).reshape(r, j1 - j0, 3)
+                            Y = (Kp @ X).reshape(r, j1 - j0, 3)
+                            if first:
+                                Lt[:, p + 8 * j0:p + 8 * j1:8, :] = Y
+                            else:
+                                Lt[:, p + 8 * j0:p + 8 * j1:8, :] += Y
             clock.lap(f"m2l_{level}")
             return Lt.astype(np.float64, copy=False) / w
         else:
@@ -984,7 +1008,7 @@ class FMM:
         r = (P + 1) ** 2
         mdt = self._m2l_dtype()
         item = np.dtype(mdt).itemsize
-        sep = self.near_radius + 1 if level == L else 2
+        sep = self._sep(level, L)
         widths = np.array([k.shape[1] for k in self._sparse_m2l_tables(P, sep, mdt)["Kt"]],
                           dtype=np.int64)
         rows = np.asarray(rows, dtype=np.int64)
