@@ -18,6 +18,7 @@ import numpy as np
 
 def main(argv=None):
     from vortexsim.fmm.evaluator import FMM
+    from vortexsim.inputs import uniform
     from vortexsim.kernels.cutoff import get_kernel
     from vortexsim.kernels.direct import direct_sum_at_elements
     p = argparse.ArgumentParser()
@@ -27,7 +28,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     rng = np.random.default_rng(args.n)
     n = args.n
-    x, alpha = rng.random((n, 3)), rng.normal(size=(n, 3))
+    x, alpha, _ = uniform(n, rng)
     sigma = np.full(n, n ** (-1 / 3))
     sample = rng.choice(n, 400, replace=False)
     for name in args.kernels:

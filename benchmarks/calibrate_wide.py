@@ -20,6 +20,7 @@ import numpy as np
 
 def main(argv=None):
     from vortexsim.fmm.evaluator import FMM
+    from vortexsim.inputs import uniform
     from vortexsim.kernels.cutoff import get_kernel
     from vortexsim.kernels.direct import direct_sum_at_elements
     argv = sys.argv[1:] if argv is None else argv
@@ -27,7 +28,7 @@ def main(argv=None):
     depth = int(argv[2]) if len(argv) > 2 else None
     rng = np.random.default_rng(20000)
     n = 20000
-    x, alpha = rng.random((n, 3)), rng.standard_normal((n, 3))
+    x, alpha, _ = uniform(n, rng)
     sample = rng.choice(n, 400, replace=False)
     sigma = np.full(n, n ** (-1 / 3))
     ud, gd = direct_sum_at_elements(get_kernel(kernel), x, alpha, sigma, sample)

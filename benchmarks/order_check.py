@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from vortexsim.fmm.evaluator import FMM
+from vortexsim.inputs import uniform
 from vortexsim.kernels.cutoff import get_kernel
 from vortexsim.kernels.direct import direct_sum_at_elements
 
@@ -27,7 +28,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     n = args.n
-    x, alpha = rng.random((n, 3)), rng.normal(size=(n, 3))
+    x, alpha, _ = uniform(n, rng)
     sigma = np.full(n, n ** (-1 / 3))
     sample = rng.choice(n, 200, replace=False)
     xd, ad, sd = (cp.asarray(a) for a in (x, alpha, sigma))
