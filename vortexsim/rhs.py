@@ -38,7 +38,7 @@ from ._names import did_you_mean
 from .backend import Device
 from .kernels.cutoff import get_kernel, stretching as stretching_rhs
 from .kernels.direct import INV_4PI, direct_sum_cuda, direct_sum_numpy, skew
-from .summation import AUTO_FMM_PAIRS_CPU, AUTO_FMM_PAIRS_GPU, METHODS, PRECISIONS
+from .summation import METHODS, PRECISIONS, auto_method
 
 logger = logging.getLogger(__name__)
 
@@ -87,10 +87,7 @@ class Summation:
         if method == "auto":
             if n_sources is None or n_targets is None:
                 raise ValueError("method='auto' needs n_sources and n_targets to choose.")
-            crossover = AUTO_FMM_PAIRS_GPU if self.device.is_gpu else AUTO_FMM_PAIRS_CPU
-            from .fmm.evaluator import fmm_delivers  # noqa: PLC0415
-            method = ("fmm" if float(n_sources) * float(n_targets) > crossover
-                      and fmm_delivers(float(tol), self.device.is_gpu) else "direct")
+            method = auto_method(n_sources, n_targets, tol, self.device.is_gpu)
         self.method = method
         self.tol = float(tol)
         self.fmm = None

@@ -33,6 +33,16 @@ AUTO_FMM_PAIRS_GPU = 4e9
 PRECISIONS = ("float64", "float32")
 
 
+def auto_method(n_sources, n_targets, tol, gpu):
+    """``method="auto"``: "fmm" above the device's crossover (:data:`AUTO_FMM_PAIRS_CPU`,
+    :data:`AUTO_FMM_PAIRS_GPU` pairs N·M) where the FMM meets ``tol`` there, else
+    "direct"."""
+    from .fmm.evaluator import fmm_delivers  # noqa: PLC0415
+    crossover = AUTO_FMM_PAIRS_GPU if gpu else AUTO_FMM_PAIRS_CPU
+    return ("fmm" if float(n_sources) * float(n_targets) > crossover
+            and fmm_delivers(float(tol), gpu) else "direct")
+
+
 def _check_choice(name, value, choices):
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
@@ -167,10 +177,7 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
 
     if method == "auto":
         n_targets = n if targets is None else tgt.shape[0]
-        crossover = AUTO_FMM_PAIRS_GPU if dev.is_gpu else AUTO_FMM_PAIRS_CPU
-        from .fmm.evaluator import fmm_delivers  # noqa: PLC0415
-        method = ("fmm" if float(n) * n_targets > crossover
-                  and fmm_delivers(1e-6 if tol is None else tol, dev.is_gpu) else "direct")
+        method = auto_method(n, n_targets, 1e-6 if tol is None else tol, dev.is_gpu)
     if method == "fmm":
         from .fmm.evaluator import FMM  # noqa: PLC0415
         fmm = FMM(kern, tol=1e-6 if tol is None else tol, precision=precision, device=dev)
