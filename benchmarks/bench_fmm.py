@@ -42,6 +42,11 @@ CASES = {
     # above puts ~6.6e5 sources within ρ*σ of each core point (see RESULTS.md)
     "clustered-gauss-1e-6-local": ("clustered", 1 << 20, None, "gaussian", 1e-6, "float64",
                                    "half-mass", None),
+    # tol 1e-9: the wide separation (M2L between boxes two apart, P = 15)
+    "uniform-gauss-1e-9": ("uniform", 1 << 20, None, "gaussian", 1e-9, "float64", 1.0, None),
+    "uniform-singular-1e-9": ("uniform", 1 << 20, None, "singular", 1e-9, "float64", 1.0,
+                              None),
+    "rings-gauss-1e-9": ("rings", 1 << 15, 1 << 20, "gaussian", 1e-9, "float64", None, None),
     "uniform-2^24-f32-1e-4": ("uniform", 1 << 24, None, "gaussian", 1e-4, "float32", 1.0, 1000),
     # the same with a 5³ near-field stencil of half-width leaves (FMM(near_radius=2))
     "uniform-gauss-1e-6-r2": ("uniform", 1 << 20, None, "gaussian", 1e-6, "float64", 1.0, 100),

@@ -82,7 +82,7 @@ PARAMETERS = {
     "dt_min": ("time", "T", "smallest adaptive step; auto = dt / 1000"),
     # solver
     "method": ("solver", "-", "direct (all pairs) | fmm | auto (fmm for large problems)"),
-    "tol": ("solver", "-", "FMM relative accuracy of u (grad u: 10 tol), 1e-9 to 1e-2 (below 1e-6: CPU only)"),
+    "tol": ("solver", "-", "FMM relative accuracy of u (grad u: 10 tol), 1e-9 to 1e-2"),
     "precision": ("solver", "-", "float64 | float32 (float32: summation only)"),
     "device": ("solver", "-", "auto (GPU if CuPy sees one) | cpu | gpu"),
     "stretching": ("solver", "-", "transpose (conserves total vorticity) | classical"),

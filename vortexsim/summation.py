@@ -40,7 +40,7 @@ def auto_method(n_sources, n_targets, tol, gpu):
     from .fmm.evaluator import fmm_delivers  # noqa: PLC0415
     crossover = AUTO_FMM_PAIRS_GPU if gpu else AUTO_FMM_PAIRS_CPU
     return ("fmm" if float(n_sources) * float(n_targets) > crossover
-            and fmm_delivers(float(tol), gpu) else "direct")
+            and fmm_delivers(float(tol)) else "direct")
 
 
 def _check_choice(name, value, choices):

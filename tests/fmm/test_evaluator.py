@@ -425,8 +425,7 @@ def test_wide_separation_rules():
         ok = _interacts(bits, offsets, 3, 2)
         assert ok.sum() == 875 and np.abs(offsets[ok]).max(axis=1).min() == 3
         assert np.abs(offsets[ok]).max() == 5
-    assert fmm_delivers(1e-9, gpu=False) and not fmm_delivers(1e-10, gpu=False)
-    assert fmm_delivers(1e-6, gpu=True) and not fmm_delivers(1e-7, gpu=True)
+    assert fmm_delivers(1e-9) and not fmm_delivers(1e-10)
 
 
 @pytest.mark.parametrize("kernel", ["singular", "gaussian", "algebraic"])

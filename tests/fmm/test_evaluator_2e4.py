@@ -1,7 +1,7 @@
 """Issue-3 acceptance on the CPU: the whole FMM against the direct sum at 2×10^4 points.
 
 Relative L2 error of u ≤ tol and of ∇u ≤ 10·tol on 400 sampled targets, tol = 1e-3,
-1e-6 and 1e-9 (the last with the wide separation, CPU only in this version). Marked
+1e-6 and 1e-9 (the last with the wide separation). Marked
 ``slow`` (about 8 minutes on 2 cores); CI runs it.
 """
 import numpy as np

@@ -23,23 +23,63 @@ def _gpu_eval(fmm, x, alpha, sigma, targets=None):
     return u.get(), g.get()
 
 
-@pytest.mark.parametrize("kernel,tol,sigma_h", [
-    ("gaussian", 1e-6, 1.0), ("gaussian", 1e-6, 2.0), ("gaussian", 1e-3, 1.0),
-    ("algebraic", 1e-6, 1.0), ("winckelmans", 1e-6, 1.0), ("singular", 1e-6, 1.0),
-    ("polynomial", 1e-6, 1.0)])
-def test_gpu_fmm_uniform_2_20_sampled(kernel, tol, sigma_h):
-    n = 1 << 20
+_KERNELS = ("gaussian", "algebraic", "winckelmans", "polynomial", "singular")
+_N20 = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def uniform_2_20():
+    """2^20 uniform points (x, alpha host arrays) and 200 sampled target indices."""
     rng = np.random.default_rng(0)
-    x, alpha = rng.random((n, 3)), rng.normal(size=(n, 3))
-    sigma = np.full(n, sigma_h * n ** (-1 / 3))
-    sample = rng.choice(n, 200, replace=False)
-    u, g = _gpu_eval(FMM(kernel, tol=tol, device="gpu"), x, alpha, sigma)
+    x, alpha = rng.random((_N20, 3)), rng.normal(size=(_N20, 3))
+    return x, alpha, rng.choice(_N20, 200, replace=False)
+
+
+def _check_2_20(kernel, tol, x, alpha, sigma, sample):
     import cupy as cp
+    fmm = FMM(kernel, tol=tol, device="gpu")
+    u, g = _gpu_eval(fmm, x, alpha, sigma)
     # float64 CUDA direct sum (itself tested against NumPy to 1e-12 in test_gpu_direct.py)
     ud, gd = (a.get() for a in direct_sum_at_elements(
         get_kernel(kernel), *(cp.asarray(a) for a in (x, alpha, sigma)), sample))
     assert _rel(u[sample], ud) <= tol
     assert _rel(g[sample], gd) <= 10 * tol
+    return fmm
+
+
+@pytest.mark.parametrize("kernel,tol,sigma_h", [
+    (k, tol, sh) for k in _KERNELS for tol in (1e-3, 1e-6, 1e-9) for sh in (1.0, 2.0)
+    if sh == 1.0 or tol < 1e-3])
+def test_gpu_fmm_uniform_2_20_sampled(uniform_2_20, kernel, tol, sigma_h):
+    """Issue-3 acceptance on the GPU: every kernel, tol 1e-3 / 1e-6 / 1e-9, σ = h and 2h,
+    2^20 points, u ≤ tol and ∇u ≤ 10·tol on 200 sampled targets (tol 1e-9: the wide
+    separation)."""
+    x, alpha, sample = uniform_2_20
+    sigma = np.full(_N20, sigma_h * _N20 ** (-1 / 3))
+    fmm = _check_2_20(kernel, tol, x, alpha, sigma, sample)
+    assert fmm.separation == (2 if tol < 1e-6 else 1)
+
+
+@pytest.mark.parametrize("tol,smallest", [(1e-3, 1.0), (1e-6, 1 / 3), (1e-9, 1 / 3)])
+def test_gpu_fmm_2_20_gaussian_sigma_varying_by_3(uniform_2_20, tol, smallest):
+    """σ from ``smallest``·h to 3× that, as in the CPU test at 2×10^4 points."""
+    x, alpha, sample = uniform_2_20
+    h = _N20 ** (-1 / 3)
+    sigma = smallest * h * (1 + 2 * np.random.default_rng(1).random(_N20))
+    _check_2_20("gaussian", tol, x, alpha, sigma, sample)
+
+
+@pytest.mark.parametrize("tol", [1e-3, 1e-6, 1e-9])
+def test_gpu_fmm_2_20_ring_elements_and_tracers(tol):
+    """2^15 ring elements and 2^20 tracers around them (sources ≠ targets)."""
+    rng = np.random.default_rng(5)
+    n = 1 << 15
+    x, alpha, tracers = rings(n, _N20, rng, core=0.02, centres_z=(0.5,), cloud=0.2)
+    sigma = np.full(n, 0.01)
+    u, g = _gpu_eval(FMM("gaussian", tol=tol, device="gpu"), x, alpha, sigma, tracers)
+    sample = rng.choice(_N20, 300, replace=False)
+    ud, gd = direct_sum_numpy(get_kernel("gaussian"), x, alpha, sigma, tracers[sample])
+    assert _rel(u[sample], ud) <= tol and _rel(g[sample], gd) <= 10 * tol
 
 
 def test_gpu_fmm_rings_and_tracers_float32():
@@ -270,28 +310,28 @@ def test_gpu_near_field_uniform_records_are_bitwise_the_per_source_ones(kernel, 
     assert _rel(u.get(), ud) <= tol and _rel(g.get(), gd) <= 10 * tol
 
 
-def test_gpu_refuses_the_wide_separation_and_auto_takes_the_direct_sum():
-    """Tolerances below 1e-6 need the wide separation, CPU only in this version: the GPU
-    evaluator says so, and method='auto' takes the direct sum there."""
+def test_gpu_auto_takes_the_fmm_down_to_1e9_and_the_direct_sum_below():
+    """method='auto' on the GPU: the (wide-separation) FMM at tol 1e-9 above the
+    crossover, within tol of the direct sum; below 1e-9 the direct sum itself."""
     import cupy as cp
     import vortexsim
-    with pytest.raises(ValueError, match="CPU only"):
-        FMM("gaussian", tol=1e-9, device="gpu")
     rng = np.random.default_rng(3)
-    x, alpha = cp.asarray(rng.random((70000, 3))), cp.asarray(rng.normal(size=(70000, 3)))
-    u, _ = vortexsim.induced_velocity(x, alpha, 0.01, method="auto", tol=1e-9, device="gpu")
+    n = 70000
+    x, alpha = cp.asarray(rng.random((n, 3))), cp.asarray(rng.normal(size=(n, 3)))
     ud, _ = vortexsim.induced_velocity(x, alpha, 0.01, method="direct", device="gpu")
+    u, _ = vortexsim.induced_velocity(x, alpha, 0.01, method="auto", tol=1e-9, device="gpu")
+    assert not np.array_equal(u.get(), ud.get()) and _rel(u.get(), ud.get()) <= 1e-9
+    u, _ = vortexsim.induced_velocity(x, alpha, 0.01, method="auto", tol=1e-10, device="gpu")
     assert np.array_equal(u.get(), ud.get())
+    with pytest.raises(ValueError, match="method='direct'"):
+        FMM("gaussian", tol=1e-10, device="gpu")
 
 
 @pytest.mark.parametrize("kernel", ["singular", "gaussian"])
-def test_gpu_wide_separation_equals_cpu_when_switched_on(kernel, monkeypatch):
-    """The wide separation (tol < 1e-6) is CPU-only until GPU-tested: this test switches
-    it on (FMM.WIDE_ON_GPU) and holds the GPU to the CPU and the direct sum at 1e-8
-    (written in session 5 without a GPU run; the session that runs it first decides
-    whether the switch can go on by default)."""
+def test_gpu_wide_separation_equals_cpu(kernel):
+    """The wide separation (tol < 1e-6): GPU and CPU agree to round-off, and both hold
+    the direct sum at 1e-8."""
     import cupy as cp
-    monkeypatch.setattr(FMM, "WIDE_ON_GPU", True)
     rng = np.random.default_rng(17)
     n = 20000
     x, alpha = rng.random((n, 3)), rng.normal(size=(n, 3))

@@ -66,7 +66,7 @@ _ORDER_TABLE = ((1e-2, 4), (1e-3, 8), (1e-4, 10), (1e-5, 14), (1e-6, 18))
 _ORDER_TABLE_SINGULAR = ((1e-2, 4), (1e-3, 8), (1e-4, 10), (1e-5, 14), (1e-6, 16))
 #: The wide separation (M2L only between boxes two boxes apart at every level, 875
 #: offsets per box instead of 189; leaves with the 5³ near stencil) converges ~3.5× per
-#: order instead of ~1.75×: tolerances below 1e-6, CPU.  Measured at 2×10^4 uniform
+#: order instead of ~1.75×: tolerances below 1e-6, CPU and GPU.  Measured at 2×10^4 uniform
 #: points, σ = h, 400 sampled targets (benchmarks/calibrate_wide.py; err u / err ∇u;
 #: depth 3 unless said):
 #: singular P = 10: 2.4e-8 / 3.8e-9, 12: 1.9e-9 / 3.4e-10 (depth 4: 2.8e-9 / 1.0e-9),
@@ -78,7 +78,15 @@ _ORDER_TABLE_SINGULAR = ((1e-2, 4), (1e-3, 8), (1e-4, 10), (1e-5, 14), (1e-6, 16
 #: ``separation=2`` forced at a larger tol the standard table's (higher) order is used.
 #: At tol 1e-6 (10^5 points, depth 4): gaussian P = 10 2.2e-7 / 1.3e-6, polynomial
 #: 1.0e-7 / 3.2e-7, singular 3.2e-8 / 8.3e-9 (P = 9: gaussian 6.8e-7 / 4.1e-6).
-_ORDER_TABLE_WIDE = ((1e-6, 11), (1e-7, 11), (1e-8, 13), (1e-9, 14))
+#: At 2^20 points on the H100 (benchmarks/order_check.py --separation 2, σ = h, 200
+#: sampled targets, depth 4 unless said; session 6) the trees are deeper and err more:
+#: tol 1e-9: gaussian P = 14 1.15e-9 / 7.3e-9 (above tol), 15 4.9e-10 / 2.8e-9 (depth 5
+#: 3.1e-10, σ = 2h 2.9e-10, 2^22 points depth 5 3.3e-10), 16 1.4e-10; algebraic 14
+#: 1.09e-9 (above tol), 15 4.5e-10 / 1.9e-9, 16 1.3e-10; winckelmans 15 3.7e-10 /
+#: 1.1e-9; polynomial 15 3.1e-10; singular 13 1.1e-10, 15 1.1e-11.  tol 1e-8: gaussian
+#: 13 4.6e-9 (depth 5 5.1e-9), algebraic 13 4.4e-9.  tol 1e-7: gaussian 11 (depth 5)
+#: 5.9e-8, algebraic 11 3.3e-8.  Hence P = 15 at 1e-9 for every kernel.
+_ORDER_TABLE_WIDE = ((1e-6, 11), (1e-7, 11), (1e-8, 13), (1e-9, 15))
 _ORDER_TABLE_WIDE_SINGULAR = ((1e-6, 10), (1e-7, 11), (1e-8, 13), (1e-9, 15))
 #: tolerances below this use the wide separation by default
 WIDE_BELOW = 1e-6
@@ -92,11 +100,11 @@ WIDE_CPU_BELOW = 1e-5
 FLOAT32_TOL_MIN = 1e-6
 
 
-def fmm_delivers(tol: float, gpu: bool) -> bool:
-    """Whether this version's FMM meets ``tol`` on the GPU (``gpu``) or the CPU: down to
-    1e-6 on the GPU, 1e-9 on the CPU (wide separation).  ``method="auto"`` takes the
-    direct sum where it does not."""
-    return tol >= (WIDE_BELOW if gpu else _ORDER_TABLE_WIDE[-1][0])
+def fmm_delivers(tol: float) -> bool:
+    """Whether this version's FMM meets ``tol`` (down to 1e-9, with the wide separation
+    below 1e-6, on the CPU and the GPU).  ``method="auto"`` takes the direct sum where
+    it does not."""
+    return tol >= _ORDER_TABLE_WIDE[-1][0]
 
 
 def order_for_tol(tol: float, kernel_name: str = "algebraic", separation: int = 1) -> int:
@@ -207,8 +215,8 @@ class FMM:
     separation : {1, 2}, optional, boxes between a box and those it translates from
         (M2L), at every level.  Default: 1 for tol ≥ 1e-6 (the standard FMM, 189
         offsets per box), 2 below (875 offsets, 5³ near stencil; the expansions
-        converge ~3.5× per order instead of ~1.75×, which reaches tol 1e-9; CPU only
-        in this version)
+        converge ~3.5× per order instead of ~1.75×, which reaches tol 1e-9; the GPU
+        then uses the dense M2L and caches ~3.7 GB of translation cores at P = 15)
 
     ``evaluate(x, alpha, sigma, targets=None, gradient=True) -> (u, grad_u)`` takes
     arrays on the evaluator's device; ``timings`` holds the seconds of each stage of
@@ -236,12 +244,6 @@ class FMM:
             separation = 2 if tol < WIDE_BELOW or cpu_wide else 1
         if separation not in (1, 2):
             raise ValueError(f"separation must be 1 or 2, got {separation!r}.")
-        if separation == 2 and self.device.is_gpu and not self.WIDE_ON_GPU:
-            raise ValueError(
-                f"tol = {tol:g} needs the wide separation (M2L between boxes at least two "
-                f"boxes apart), which this version runs on the CPU only; the GPU FMM "
-                f"delivers tol >= {WIDE_BELOW:g}. Use device='cpu', a larger tol, or "
-                "method='direct' (exact to round-off).")
         #: boxes between a box and those it translates from, at every level (1: the
         #: standard FMM; 2: the wide separation of tol < 1e-6, whose expansions converge
         #: ~3× per order instead of ~1.75×)
@@ -914,11 +916,6 @@ class FMM:
         return xp.ascontiguousarray(Lc)
 
 
-    #: the wide separation on the GPU: its dense M2L is the same array code as the CPU's
-    #: (the sparse M2L is off there), but it has not run on a GPU yet, so the GPU
-    #: refuses tol < 1e-6 until a session tests it (then flip this and
-    #: :func:`fmm_delivers`)
-    WIDE_ON_GPU = False
     #: offsets per group of the wide separation's CPU M2L (cores cut per group: at P = 14,
     #: 2×10^4 points, depth 3, peak memory 0.9–1.2 GB instead of ~3 GB with cached
     #: per-class cores; the M2L time is the same within the run-to-run spread)
