@@ -102,7 +102,7 @@ def main(argv=None):
         kind, n, m, kname, tol, prec, sh, target = CASES[name]
         rng = np.random.default_rng(sum(map(ord, name.removesuffix("-r2"))))
         (x, alpha, sigma, tracers), (xd, ad, sd, td), fmm = gpu_case(
-            name, rng, leaf_size=args.leaf_size, near_radius=2 if name.endswith("-r2") else 1)
+            name, rng, leaf_size=args.leaf_size, near_radius=2 if name.endswith("-r2") else None)
         kern = get_kernel(kname)
         t_fmm = time_gpu(lambda: fmm.evaluate(xd, ad, sd, td))
         fmm.profile = True
