@@ -345,3 +345,40 @@ def test_gpu_wide_separation_equals_cpu(kernel):
     sample = rng.choice(n, 300, replace=False)
     ud, gd = direct_sum_at_elements(get_kernel(kernel), x, alpha, sigma, sample)
     assert _rel(ug[sample], ud) <= 1e-8 and _rel(gg[sample], gd) <= 1e-7
+
+
+@pytest.mark.parametrize("tol", [1e-3, 1e-6, 1e-9])
+def test_gpu_adaptive_tree_on_a_plummer_cloud_2_20(tol):
+    """The adaptive tree on 2^20 points of a Plummer cloud (σ from the half-mass
+    spacing, Gaussian), u ≤ tol and ∇u ≤ 10·tol on 200 sampled targets."""
+    import cupy as cp
+    from vortexsim.inputs import clustered
+    rng = np.random.default_rng(11)
+    x, alpha, _ = clustered(_N20, rng)
+    r_half = 1.305 * 0.05
+    sigma = np.full(_N20, (0.5 * _N20 / (4 / 3 * np.pi * r_half ** 3)) ** (-1 / 3))
+    sample = rng.choice(_N20, 200, replace=False)
+    fmm = FMM("gaussian", tol=tol, device="gpu", tree="adaptive")
+    u, g = _gpu_eval(fmm, x, alpha, sigma)
+    assert fmm.config.depth >= 6
+    ud, gd = (a.get() for a in direct_sum_at_elements(
+        get_kernel("gaussian"), *(cp.asarray(a) for a in (x, alpha, sigma)), sample))
+    assert _rel(u[sample], ud) <= tol and _rel(g[sample], gd) <= 10 * tol
+
+
+@pytest.mark.parametrize("kernel,tol", [("singular", 1e-6), ("gaussian", 1e-6),
+                                        ("gaussian", 1e-8)])
+def test_gpu_adaptive_tree_equals_cpu(kernel, tol):
+    """GPU and CPU adaptive trees agree to round-off, sources = targets and ≠."""
+    import cupy as cp
+    from vortexsim.inputs import clustered
+    rng = np.random.default_rng(12)
+    x, alpha, _ = clustered(20000, rng)
+    sigma = np.full(20000, 2e-3)
+    y = rng.random((3000, 3))
+    for targets in (None, y):
+        ug, gg = _gpu_eval(FMM(kernel, tol=tol, device="gpu", tree="adaptive", leaf_size=64),
+                           x, alpha, sigma, targets)
+        uc, gc = FMM(kernel, tol=tol, device="cpu", tree="adaptive", leaf_size=64).evaluate(
+            x, alpha, sigma, targets)
+        assert _rel(ug, uc) <= 1e-10 and _rel(gg, gc) <= 1e-10

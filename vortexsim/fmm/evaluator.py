@@ -46,7 +46,8 @@ from ..kernels.cutoff import get_kernel
 from ..kernels.direct import INV_4PI, _accumulate_block, skew
 from ..kernels.morton import grid_cells, morton_keys
 from . import expansions as E
-from .tree import (build_tree, choose_depth, morton_decode, neighbor_table, root_cube,
+from .adaptive import ADAPTIVE_MAX_DEPTH, build_adaptive, evaluate_adaptive
+from .tree import (_check_cube, build_tree, choose_depth, morton_decode, neighbor_table, root_cube,
                    with_targets)
 
 logger = logging.getLogger(__name__)
@@ -227,7 +228,7 @@ class FMM:
 
     def __init__(self, kernel="gaussian", tol=1e-6, precision="float64", device="auto",
                  leaf_size=None, near_radius=None, order=None, profile=False,
-                 memory_budget=None, separation=None):
+                 memory_budget=None, separation=None, tree="uniform"):
         from ..backend import resolve_device  # noqa: PLC0415
         self.kernel = get_kernel(kernel)
         if not 0 < tol < 1:
@@ -260,6 +261,18 @@ class FMM:
                 f"relative on their own (the direct sum too), so the FMM cannot promise "
                 f"less than {FLOAT32_TOL_MIN:g} there. Use precision='float64'.")
         self.dtype = np.dtype(precision)
+        if tree not in ("uniform", "adaptive"):
+            raise ValueError(f"tree must be 'uniform' or 'adaptive', got {tree!r}.")
+        #: "uniform": one leaf level; "adaptive": leaves where boxes hold ≤ leaf_size
+        #: points (:mod:`vortexsim.fmm.adaptive`; 1/r far field, else uniform)
+        self.tree = tree
+        if tree == "adaptive":
+            if near_radius not in (None, self.separation):
+                raise ValueError(
+                    f"near_radius = {near_radius} with tree='adaptive': its leaves' near "
+                    f"stencil is the separation ({self.separation}); leave near_radius "
+                    "unset.")
+            near_radius = self.separation
         if near_radius is None:
             near_radius = 2 if (self.separation == 2 or (
                 not self.device.is_gpu and self.kernel.name in ("gaussian", "polynomial"))) \
@@ -368,6 +381,15 @@ class FMM:
             width = float(width)
             clock.lap("root")
         P = self.order
+        if self.tree == "adaptive" and green.harmonic:
+            adaptive_depth = (ADAPTIVE_MAX_DEPTH if reach <= 0 else min(
+                ADAPTIVE_MAX_DEPTH, int(math.floor(math.log2(width * self.near_radius
+                                                             / reach)))))
+            if adaptive_depth >= 3:
+                return self._evaluate_adaptive(x, alpha, sigma, y, exclude_self, k_grad,
+                                               lo, width, adaptive_depth, reach,
+                                               s_min == s_max, root is not None and check_root,
+                                               clock, u, grad_u)
         depth_max, min_leaf = self._depth_limit(width, reach)
         occupied_leaves = None            # target leaves holding points, when counted
         depth_given = depth is not None
@@ -475,6 +497,35 @@ class FMM:
         logger.debug("FMM %s P=%d depth=%d timings %s", name, P, depth, self.timings)
         return u, grad_u
 
+    #: default leaf_size of the adaptive tree (most points a leaf box may hold), per
+    #: device kind
+    ADAPTIVE_LEAF_SIZE = {"gpu": 256, "cpu": 64}
+
+    def _evaluate_adaptive(self, x, alpha, sigma, y, exclude_self, k_grad, lo, width, depth,
+                           reach, uniform, check, clock, u, grad_u):
+        """:meth:`evaluate` on the adaptive tree (:mod:`vortexsim.fmm.adaptive`)."""
+        xp = self.device.xp
+        if check:
+            _check_cube(x, y, lo, width, xp)
+        leaf_size = self.leaf_size or self.ADAPTIVE_LEAF_SIZE[self.device.kind]
+        P = self.order
+        self.config = FMMConfig(P, depth, self.near_radius, reach, leaf_size)
+        clock.lap("setup")
+        radius = self._offset_radius
+        vectors = [E.offsets_cube(radius)[o] for o in self._class_offsets(self.parent_radius + 1)]
+        tree = build_adaptive(x, y, lo, width, depth, leaf_size, self.separation, vectors, xp)
+        xs, alpha_s, sigma_s = x[tree.src_order], alpha[tree.src_order], sigma[tree.src_order]
+        clock.lap("tree")
+        uu, gg = evaluate_adaptive(self, tree, xs, alpha_s, sigma_s, y, exclude_self,
+                                   k_grad > 0, uniform, P, clock)
+        u[...] = uu.astype(u.dtype, copy=False)
+        if k_grad:
+            grad_u[...] = gg[:k_grad].astype(grad_u.dtype, copy=False)
+        self.timings = clock.finish()
+        logger.debug("FMM %s adaptive P=%d depth=%d boxes=%d timings %s", self.kernel.name, P,
+                     depth, tree.n_boxes, self.timings)
+        return u, grad_u
+
     @property
     def parent_radius(self):
         """Radius (boxes) within which a box's parent must lie from the parent of a box
@@ -580,15 +631,21 @@ class FMM:
 
     # -- stages ---------------------------------------------------------------
     def _near(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None,
-              uniform=False):
+              uniform=False, nbr=None):
         """Near field u (M, 3), ∇u (M, 3, 3) of the sorted targets, float64 accumulators.
 
         ``uniform``: every σ is the same (the σ range is one value; GPU: source records
-        without per-source parameters, bitwise the same result)."""
+        without per-source parameters, bitwise the same result).  ``nbr``: the target
+        leaves' stencils (n_leaves, (2r+1)³) as indices into ``tree.src_start`` (−1:
+        none; the middle column is the leaf's own source box), on the evaluator's
+        device; default the level-uniform :meth:`_neighbors` of ``tree.depth``.  With
+        ``exclude_self`` a leaf's targets are its own box's sources, in the same order."""
         if self.device.is_gpu:
             return self._near_cuda(tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient,
-                                   occupied, uniform)
-        nbr = self._neighbors(tree.depth)
+                                   occupied, uniform, nbr)
+        if nbr is None:
+            nbr = self._neighbors(tree.depth)
+        own_col = nbr.shape[1] // 2
         m = ys.shape[0]
         u_s, w_s, g_s = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3, 3))
         ss, ts = tree.src_start, tree.tgt_start
@@ -598,6 +655,8 @@ class FMM:
         def leaf_sum(leaf):
             t0, t1 = int(ts[leaf]), int(ts[leaf + 1])
             boxes = nbr[leaf][nbr[leaf] >= 0]
+            if boxes.size == 0:
+                return
             src = np.concatenate([np.arange(ss[b], ss[b + 1]) for b in boxes])
             if src.size == 0:
                 return
@@ -607,7 +666,10 @@ class FMM:
             for c0 in range(t0, t1, step):
                 c1 = min(t1, c0 + step)
                 d = ys_[c0:c1, None, :] - xs_[None, src, :]
-                mask = (np.arange(c0, c1)[:, None] == src[None, :]) if exclude_self else None
+                mask = None
+                if exclude_self:            # target t0 + q of the leaf: source ss[own] + q
+                    own = ss[nbr[leaf, own_col]] - t0
+                    mask = (np.arange(c0, c1) + own)[:, None] == src[None, :]
                 ub, wb, gb = (np.zeros_like(a[c0:c1], dtype=self.dtype) for a in (u_s, w_s, g_s))
                 _accumulate_block(self.kernel, d, as_[src], sg_[src], mask, gradient, ub, wb, gb,
                                   singular_from=cut)
@@ -637,12 +699,12 @@ class FMM:
                             lambda: cp.asarray(self._neighbors(depth)))
 
     def _near_cuda(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied,
-                   uniform=False):
+                   uniform=False, nbr=None):
         import cupy as cp  # noqa: PLC0415
         from ..kernels.direct import source_parameters  # noqa: PLC0415
         from ..kernels.modules import CTYPES, get_function  # noqa: PLC0415
         dtype = self.dtype
-        nbr_d = self._near_table(tree.depth)
+        nbr_d = self._near_table(tree.depth) if nbr is None else nbr
         # one target per thread: two in float32 measured slower (21 vs 18 ms at 2^20,
         # H100, 2026-11-22: 106 registers instead of 64)
         block = self._block_for(ys.shape[0], occupied or tree.n_leaves)
@@ -721,22 +783,8 @@ class FMM:
         xp = self.device.xp
         L = tree.depth
         mi = E.multi_indices(P)
-        centres = self._box_centers(tree, L)
-        w = float(tree.box_width(L))
-        if self.device.is_gpu:
-            from ..kernels.modules import get_function  # noqa: PLC0415
-            kidx = self._cached(("kidx", P), lambda: xp.asarray(mi.k.astype(np.int32)))
-            M = xp.empty((8 ** L, mi.n, 3))
-            get_function("fmm.cu", f"p2m_leaf<{P},128>")(
-                (8 ** L,), (128,),
-                (xs, alpha_s, tree.src_start, xp.ascontiguousarray(centres), np.float64(1.0 / w),
-                 kidx, M))
-        else:
-            M = np.zeros((8 ** L, mi.n, 3))
-            ss = tree.src_start
-            for leaf in np.nonzero(ss[1:] > ss[:-1])[0]:          # one GEMM per leaf
-                s0, s1 = ss[leaf], ss[leaf + 1]
-                M[leaf] = E.monomials((centres[leaf] - xs[s0:s1]) / w, P, np).T @ alpha_s[s0:s1]
+        M = self._p2m(xs, alpha_s, tree.src_start, self._box_centers(tree, L),
+                      float(tree.box_width(L)), P)
         clock.lap("p2m")
         n = mi.n
         if harmonic:
@@ -758,6 +806,36 @@ class FMM:
             out[level - 1] = (T @ X).reshape(n, bp, 3).transpose(1, 0, 2)
         clock.lap("m2m")
         return out
+
+    def _p2m(self, xs, alpha_s, src_start, centres, w, P):
+        """Normalized multipoles M̃ (B, n, 3) of B boxes (centres (B, 3), edge w [L])
+        from their sources xs, alpha_s[src_start[b]:src_start[b + 1]] (float64)."""
+        xp = self.device.xp
+        mi = E.multi_indices(P)
+        B = centres.shape[0]
+        if self.device.is_gpu:
+            from ..kernels.modules import get_function  # noqa: PLC0415
+            kidx = self._cached(("kidx", P), lambda: xp.asarray(mi.k.astype(np.int32)))
+            M = xp.empty((B, mi.n, 3))
+            if B:
+                get_function("fmm.cu", f"p2m_leaf<{P},128>")(
+                    (B,), (128,),
+                    (xp.ascontiguousarray(xs), xp.ascontiguousarray(alpha_s), src_start,
+                     xp.ascontiguousarray(centres), np.float64(1.0 / w), kidx, M))
+            return M
+        M = np.zeros((B, mi.n, 3))
+        for box in np.nonzero(src_start[1:] > src_start[:-1])[0]:   # one GEMM per box
+            s0, s1 = src_start[box], src_start[box + 1]
+            M[box] = E.monomials((centres[box] - xs[s0:s1]) / w, P, np).T @ alpha_s[s0:s1]
+        return M
+
+    def _class_offsets(self, sep):
+        """Per parity class p = key & 7 the indices O_p of its M2L offsets into
+        ``offsets_cube(2ρ + 1)`` (host int arrays; the same at every level)."""
+        rho, radius = self.parent_radius, self._offset_radius
+        return [np.nonzero(_interacts(np.array([p & 1, (p >> 1) & 1, (p >> 2) & 1]),
+                                      E.offsets_cube(radius), sep, rho))[0]
+                for p in range(8)]
 
     def _m2l_pairs_host(self, level, sep):
         """Host index tables: [(offset d (3,), target boxes, source boxes)] for one level."""
@@ -792,13 +870,10 @@ class FMM:
         (a zero column) where that box lies outside the grid.
         """
         def build():
-            rho, radius = self.parent_radius, self._offset_radius
-            nbr = neighbor_table(level, radius, np)
+            nbr = neighbor_table(level, self._offset_radius, np)
             zero = 8 ** level
             classes = []
-            for p in range(8):
-                b = np.array([p & 1, (p >> 1) & 1, (p >> 2) & 1])
-                offsets = np.nonzero(_interacts(b, E.offsets_cube(radius), sep, rho))[0]
+            for p, offsets in enumerate(self._class_offsets(sep)):
                 g = nbr[p::8][:, offsets]
                 classes.append((offsets, self.device.xp.asarray(np.where(g >= 0, g, zero))))
             return classes
@@ -850,50 +925,13 @@ class FMM:
             Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
             Lt = xp.empty((r, B, 3), mdt)                      # Mcm: (r, B + 1, 3)
             Mcc = np.ascontiguousarray(Mcm.transpose(0, 2, 1)) if xp is np else None
-            radius = self._offset_radius
             for p, (offsets, gather) in enumerate(self._m2l_classes(level, sep)):
-                # The class's cores (r, r·|O_p|) are cached, except for the wide
-                # separation on the CPU: there 8 classes × 875 offsets would hold
-                # ~3.7 GB at P = 15, so its offsets go in groups whose cores are cut
-                # from the unit cores when needed (K itself: 1331 r², 0.7 GB at P = 15)
-                if self.separation == 1 or xp is not np:
-                    groups = [(slice(None), self._cached(
-                        ("m2l_class_cores", P, sep, p, mdt), lambda offsets=offsets:
-                        xp.asarray(_class_cores(E.unit_m2l_cores(P, radius), offsets),
-                                   dtype=mdt)))]
-                else:
-                    step = self.WIDE_CORE_GROUP
-                    groups = [(slice(q, q + step), None) for q in range(0, len(offsets), step)]
-                nb = gather.shape[0]
-                # GPU: one gather and GEMM for the three components; CPU: one per
-                # component (NumPy gathers single columns of a (r, 3, B+1) array
-                # 10× faster than 3-vectors from the middle axis)
-                ncomp = 3 if xp is not np else 1
-                for part, Kp in groups:
-                    sub = offsets[part]
-                    if Kp is None:
-                        Kp = _class_cores(E.unit_m2l_cores(P, radius), sub).astype(
-                            mdt, copy=False)
-                    first = part.start in (None, 0)
-                    chunk = max(1, int(self._chunk_bytes
-                                       // (len(sub) * r * ncomp * np.dtype(mdt).itemsize)))
-                    for j0 in range(0, nb, chunk):
-                        j1 = min(nb, j0 + chunk)
-                        g = gather[j0:j1, part].T
-                        if xp is np:
-                            for c in range(3):
-                                X = Mcc[:, c, g].reshape(r * len(sub), j1 - j0)
-                                if first:
-                                    Lt[:, p + 8 * j0:p + 8 * j1:8, c] = Kp @ X
-                                else:
-                                    Lt[:, p + 8 * j0:p + 8 * j1:8, c] += Kp @ X
-                        else:
-                            X = Mcm[:, g, :].reshape(r * len(sub), 3 * (j1 - j0))
-                            Y = (Kp @ X).reshape(r, j1 - j0, 3)
-                            if first:
-                                Lt[:, p + 8 * j0:p + 8 * j1:8, :] = Y
-                            else:
-                                Lt[:, p + 8 * j0:p + 8 * j1:8, :] += Y
+                for j0, j1, Y, first in self._class_products(Mcm, Mcc, gather, p, offsets,
+                                                             P, sep, mdt):
+                    if first:
+                        Lt[:, p + 8 * j0:p + 8 * j1:8, :] = Y
+                    else:
+                        Lt[:, p + 8 * j0:p + 8 * j1:8, :] += Y
             clock.lap(f"m2l_{level}")
             return Lt.astype(np.float64, copy=False) / w
         else:
@@ -926,6 +964,59 @@ class FMM:
     #: None: the sparse M2L picks per level between one GEMM per source class and one
     #: GEMM against all 343 cores by a cost model; True / False force one (tests)
     SPARSE_M2L_UNIFIED = None
+
+    def _class_products(self, Mcm, Mcc, gather, p, offsets, P, sep, mdt):
+        """M2L of parity class ``p`` on compressed multipoles, in chunks of target boxes.
+
+        Mcm (r, S + 1, 3): the level's multipoles M̂ and a zero column (index S); Mcc:
+        the same as (r, 3, S + 1) on the CPU (None on the GPU); gather (B_p, |O_p|):
+        the source column of each target box at each of the class's ``offsets``.
+        Yields (j0, j1, Y (r, j1 − j0, 3), first): the locals (times w) of target boxes
+        j0..j1 of the class from one group of offsets (``first``: the group that
+        assigns; later groups add).
+        """
+        xp = self.device.xp
+        r = Mcm.shape[0]
+        nb = gather.shape[0]
+        # GPU: one gather and GEMM for the three components; CPU: one per component
+        # (NumPy gathers single columns of a (r, 3, S+1) array 10× faster than
+        # 3-vectors from the middle axis)
+        ncomp = 3 if xp is not np else 1
+        for part, Kp in self._core_groups(P, sep, p, offsets, mdt):
+            sub = offsets[part]
+            first = part.start in (None, 0)
+            chunk = max(1, int(self._chunk_bytes
+                               // (len(sub) * r * ncomp * np.dtype(mdt).itemsize)))
+            for j0 in range(0, nb, chunk):
+                j1 = min(nb, j0 + chunk)
+                g = gather[j0:j1, part].T
+                if xp is np:
+                    Y = np.empty((r, j1 - j0, 3), mdt)
+                    for c in range(3):
+                        Y[:, :, c] = Kp @ Mcc[:, c, g].reshape(r * len(sub), j1 - j0)
+                else:
+                    X = Mcm[:, g, :].reshape(r * len(sub), 3 * (j1 - j0))
+                    Y = (Kp @ X).reshape(r, j1 - j0, 3)
+                yield j0, j1, Y, first
+
+    def _core_groups(self, P, sep, p, offsets, mdt):
+        """(slice of ``offsets``, cores (r, r·|slice|)) of parity class ``p``'s M2L.
+
+        The class's cores are cached, except for the wide separation on the CPU: there
+        8 classes × 875 offsets would hold ~3.7 GB at P = 15, so its offsets go in
+        groups (:attr:`WIDE_CORE_GROUP`) whose cores are cut from the unit cores when
+        needed (K itself: 1331 r², 0.7 GB at P = 15)."""
+        xp = self.device.xp
+        radius = self._offset_radius
+        if self.separation == 1 or xp is not np:
+            yield slice(None), self._cached(
+                ("m2l_class_cores", P, sep, p, mdt), lambda: xp.asarray(
+                    _class_cores(E.unit_m2l_cores(P, radius), offsets), dtype=mdt))
+            return
+        step = self.WIDE_CORE_GROUP
+        for q in range(0, len(offsets), step):
+            yield slice(q, q + step), _class_cores(
+                E.unit_m2l_cores(P, radius), offsets[q:q + step]).astype(mdt, copy=False)
 
     def _m2l_sparsity(self, tree, P, capacity=None, counts=None, prepared=None):
         """Per level: None (dense M2L) or (per class: (n_active, active list), colmap, tgt counts).
@@ -1153,8 +1244,17 @@ class FMM:
                     .reshape(8 * bp, n, 3)
             Ll = locals_[L]
         clock.lap("l2l")
-        centres = self._box_centers(tree, L)
-        w = float(tree.box_width(L))
+        self._l2p(Ll, self._box_centers(tree, L), float(tree.box_width(L)), tree.tgt_start,
+                  parts, P)
+        clock.lap("l2p")
+
+    def _l2p(self, Ll, centres, w, tgt_start, parts, P):
+        """L2P: the locals L̃ (B, n, 3) of B leaves (centres (B, 3), edge w [L]) added
+        into each target part's u, g; ``tgt_start`` (B + 1,): the union of the parts'
+        targets per leaf (leaves without targets are skipped); each part's tree holds
+        its own CSR over the same B leaves."""
+        xp = self.device.xp
+        n = Ll.shape[1]
         if self.device.is_gpu:
             from ..kernels.modules import get_function  # noqa: PLC0415
             idx, fu, fg = self._cached(("l2p_tables", P), lambda: tuple(
@@ -1164,19 +1264,18 @@ class FMM:
             get_function("fmm.cu", "l2p_coefficients")(
                 ((B * n_out + 255) // 256,), (256,),
                 (Ll, idx, fu, fg, np.float64(1.0 / w), np.int32(n * 3), np.int32(n_out),
-                 np.int64(B), tree.tgt_start, C))
+                 np.int64(B), tgt_start, C))
             centres = xp.ascontiguousarray(centres)
             for part in parts:
                 m = part.ys.shape[0]
-                block = self._block_for(m, part.occupied or tree.n_leaves)
+                block = self._block_for(m, part.occupied or B)
                 chunk_start, grid = _chunk_starts(part.tree, block, m)
                 get_function("fmm.cu", f"l2p_targets_tiled<{P},"
                              f"{'true' if part.grad else 'false'},{block},64>")(
                     (grid,), (block,),
                     (C, centres, np.float64(1.0 / w), part.tree.tgt_start, chunk_start,
-                     np.int32(tree.n_leaves), part.ys, part.u,
+                     np.int32(B), part.ys, part.u,
                      part.g if part.grad else part.u))
-            clock.lap("l2p")
             return
         for part in parts:
             ts, ys = part.tree.tgt_start, part.ys
@@ -1187,7 +1286,6 @@ class FMM:
                 part.u[t0:t1] += uc / w
                 if part.grad:
                     part.g[t0:t1] += gc / (w * w)
-        clock.lap("l2p")
 
     @staticmethod
     def _block_for(n_points, n_leaves):

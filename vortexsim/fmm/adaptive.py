@@ -1,0 +1,360 @@
+"""Adaptive octree for the FMM: each target gets its leaf at the level where its box
+holds few points, so that clustered inputs (a Plummer cloud, rings with tracers) cost
+about what uniform ones do.
+
+The tree (``build_adaptive``) refines a box while it holds more than ``leaf_size``
+points (sources + targets) and lies above the deepest level ``L`` (where the leaves are
+still as wide as the near field's reach); levels 0 and 1 are always refined.  Boxes are
+addressed by Morton keys at their level, and every level keeps only compact, sorted key
+lists (memory O(N + M)), never a dense array of 8^level boxes.
+
+What the evaluation does, level by level (ρ: the separation, 1 or 2; a leaf's near
+stencil is the (2ρ+1)³ boxes around it at its own level):
+
+- targets: ``A_l`` are the boxes at level l that hold targets and whose parent is
+  refined; those not refined are the leaves of level l.  A target's local expansion is
+  the sum over its ancestors (levels 2..its leaf's) of their M2L, passed down by L2L;
+  at its leaf, L2P adds it to the near field of the (2ρ+1)³ boxes around the leaf at
+  the leaf's level (all sources there, however finely those boxes are refined).
+- sources: ``S_l`` are the boxes at level l that hold sources and whose parent lies
+  within ρ boxes of a refined box: exactly the boxes that the M2L lists of ``A_l`` can
+  name (children of the parent's neighbours).  A box of ``S_l`` that lies itself within
+  ρ boxes of a refined box has all its non-empty children in ``S_{l+1}`` and gets its
+  multipole by M2M; every other gets it by P2M from its own points (each source is
+  expanded once).
+- M2L at every level between boxes ``A_l`` and ``S_l`` whose parents are within ρ boxes
+  of each other and which are more than ρ boxes apart (the level-uniform FMM's rule),
+  as one GEMM per parity class and chunk with the cached class cores.
+
+So every (target, source) pair is counted once: in the near field of the target's leaf
+or in the M2L of exactly one of its ancestors, as in the level-uniform FMM, whose
+result this equals to round-off when no box is refined below the uniform depth.
+The far field is the compressed 1/r one (singular, gaussian, polynomial kernels).
+
+Reference for the lists: Carrier, Greengard & Rokhlin (1988), "A fast adaptive
+multipole algorithm for particle simulations"; here the W and X lists are folded into
+the near field of the target leaf's level and into the M2L of the source boxes'
+level, which a level-by-level source set makes possible without 2:1 balancing.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..kernels.morton import morton_keys
+from . import expansions as E
+from .tree import _stable_argsort, morton_decode, morton_encode
+
+__all__ = ["AdaptiveTree", "AdaptiveLevel", "build_adaptive", "ADAPTIVE_MAX_DEPTH"]
+
+#: deepest level of an adaptive tree (keys of 3 × 10 bits)
+ADAPTIVE_MAX_DEPTH = 10
+
+
+@dataclasses.dataclass(eq=False)
+class AdaptiveLevel:
+    """One level l of an :class:`AdaptiveTree` (device arrays, int64 unless said).
+
+    width: box edge [L].  occ (n_O,): sorted keys of the boxes holding sources,
+    src_start (n_O + 1,): their CSR into the sorted sources.  s_keys (n_S,): the boxes
+    with multipoles (sorted); m2m (k,): those made by M2M (indices into s_keys) and
+    children (k, 8): their children's indices into the next level's s_keys (its n_S for
+    none); p2m (j,): those made by P2M, p2m_points (·,): their sources' sorted indices
+    in box order, p2m_start (j + 1,).  a_keys (n_A,): target boxes (sorted), parent
+    (n_A,): index into the level above's a_keys, classes: per parity class p = key & 7,
+    (rows (n_Ap,) into a_keys, gather (n_Ap, |O_p|) into s_keys (n_S: none)).
+    leaves (n_leaf,): the leaves among a_keys; tgt_start (n_leaf + 1,): their CSR into
+    this level's block of sorted targets t0..t1; nbr (n_leaf, (2ρ+1)³): the near
+    stencil as indices into occ (−1 none), the middle column the leaf itself.
+    """
+    level: int
+    width: float
+    occ: object
+    src_start: object
+    s_keys: object
+    m2m: object
+    children: object
+    p2m: object
+    p2m_points: object
+    p2m_start: object
+    a_keys: object
+    parent: object
+    classes: list
+    leaves: object
+    tgt_start: object
+    t0: int
+    t1: int
+    nbr: object
+
+
+@dataclasses.dataclass(eq=False)
+class AdaptiveTree:
+    """Sources sorted by Morton key (src_order (N,)), targets sorted by (leaf level,
+    key) (tgt_order (M,)), and the levels 2..depth (:class:`AdaptiveLevel`)."""
+    lo: object
+    width: float
+    depth: int
+    leaf_size: int
+    src_order: object
+    tgt_order: object
+    levels: dict
+
+    @property
+    def n_boxes(self):
+        """Target boxes (those that get local expansions) over all levels."""
+        return sum(int(lv.a_keys.shape[0]) for lv in self.levels.values())
+
+
+def _member(sorted_keys, q, xp):
+    """(found, index) of keys ``q`` in the sorted array ``sorted_keys``."""
+    if sorted_keys.shape[0] == 0:
+        return xp.zeros(q.shape, dtype=bool), xp.zeros(q.shape, dtype=xp.int64)
+    i = xp.minimum(xp.searchsorted(sorted_keys, q), sorted_keys.shape[0] - 1)
+    return sorted_keys[i] == q, i.astype(xp.int64)
+
+
+def _shifted(keys, level, offsets, xp):
+    """Keys (n, k) of the boxes at ``offsets`` (k, 3) from boxes ``keys`` (n,) of a
+    level, −1 outside the grid."""
+    n = 1 << level
+    ijk = xp.stack(morton_decode(keys.astype(xp.uint64), level, xp), axis=1).astype(xp.int64)
+    q = ijk[:, None, :] + xp.asarray(offsets, dtype=xp.int64)[None, :, :]
+    inside = xp.all((q >= 0) & (q < n), axis=2)
+    q = xp.clip(q, 0, n - 1)
+    out = morton_encode(q[..., 0], q[..., 1], q[..., 2], xp).astype(xp.int64)
+    return xp.where(inside, out, xp.int64(-1))
+
+
+def _neighbourhood(keys, level, radius, xp):
+    """Sorted unique keys of the boxes within ``radius`` boxes of ``keys`` (level)."""
+    if keys.shape[0] == 0:
+        return keys
+    out = _shifted(keys, level, E.offsets_cube(radius), xp).ravel()
+    return xp.unique(out[out >= 0])
+
+
+def _csr(sorted_level_keys, boxes, xp):
+    """CSR (len(boxes) + 1,) of ``boxes`` (sorted) into points with these sorted keys."""
+    starts = xp.searchsorted(sorted_level_keys, boxes).astype(xp.int64)
+    end = xp.asarray([sorted_level_keys.shape[0]], dtype=xp.int64)
+    return xp.concatenate([starts, end])
+
+
+def _count(sorted_level_keys, boxes, xp):
+    return (xp.searchsorted(sorted_level_keys, boxes, side="right")
+            - xp.searchsorted(sorted_level_keys, boxes, side="left"))
+
+
+def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp):
+    """The adaptive tree of sources ``x`` (N, 3) and targets ``y`` (M, 3) [L] in the
+    cube ``[lo, lo + width)³``, refined while a box holds more than ``leaf_size``
+    points down to level ``depth`` (≥ 2); ``radius``: the separation ρ (near stencil
+    and parent radius); ``class_offsets``: per parity class the M2L offsets (8 arrays
+    (|O_p|, 3) in box widths).  Array code on NumPy or CuPy (sizes cross to the host).
+    """
+    L = int(depth)
+    if not 2 <= L <= ADAPTIVE_MAX_DEPTH:
+        raise ValueError(f"depth must be in [2, {ADAPTIVE_MAX_DEPTH}], got {depth!r}.")
+    # keys on the finest grid (Z-order within the leaves too), cut to each level
+    F = ADAPTIVE_MAX_DEPTH
+    ks = morton_keys(x, lo, width, F, xp).astype(xp.int64)
+    src_order = _stable_argsort(ks, xp)
+    ks = ks[src_order]
+    kt = morton_keys(y, lo, width, F, xp).astype(xp.int64)
+    kt_sorted = xp.sort(kt)
+
+    def at(keys, level):
+        return keys >> (3 * (F - level))
+
+    # refined boxes R_l (l = 2..L−1) and each target's leaf level
+    refined = {}
+    lev = xp.full(kt.shape, 2, dtype=xp.int64)
+    for level in range(2, L):
+        sk, tk = at(ks, level), at(kt_sorted, level)
+        cand = xp.unique(xp.concatenate([sk, tk]))
+        cnt = _count(sk, cand, xp) + _count(tk, cand, xp)
+        refined[level] = cand[cnt > leaf_size]
+        lev += _member(refined[level], at(kt, level), xp)[0]
+    # targets sorted by (leaf level, key): each level's leaves hold a contiguous block
+    tgt_order = _stable_argsort((lev << (3 * F)) | kt, xp)
+    kt_o, lev_o = kt[tgt_order], lev[tgt_order]
+    bounds = xp.searchsorted(lev_o, xp.arange(2, L + 2)).tolist() if kt.shape[0] else \
+        [0] * (L + 1)
+    near_offsets = E.offsets_cube(radius)
+
+    levels = {}
+    expand_above = None              # E_{l−1}: boxes within ρ of a refined box
+    for level in range(2, L + 1):
+        w = width / (1 << level)
+        sk = at(ks, level)
+        occ = xp.unique(sk)
+        src_start = _csr(sk, occ, xp)
+        if level == 2:
+            s_keys = occ
+        else:
+            s_keys = occ[_member(expand_above, occ >> 3, xp)[0]]
+        expand = (_neighbourhood(refined[level], level, radius, xp) if level < L
+                  else xp.zeros(0, dtype=xp.int64))
+        in_expand = _member(expand, s_keys, xp)[0]
+        m2m = xp.nonzero(in_expand)[0]
+        p2m = xp.nonzero(~in_expand)[0]
+        # P2M boxes' points, gathered box after box
+        p2m_box = _member(occ, s_keys[p2m], xp)[1]
+        counts = src_start[p2m_box + 1] - src_start[p2m_box]
+        p2m_start = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(counts)])
+        total = int(p2m_start[-1])
+        pos = xp.arange(total, dtype=xp.int64)
+        owner = xp.searchsorted(p2m_start, pos, side="right") - 1
+        p2m_points = src_start[p2m_box][owner] + (pos - p2m_start[owner])
+        # target boxes and their parents
+        t_lo, t_hi = bounds[level - 2], bounds[-1]
+        a_keys = xp.unique(at(kt_o[t_lo:t_hi], level))
+        parent = (_member(levels[level - 1].a_keys, a_keys >> 3, xp)[1] if level > 2
+                  else xp.zeros(a_keys.shape, dtype=xp.int64))
+        classes = []
+        parity = a_keys & 7
+        for p in range(8):
+            rows = xp.nonzero(parity == p)[0]
+            src = _shifted(a_keys[rows], level, class_offsets[p], xp)
+            found, idx = _member(s_keys, src, xp)
+            classes.append((rows, xp.where(found & (src >= 0), idx,
+                                           xp.int64(s_keys.shape[0]))))
+        # leaves of this level: the block of targets whose leaf level is this one
+        t0, t1 = bounds[level - 2], bounds[level - 1]
+        tk = at(kt_o[t0:t1], level)
+        leaf_keys = xp.unique(tk)
+        leaves = _member(a_keys, leaf_keys, xp)[1]
+        tgt_start = _csr(tk, leaf_keys, xp)
+        nb = _shifted(leaf_keys, level, near_offsets, xp)
+        found, idx = _member(occ, nb, xp)
+        nbr = xp.where(found & (nb >= 0), idx, xp.int64(-1))
+        levels[level] = AdaptiveLevel(level, w, occ, src_start, s_keys, m2m, None, p2m,
+                                      p2m_points, p2m_start, a_keys, parent, classes,
+                                      leaves, tgt_start, int(t0), int(t1), nbr)
+        expand_above = expand
+    # children of the M2M boxes, as indices into the next level's s_keys
+    for level in range(2, L):
+        lv, below = levels[level], levels[level + 1]
+        kids = (lv.s_keys[lv.m2m][:, None] << 3) + xp.arange(8, dtype=xp.int64)[None, :]
+        found, idx = _member(below.s_keys, kids, xp)
+        lv.children = xp.where(found, idx, xp.int64(below.s_keys.shape[0]))
+    levels[L].children = xp.zeros((0, 8), dtype=xp.int64)
+    return AdaptiveTree(lo, float(width), L, int(leaf_size), src_order, tgt_order, levels)
+
+
+@dataclasses.dataclass(eq=False)
+class _LevelTargets:
+    """The near field's and L2P's view of one level's leaves (as an Octree would be)."""
+    src_start: object
+    tgt_start: object
+    n_leaves: int
+    depth: int
+
+
+def _centres(keys, level, lo, width, xp):
+    """Centres (n, 3) [L] of boxes ``keys`` at ``level`` of the cube [lo, lo + width)³."""
+    ijk = xp.stack(morton_decode(keys.astype(xp.uint64), level, xp), axis=1)
+    return lo + (ijk.astype(xp.float64) + 0.5) * (width / (1 << level))
+
+
+def evaluate_adaptive(fmm, tree, xs, alpha_s, sigma_s, y, exclude_self, gradient, uniform,
+                      P, clock):
+    """u (M, 3) and ∇u (M, 3, 3) (or None), float64, in the caller's target order.
+
+    fmm: the :class:`~vortexsim.fmm.evaluator.FMM` (operators, kernels, caches);
+    tree: :func:`build_adaptive` of the sources and targets ``y`` (M, 3) [L];
+    xs, alpha_s, sigma_s: the sources in ``tree.src_order``; exclude_self: the targets
+    are the sources; uniform: one σ for all.  Compressed 1/r far field only.
+    """
+    xp = fmm.device.xp
+    L, levels = tree.depth, tree.levels
+    m = y.shape[0]
+    ys = y[tree.tgt_order]
+    u = xp.zeros((m, 3))
+    g = xp.zeros((m, 3, 3)) if gradient else None
+    views = {}
+    for level, lv in levels.items():
+        if lv.t1 == lv.t0:
+            continue
+        views[level] = _LevelTargets(lv.src_start, lv.tgt_start, int(lv.leaves.shape[0]), level)
+        uu, gg = fmm._near(views[level], xs, alpha_s, sigma_s, ys[lv.t0:lv.t1], exclude_self,
+                           gradient, None, uniform, nbr=lv.nbr)
+        u[lv.t0:lv.t1] = uu
+        if gradient:
+            g[lv.t0:lv.t1] = gg
+    clock.lap("near")
+
+    U, V = fmm._harmonic_bases(P)
+    Tc, Rc = fmm._compressed_shift_operators(P)
+    n, r = V.shape
+    multipoles = {}
+    for level in range(L, 1, -1):                     # P2M and M2M, leaves upward
+        lv = levels[level]
+        Mh = xp.zeros((r, lv.s_keys.shape[0] + 1, 3))          # last column: zero
+        nb = int(lv.p2m.shape[0])
+        if nb:
+            centres = _centres(lv.s_keys[lv.p2m], level, tree.lo, tree.width, xp)
+            M = fmm._p2m(xs[lv.p2m_points], alpha_s[lv.p2m_points], lv.p2m_start, centres,
+                         lv.width, P)
+            Mh[:, lv.p2m, :] = (V.T @ M.transpose(1, 0, 2).reshape(n, nb * 3)).reshape(r, nb, 3)
+        k = int(lv.m2m.shape[0])
+        if k:
+            X = multipoles[level + 1][:, lv.children, :]          # (r, k, 8, 3)
+            X = X.transpose(2, 0, 1, 3).reshape(8 * r, k * 3)
+            Mh[:, lv.m2m, :] = (Tc @ X).reshape(r, k, 3)
+        multipoles[level] = Mh
+    clock.lap("m2m")
+
+    mdt = fmm._m2l_dtype()
+    sep = fmm.parent_radius + 1
+    class_offsets = fmm._class_offsets(sep)
+    above = None
+    for level in range(2, L + 1):                     # M2L, L2L and L2P, root downward
+        lv = levels[level]
+        n_a = int(lv.a_keys.shape[0])
+        Mcm = multipoles.pop(level).astype(mdt, copy=False)
+        Mcc = np.ascontiguousarray(Mcm.transpose(0, 2, 1)) if xp is np else None
+        Lt = xp.zeros((r, n_a, 3), mdt)
+        for p, (rows, gather) in enumerate(lv.classes):
+            if rows.shape[0] == 0:
+                continue
+            for j0, j1, Y, _ in fmm._class_products(Mcm, Mcc, gather, p, class_offsets[p],
+                                                    P, sep, mdt):
+                Lt[:, rows[j0:j1], :] += Y
+        Lh = Lt.astype(np.float64, copy=False) / lv.width
+        if level > 2 and n_a:
+            n_p = above.shape[1]
+            Y = (Rc @ above.reshape(r, n_p * 3)).reshape(8, r, n_p, 3)
+            Lh += Y[lv.a_keys & 7, :, lv.parent, :].transpose(1, 0, 2)
+        above = Lh
+        if level in views:
+            nl = views[level].n_leaves
+            Ll = xp.ascontiguousarray(
+                (U @ Lh[:, lv.leaves, :].reshape(r, nl * 3)).reshape(n, nl, 3).transpose(1, 0, 2))
+            part = _L2PPart(views[level], ys[lv.t0:lv.t1], bool(gradient),
+                            u[lv.t0:lv.t1], g[lv.t0:lv.t1] if gradient else None)
+            fmm._l2p(Ll, _centres(lv.a_keys[lv.leaves], level, tree.lo, tree.width, xp),
+                     lv.width, lv.tgt_start, [part], P)
+            u[lv.t0:lv.t1] = part.u
+            if gradient:
+                g[lv.t0:lv.t1] = part.g
+    clock.lap("m2l")
+    out_u = xp.empty_like(u)
+    out_u[tree.tgt_order] = u
+    out_g = None
+    if gradient:
+        out_g = xp.empty_like(g)
+        out_g[tree.tgt_order] = g
+    return out_u, out_g
+
+
+@dataclasses.dataclass(eq=False)
+class _L2PPart:
+    """What :meth:`FMM._l2p` reads of a target part."""
+    tree: object
+    ys: object
+    grad: bool
+    u: object
+    g: object
+    occupied: object = None
