@@ -382,9 +382,14 @@ class FMM:
             clock.lap("root")
         P = self.order
         if self.tree == "adaptive" and green.harmonic:
-            adaptive_depth = (ADAPTIVE_MAX_DEPTH if reach <= 0 else min(
-                ADAPTIVE_MAX_DEPTH, int(math.floor(math.log2(width * self.near_radius
-                                                             / reach)))))
+            # the deepest level whose leaves, with the root cube stretched a little
+            # (as the uniform tree's), are as wide as the near field's reach / ρ
+            adaptive_depth = ADAPTIVE_MAX_DEPTH
+            if reach > 0:
+                min_leaf = reach / self.near_radius
+                adaptive_depth = min(adaptive_depth,
+                                     max(0, math.ceil(math.log2(width / min_leaf))))
+                width = max(width, (1 << adaptive_depth) * min_leaf * (1 + 1e-9))
             if adaptive_depth >= 3:
                 return self._evaluate_adaptive(x, alpha, sigma, y, exclude_self, k_grad,
                                                lo, width, adaptive_depth, reach,
