@@ -210,9 +210,15 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp)
     # targets sorted by (leaf level, key): each level's leaves hold a contiguous block
     tgt_order = _stable_argsort((lev << (3 * F)) | kt, xp)
     kt_o, lev_o = kt[tgt_order], lev[tgt_order]
+    by_key = _stable_argsort(kt, xp)                     # targets in key order (no levels)
+    kt_k, lev_k = kt[by_key], lev[by_key]
     bounds = xp.searchsorted(lev_o, xp.arange(2, L + 2)).tolist() if kt.shape[0] else \
         [0] * (L + 1)
     near_offsets = E.offsets_cube(radius)
+    # the union of the classes' M2L offsets, and each class's columns in it
+    union, where = np.unique(np.concatenate(class_offsets), axis=0, return_inverse=True)
+    splits = np.cumsum([len(o) for o in class_offsets])[:-1]
+    class_cols = [xp.asarray(c) for c in np.split(where.ravel(), splits)]
 
     levels = {}
     expand_above = None              # E_{l−1}: boxes within ρ of a refined box
@@ -239,23 +245,18 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp)
         owner = xp.searchsorted(p2m_start, pos, side="right") - 1
         p2m_points = src_start[p2m_box][owner] + (pos - p2m_start[owner])
         # target boxes and their parents
-        t_lo, t_hi = bounds[level - 2], bounds[-1]
-        a_keys = xp.unique(at(kt_o[t_lo:t_hi], level))
+        a_keys = _unique_sorted(at(kt_k[lev_k >= level], level), xp)
         parent = (_member(levels[level - 1].a_keys, a_keys >> 3, xp)[1] if level > 2
                   else xp.zeros(a_keys.shape, dtype=xp.int64))
         # per parity class, the source column at each of its offsets (one lookup over
         # the union of the classes' offsets)
         classes = []
         parity = a_keys & 7
-        union, where = np.unique(np.concatenate(class_offsets), axis=0, return_inverse=True)
         found, idx = _member(s_keys, _shifted(a_keys, level, union, xp), xp)
         col = xp.where(found, idx, xp.int64(s_keys.shape[0]))
-        at_o = 0
         for p in range(8):
             rows = xp.nonzero(parity == p)[0]
-            cols = xp.asarray(where.ravel()[at_o:at_o + len(class_offsets[p])])
-            at_o += len(class_offsets[p])
-            classes.append((rows, col[rows][:, cols]))
+            classes.append((rows, col[rows][:, class_cols[p]]))
         # leaves of this level: the block of targets whose leaf level is this one
         t0, t1 = bounds[level - 2], bounds[level - 1]
         tk = at(kt_o[t0:t1], level)
