@@ -155,11 +155,34 @@ def _shifted(keys, level, offsets, xp):
 
 
 def _neighbourhood(keys, level, radius, xp):
-    """Sorted unique keys of the boxes within ``radius`` boxes of ``keys`` (level)."""
+    """Sorted keys of the boxes within ``radius`` boxes of ``keys`` (level), with
+    repeats and −1 (outside the grid) left in: enough for :func:`_member` of boxes."""
     if keys.shape[0] == 0:
         return keys
-    out = _shifted(keys, level, E.offsets_cube(radius), xp).ravel()
-    return xp.unique(out[out >= 0])
+    return xp.sort(_shifted(keys, level, E.offsets_cube(radius), xp).ravel())
+
+
+def _runs(a, xp):
+    """(distinct values, their counts, first-of-run flags) of the sorted array ``a``."""
+    first = xp.ones(a.shape, dtype=bool)
+    first[1:] = a[1:] != a[:-1]
+    starts = xp.nonzero(first)[0]
+    counts = xp.diff(xp.concatenate([starts, xp.asarray([a.shape[0]], dtype=starts.dtype)]))
+    return a[starts], counts.astype(xp.int64), first
+
+
+def _coarsen(keys, counts, xp, up=3):
+    """Boxes ``up / 3`` levels above the sorted boxes ``keys`` (sorted, distinct) and
+    the sums of ``counts`` over each."""
+    if keys.shape[0] == 0:
+        return keys, counts
+    parents = keys >> up
+    first = xp.ones(parents.shape, dtype=bool)
+    first[1:] = parents[1:] != parents[:-1]
+    starts = xp.nonzero(first)[0]
+    csum = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(counts)])
+    ends = xp.concatenate([starts[1:], xp.asarray([keys.shape[0]], dtype=starts.dtype)])
+    return parents[starts], csum[ends] - csum[starts]
 
 
 def _unique_sorted(a, xp):
@@ -169,51 +192,51 @@ def _unique_sorted(a, xp):
     return a[xp.concatenate([xp.ones(1, dtype=bool), a[1:] != a[:-1]])]
 
 
-def _csr(sorted_level_keys, boxes, xp):
-    """CSR (len(boxes) + 1,) of ``boxes`` (sorted) into points with these sorted keys."""
-    starts = xp.searchsorted(sorted_level_keys, boxes).astype(xp.int64)
-    end = xp.asarray([sorted_level_keys.shape[0]], dtype=xp.int64)
-    return xp.concatenate([starts, end])
-
-
-def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp):
+def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp, lap=None):
     """The adaptive tree of sources ``x`` (N, 3) and targets ``y`` (M, 3) [L] in the
     cube ``[lo, lo + width)³``, refined while a box holds more than ``leaf_size``
     points down to level ``depth`` (≥ 2); ``radius``: the separation ρ (near stencil
     and parent radius); ``class_offsets``: per parity class the M2L offsets (8 arrays
     (|O_p|, 3) in box widths).  Array code on NumPy or CuPy (sizes cross to the host).
+    ``lap``: optional callable(name) called after each step (profiling).
     """
+    lap = lap or (lambda name: None)
     L = int(depth)
     if not 2 <= L <= ADAPTIVE_MAX_DEPTH:
         raise ValueError(f"depth must be in [2, {ADAPTIVE_MAX_DEPTH}], got {depth!r}.")
-    # keys on the finest grid (Z-order within the leaves too), cut to each level
+    # keys on the finest grid (Z-order within the leaves too); every count below is
+    # made once at level L (one pass over the points) and summed up box-wise
     F = ADAPTIVE_MAX_DEPTH
+    shift = 3 * (F - L)
     ks = morton_keys(x, lo, width, F, xp).astype(xp.int64)
     src_order = _stable_argsort(ks, xp)
     ks = ks[src_order]
     kt = morton_keys(y, lo, width, F, xp).astype(xp.int64)
-    k_all = xp.sort(xp.concatenate([ks, kt]))
-
-    def at(keys, level):
-        return keys >> (3 * (F - level))
-
-    # refined boxes R_l (l = 2..L−1) and each target's leaf level
+    by_key = _stable_argsort(kt, xp)                     # targets in key order
+    kt_k = kt[by_key]
+    lap("keys")
+    occ, src_cnt = {}, {}
+    occ[L], src_cnt[L], _ = _runs(ks >> shift, xp)
+    tgt_box, tgt_cnt, tgt_first = _runs(kt_k >> shift, xp)   # the targets' level-L boxes
+    all_box, all_cnt = {}, {}
+    all_box[L], all_cnt[L], _ = _runs(xp.sort(xp.concatenate([ks, kt_k]) >> shift), xp)
+    for level in range(L - 1, 1, -1):
+        occ[level], src_cnt[level] = _coarsen(occ[level + 1], src_cnt[level + 1], xp)
+        all_box[level], all_cnt[level] = _coarsen(all_box[level + 1], all_cnt[level + 1], xp)
+    lap("counts")
+    # refined boxes R_l (l = 2..L−1), the leaf level of each target box of level L and
+    # of each target
     refined = {}
-    lev = xp.full(kt.shape, 2, dtype=xp.int64)
+    box_lev = xp.full(tgt_box.shape, 2, dtype=xp.int64)
     for level in range(2, L):
-        ka = at(k_all, level)
-        first = xp.concatenate([xp.ones(1, dtype=bool), ka[1:] != ka[:-1]])
-        starts = xp.nonzero(first)[0]
-        cnt = xp.diff(xp.concatenate([starts, xp.asarray([ka.shape[0]])]))
-        refined[level] = ka[starts[cnt > leaf_size]]
-        lev += _member(refined[level], at(kt, level), xp)[0]
+        refined[level] = all_box[level][all_cnt[level] > leaf_size]
+        box_lev += _member(refined[level], tgt_box >> (3 * (L - level)), xp)[0]
+    lev_k = box_lev[xp.cumsum(tgt_first) - 1] if kt.shape[0] else box_lev
     # targets sorted by (leaf level, key): each level's leaves hold a contiguous block
-    tgt_order = _stable_argsort((lev << (3 * F)) | kt, xp)
-    kt_o, lev_o = kt[tgt_order], lev[tgt_order]
-    by_key = _stable_argsort(kt, xp)                     # targets in key order (no levels)
-    kt_k, lev_k = kt[by_key], lev[by_key]
-    bounds = xp.searchsorted(lev_o, xp.arange(2, L + 2)).tolist() if kt.shape[0] else \
-        [0] * (L + 1)
+    tgt_order = by_key[_stable_argsort(lev_k, xp)]
+    bounds = ([0] + xp.cumsum(xp.bincount(lev_k, minlength=L + 1)[2:L + 1]).tolist()
+              if kt.shape[0] else [0] * L)
+    lap("refine")
     near_offsets = E.offsets_cube(radius)
     # the union of the classes' M2L offsets, and each class's columns in it
     union, where = np.unique(np.concatenate(class_offsets), axis=0, return_inverse=True)
@@ -224,49 +247,55 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp)
     expand_above = None              # E_{l−1}: boxes within ρ of a refined box
     for level in range(2, L + 1):
         w = width / (1 << level)
-        sk = at(ks, level)
-        occ = _unique_sorted(sk, xp)
-        src_start = _csr(sk, occ, xp)
+        src_start = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(src_cnt[level])])
         if level == 2:
-            s_keys = occ
+            s_keys = occ[level]
         else:
-            s_keys = occ[_member(expand_above, occ >> 3, xp)[0]]
+            s_keys = occ[level][_member(expand_above, occ[level] >> 3, xp)[0]]
         expand = (_neighbourhood(refined[level], level, radius, xp) if level < L
                   else xp.zeros(0, dtype=xp.int64))
         in_expand = _member(expand, s_keys, xp)[0]
         m2m = xp.nonzero(in_expand)[0]
         p2m = xp.nonzero(~in_expand)[0]
+        lap("sources")
         # P2M boxes' points, gathered box after box
-        p2m_box = _member(occ, s_keys[p2m], xp)[1]
+        p2m_box = _member(occ[level], s_keys[p2m], xp)[1]
         counts = src_start[p2m_box + 1] - src_start[p2m_box]
         p2m_start = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(counts)])
         total = int(p2m_start[-1])
         pos = xp.arange(total, dtype=xp.int64)
         owner = xp.searchsorted(p2m_start, pos, side="right") - 1
         p2m_points = src_start[p2m_box][owner] + (pos - p2m_start[owner])
+        lap("p2m_points")
         # target boxes and their parents
-        a_keys = _unique_sorted(at(kt_k[lev_k >= level], level), xp)
+        up = 3 * (L - level)
+        a_keys = _unique_sorted(tgt_box[box_lev >= level] >> up, xp)
         parent = (_member(levels[level - 1].a_keys, a_keys >> 3, xp)[1] if level > 2
                   else xp.zeros(a_keys.shape, dtype=xp.int64))
         # per parity class, the source column at each of its offsets (one lookup over
         # the union of the classes' offsets)
         classes = []
         parity = a_keys & 7
+        n_a = int(a_keys.shape[0])
         found, idx = _member(s_keys, _shifted(a_keys, level, union, xp), xp)
         col = xp.where(found, idx, xp.int64(s_keys.shape[0]))
+        by_class = _stable_argsort(parity, xp)
+        ends = np.cumsum(xp.bincount(parity, minlength=8).tolist()) if n_a else np.zeros(8, int)
         for p in range(8):
-            rows = xp.nonzero(parity == p)[0]
+            rows = by_class[(ends[p - 1] if p else 0):ends[p]]
             classes.append((rows, col[rows][:, class_cols[p]]))
+        lap("classes")
         # leaves of this level: the block of targets whose leaf level is this one
         t0, t1 = bounds[level - 2], bounds[level - 1]
-        tk = at(kt_o[t0:t1], level)
-        leaf_keys = _unique_sorted(tk, xp)
+        here = box_lev == level
+        leaf_keys, leaf_cnt = _coarsen(tgt_box[here], tgt_cnt[here], xp, up)
         leaves = _member(a_keys, leaf_keys, xp)[1]
-        tgt_start = _csr(tk, leaf_keys, xp)
+        tgt_start = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(leaf_cnt)])
         nb = _shifted(leaf_keys, level, near_offsets, xp)
-        found, idx = _member(occ, nb, xp)
+        found, idx = _member(occ[level], nb, xp)
         nbr = xp.where(found & (nb >= 0), idx, xp.int64(-1))
-        levels[level] = AdaptiveLevel(level, w, occ, src_start, s_keys, m2m, None, p2m,
+        lap("near_lists")
+        levels[level] = AdaptiveLevel(level, w, occ[level], src_start, s_keys, m2m, None, p2m,
                                       p2m_points, p2m_start, a_keys, parent, classes,
                                       leaves, tgt_start, int(t0), int(t1), nbr)
         expand_above = expand
@@ -310,12 +339,11 @@ def evaluate_adaptive(fmm, tree, xs, alpha_s, sigma_s, y, exclude_self, gradient
     ys = y[tree.tgt_order]
     u = xp.zeros((m, 3))
     g = xp.zeros((m, 3, 3)) if gradient else None
-    views = {}
-    for level, lv in levels.items():
-        if lv.t1 == lv.t0:
-            continue
-        views[level] = _LevelTargets(lv.src_start, lv.tgt_start, int(lv.leaves.shape[0]), level)
-        uu, gg = fmm._near(views[level], xs, alpha_s, sigma_s, ys[lv.t0:lv.t1], exclude_self,
+    views = {level: _LevelTargets(lv.src_start, lv.tgt_start, int(lv.leaves.shape[0]), level)
+             for level, lv in levels.items() if lv.t1 > lv.t0}
+    for level, view in views.items():
+        lv = levels[level]
+        uu, gg = fmm._near(view, xs, alpha_s, sigma_s, ys[lv.t0:lv.t1], exclude_self,
                            gradient, None, uniform, nbr=lv.nbr)
         u[lv.t0:lv.t1] = uu
         if gradient:
@@ -335,19 +363,21 @@ def evaluate_adaptive(fmm, tree, xs, alpha_s, sigma_s, y, exclude_self, gradient
             M = fmm._p2m(xs[lv.p2m_points], alpha_s[lv.p2m_points], lv.p2m_start, centres,
                          lv.width, P)
             Mh[:, lv.p2m, :] = (V.T @ M.transpose(1, 0, 2).reshape(n, nb * 3)).reshape(r, nb, 3)
+        clock.lap(f"p2m_{level}")
         k = int(lv.m2m.shape[0])
         if k:
             X = multipoles[level + 1][:, lv.children, :]          # (r, k, 8, 3)
             X = X.transpose(2, 0, 1, 3).reshape(8 * r, k * 3)
             Mh[:, lv.m2m, :] = (Tc @ X).reshape(r, k, 3)
         multipoles[level] = Mh
-    clock.lap("m2m")
+        clock.lap(f"m2m_{level}")
 
     mdt = fmm._m2l_dtype()
     sep = fmm.parent_radius + 1
     class_offsets = fmm._class_offsets(sep)
     above = None
-    for level in range(2, L + 1):                     # M2L, L2L and L2P, root downward
+    leaf_locals = {}
+    for level in range(2, L + 1):                     # M2L and L2L, root downward
         lv = levels[level]
         n_a = int(lv.a_keys.shape[0])
         Mcm = multipoles.pop(level).astype(mdt, copy=False)
@@ -365,18 +395,21 @@ def evaluate_adaptive(fmm, tree, xs, alpha_s, sigma_s, y, exclude_self, gradient
             Y = (Rc @ above.reshape(r, n_p * 3)).reshape(8, r, n_p, 3)
             Lh += Y[lv.a_keys & 7, :, lv.parent, :].transpose(1, 0, 2)
         above = Lh
+        clock.lap(f"m2l_{level}")
         if level in views:
             nl = views[level].n_leaves
-            Ll = xp.ascontiguousarray(
+            leaf_locals[level] = xp.ascontiguousarray(
                 (U @ Lh[:, lv.leaves, :].reshape(r, nl * 3)).reshape(n, nl, 3).transpose(1, 0, 2))
-            part = _L2PPart(views[level], ys[lv.t0:lv.t1], bool(gradient),
-                            u[lv.t0:lv.t1], g[lv.t0:lv.t1] if gradient else None)
-            fmm._l2p(Ll, _centres(lv.a_keys[lv.leaves], level, tree.lo, tree.width, xp),
-                     lv.width, lv.tgt_start, [part], P)
-            u[lv.t0:lv.t1] = part.u
-            if gradient:
-                g[lv.t0:lv.t1] = part.g
-    clock.lap("m2l")
+    for level, Ll in leaf_locals.items():
+        lv = levels[level]
+        part = _L2PPart(views[level], ys[lv.t0:lv.t1], bool(gradient),
+                        u[lv.t0:lv.t1], g[lv.t0:lv.t1] if gradient else None)
+        fmm._l2p(Ll, _centres(lv.a_keys[lv.leaves], level, tree.lo, tree.width, xp),
+                 lv.width, lv.tgt_start, [part], P)
+        clock.lap(f"l2p_{level}")
+    for stage in ("p2m", "m2m", "m2l", "l2p"):
+        clock.laps[stage] = sum(v for key, v in clock.laps.items()
+                                if key.startswith(stage + "_"))
     out_u = xp.empty_like(u)
     out_u[tree.tgt_order] = u
     out_g = None
