@@ -221,7 +221,7 @@ class FMM:
     tree : {"uniform", "adaptive"}, default "uniform".  "adaptive"
         (:mod:`vortexsim.fmm.adaptive`): leaves where boxes hold at most ``leaf_size``
         points (default :attr:`ADAPTIVE_LEAF_SIZE`), for clustered inputs (2^20-point
-        Plummer cloud on the H100: 154 ms against 788 ms); its near stencil is the
+        Plummer cloud on the H100: 131–134 ms against 788 ms); its near stencil is the
         separation (``near_radius`` must be left unset).  Kernels with a regularized
         far field (algebraic, winckelmans) use the uniform tree.
 
@@ -510,7 +510,8 @@ class FMM:
 
     #: default leaf_size of the adaptive tree (most points a leaf box may hold), per
     #: device kind.  GPU: the 2^20-point Plummer cloud of bench_fmm (Gaussian, tol 1e-6,
-    #: H100, session 6) took 192 / 167 / 249 ms with 256 / 512 / 1024
+    #: H100, session 6) took 192 / 167 / 249 ms with 256 / 512 / 1024 (first build),
+    #: 138 / 130–134 ms with 384 / 512 (box-level build)
     ADAPTIVE_LEAF_SIZE = {"gpu": 512, "cpu": 64}
 
     def _evaluate_adaptive(self, x, alpha, sigma, y, exclude_self, k_grad, lo, width, depth,
