@@ -171,25 +171,43 @@ def _runs(a, xp):
     return a[starts], counts.astype(xp.int64), first
 
 
-def _coarsen(keys, counts, xp, up=3):
-    """Boxes ``up / 3`` levels above the sorted boxes ``keys`` (sorted, distinct) and
-    the sums of ``counts`` over each."""
-    if keys.shape[0] == 0:
-        return keys, counts
-    parents = keys >> up
-    first = xp.ones(parents.shape, dtype=bool)
-    first[1:] = parents[1:] != parents[:-1]
+def _all_levels(box, counts, L, xp, box_lev=None, keep=None):
+    """Per level 2..L the distinct boxes above the sorted, distinct level-L boxes
+    ``box`` and the sums of ``counts`` over each, in one pass: dicts level → keys,
+    level → sums (and level → the first member's index).  With ``box_lev`` (the leaf
+    level of each level-L box) only boxes whose targets have their leaf at that level
+    or below (``keep="ge"``) or exactly there (``"eq"``) are kept; within a box of
+    level l all targets agree on that (leaves, refined boxes and boxes inside coarser
+    leaves hold one kind of target each).
+    Boxes are tagged with their level (key | 1 << 3l), so that all levels sort as one
+    array: one scan for the distinct boxes and one transfer for the level bounds.
+    """
+    levels = range(2, L + 1)
+    if box.shape[0] == 0:
+        empty = xp.zeros(0, dtype=xp.int64)
+        return ({lv: empty for lv in levels}, {lv: empty for lv in levels},
+                {lv: empty for lv in levels})
+    tagged = xp.concatenate([(box >> (3 * (L - lv))) | (1 << (3 * lv)) for lv in levels])
+    first = xp.ones(tagged.shape, dtype=bool)
+    first[1:] = tagged[1:] != tagged[:-1]
     starts = xp.nonzero(first)[0]
-    csum = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(counts)])
-    ends = xp.concatenate([starts[1:], xp.asarray([keys.shape[0]], dtype=starts.dtype)])
-    return parents[starts], csum[ends] - csum[starts]
-
-
-def _unique_sorted(a, xp):
-    """The distinct values of the sorted array ``a`` (no sort)."""
-    if a.shape[0] == 0:
-        return a
-    return a[xp.concatenate([xp.ones(1, dtype=bool), a[1:] != a[:-1]])]
+    csum = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(xp.tile(counts, len(levels)))])
+    ends = xp.concatenate([starts[1:], xp.asarray([tagged.shape[0]], dtype=starts.dtype)])
+    keys, sums = tagged[starts], csum[ends] - csum[starts]
+    member = starts % box.shape[0]
+    if keep is not None:
+        run_level = starts // box.shape[0] + 2
+        lev = box_lev[member]
+        ok = lev >= run_level if keep == "ge" else lev == run_level
+        keys, sums, member = keys[ok], sums[ok], member[ok]
+    tags = np.array([1 << (3 * lv) for lv in list(levels) + [L + 1]], dtype=np.int64)
+    bounds = xp.searchsorted(keys, xp.asarray(tags)).tolist()
+    out_k, out_s, out_m = {}, {}, {}
+    for i, lv in enumerate(levels):
+        a, b = bounds[i], bounds[i + 1]
+        out_k[lv] = keys[a:b] - (1 << (3 * lv))
+        out_s[lv], out_m[lv] = sums[a:b], member[a:b]
+    return out_k, out_s, out_m
 
 
 def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp, lap=None):
@@ -215,14 +233,11 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     by_key = _stable_argsort(kt, xp)                     # targets in key order
     kt_k = kt[by_key]
     lap("keys")
-    occ, src_cnt = {}, {}
-    occ[L], src_cnt[L], _ = _runs(ks >> shift, xp)
+    box_s, cnt_s, _ = _runs(ks >> shift, xp)
     tgt_box, tgt_cnt, tgt_first = _runs(kt_k >> shift, xp)   # the targets' level-L boxes
-    all_box, all_cnt = {}, {}
-    all_box[L], all_cnt[L], _ = _runs(xp.sort(xp.concatenate([ks, kt_k]) >> shift), xp)
-    for level in range(L - 1, 1, -1):
-        occ[level], src_cnt[level] = _coarsen(occ[level + 1], src_cnt[level + 1], xp)
-        all_box[level], all_cnt[level] = _coarsen(all_box[level + 1], all_cnt[level + 1], xp)
+    box_a, cnt_a, _ = _runs(xp.sort(xp.concatenate([ks, kt_k]) >> shift), xp)
+    occ, src_cnt, _ = _all_levels(box_s, cnt_s, L, xp)
+    all_box, all_cnt, _ = _all_levels(box_a, cnt_a, L, xp)
     lap("counts")
     # refined boxes R_l (l = 2..L−1), the leaf level of each target box of level L and
     # of each target
@@ -236,6 +251,10 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     tgt_order = by_key[_stable_argsort(lev_k, xp)]
     bounds = ([0] + xp.cumsum(xp.bincount(lev_k, minlength=L + 1)[2:L + 1]).tolist()
               if kt.shape[0] else [0] * L)
+    # per level: the target boxes (holding targets whose leaf is there or below) and
+    # the leaves with their target counts
+    target_boxes, _, _ = _all_levels(tgt_box, tgt_cnt, L, xp, box_lev, "ge")
+    leaf_boxes, leaf_counts, _ = _all_levels(tgt_box, tgt_cnt, L, xp, box_lev, "eq")
     lap("refine")
     near_offsets = E.offsets_cube(radius)
     # the union of the classes' M2L offsets, and each class's columns in it
@@ -268,8 +287,7 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
         p2m_points = src_start[p2m_box][owner] + (pos - p2m_start[owner])
         lap("p2m_points")
         # target boxes and their parents
-        up = 3 * (L - level)
-        a_keys = _unique_sorted(tgt_box[box_lev >= level] >> up, xp)
+        a_keys = target_boxes[level]
         parent = (_member(levels[level - 1].a_keys, a_keys >> 3, xp)[1] if level > 2
                   else xp.zeros(a_keys.shape, dtype=xp.int64))
         # per parity class, the source column at each of its offsets (one lookup over
@@ -287,10 +305,10 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
         lap("classes")
         # leaves of this level: the block of targets whose leaf level is this one
         t0, t1 = bounds[level - 2], bounds[level - 1]
-        here = box_lev == level
-        leaf_keys, leaf_cnt = _coarsen(tgt_box[here], tgt_cnt[here], xp, up)
+        leaf_keys = leaf_boxes[level]
         leaves = _member(a_keys, leaf_keys, xp)[1]
-        tgt_start = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(leaf_cnt)])
+        tgt_start = xp.concatenate([xp.zeros(1, dtype=xp.int64),
+                                    xp.cumsum(leaf_counts[level])])
         nb = _shifted(leaf_keys, level, near_offsets, xp)
         found, idx = _member(occ[level], nb, xp)
         nbr = xp.where(found & (nb >= 0), idx, xp.int64(-1))
