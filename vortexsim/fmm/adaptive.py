@@ -162,19 +162,25 @@ def _neighbourhood(keys, level, radius, xp):
     return xp.sort(_shifted(keys, level, E.offsets_cube(radius), xp).ravel())
 
 
-def _runs(a, xp):
-    """(distinct values, their counts, first-of-run flags) of the sorted array ``a``."""
+def _run_bounds(a, xp):
+    """(first-of-run flags, run starts, run ends) of the equal runs of the sorted ``a``."""
     first = xp.ones(a.shape, dtype=bool)
     first[1:] = a[1:] != a[:-1]
     starts = xp.nonzero(first)[0]
-    counts = xp.diff(xp.concatenate([starts, xp.asarray([a.shape[0]], dtype=starts.dtype)]))
-    return a[starts], counts.astype(xp.int64), first
+    ends = xp.concatenate([starts[1:], xp.asarray([a.shape[0]], dtype=starts.dtype)])
+    return first, starts, ends
+
+
+def _runs(a, xp):
+    """(distinct values, their counts, first-of-run flags) of the sorted array ``a``."""
+    first, starts, ends = _run_bounds(a, xp)
+    return a[starts], (ends - starts).astype(xp.int64), first
 
 
 def _all_levels(box, counts, L, xp, box_lev=None, keep=None):
     """Per level 2..L the distinct boxes above the sorted, distinct level-L boxes
-    ``box`` and the sums of ``counts`` over each, in one pass: dicts level → keys,
-    level → sums (and level → the first member's index).  With ``box_lev`` (the leaf
+    ``box`` and the sums of ``counts`` over each, in one pass: dicts level → keys and
+    level → sums.  With ``box_lev`` (the leaf
     level of each level-L box) only boxes whose targets have their leaf at that level
     or below (``keep="ge"``) or exactly there (``"eq"``) are kept; within a box of
     level l all targets agree on that (leaves, refined boxes and boxes inside coarser
@@ -185,29 +191,23 @@ def _all_levels(box, counts, L, xp, box_lev=None, keep=None):
     levels = range(2, L + 1)
     if box.shape[0] == 0:
         empty = xp.zeros(0, dtype=xp.int64)
-        return ({lv: empty for lv in levels}, {lv: empty for lv in levels},
-                {lv: empty for lv in levels})
+        return {lv: empty for lv in levels}, {lv: empty for lv in levels}
     tagged = xp.concatenate([(box >> (3 * (L - lv))) | (1 << (3 * lv)) for lv in levels])
-    first = xp.ones(tagged.shape, dtype=bool)
-    first[1:] = tagged[1:] != tagged[:-1]
-    starts = xp.nonzero(first)[0]
+    _, starts, ends = _run_bounds(tagged, xp)
     csum = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(xp.tile(counts, len(levels)))])
-    ends = xp.concatenate([starts[1:], xp.asarray([tagged.shape[0]], dtype=starts.dtype)])
     keys, sums = tagged[starts], csum[ends] - csum[starts]
-    member = starts % box.shape[0]
     if keep is not None:
         run_level = starts // box.shape[0] + 2
-        lev = box_lev[member]
+        lev = box_lev[starts % box.shape[0]]             # the run's first member's
         ok = lev >= run_level if keep == "ge" else lev == run_level
-        keys, sums, member = keys[ok], sums[ok], member[ok]
+        keys, sums = keys[ok], sums[ok]
     tags = np.array([1 << (3 * lv) for lv in list(levels) + [L + 1]], dtype=np.int64)
     bounds = xp.searchsorted(keys, xp.asarray(tags)).tolist()
-    out_k, out_s, out_m = {}, {}, {}
+    out_k, out_s = {}, {}
     for i, lv in enumerate(levels):
         a, b = bounds[i], bounds[i + 1]
-        out_k[lv] = keys[a:b] - (1 << (3 * lv))
-        out_s[lv], out_m[lv] = sums[a:b], member[a:b]
-    return out_k, out_s, out_m
+        out_k[lv], out_s[lv] = keys[a:b] - (1 << (3 * lv)), sums[a:b]
+    return out_k, out_s
 
 
 def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp, lap=None):
@@ -236,8 +236,8 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     box_s, cnt_s, _ = _runs(ks >> shift, xp)
     tgt_box, tgt_cnt, tgt_first = _runs(kt_k >> shift, xp)   # the targets' level-L boxes
     box_a, cnt_a, _ = _runs(xp.sort(xp.concatenate([ks, kt_k]) >> shift), xp)
-    occ, src_cnt, _ = _all_levels(box_s, cnt_s, L, xp)
-    all_box, all_cnt, _ = _all_levels(box_a, cnt_a, L, xp)
+    occ, src_cnt = _all_levels(box_s, cnt_s, L, xp)
+    all_box, all_cnt = _all_levels(box_a, cnt_a, L, xp)
     lap("counts")
     # refined boxes R_l (l = 2..L−1), the leaf level of each target box of level L and
     # of each target
@@ -253,8 +253,8 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
               if kt.shape[0] else [0] * L)
     # per level: the target boxes (holding targets whose leaf is there or below) and
     # the leaves with their target counts
-    target_boxes, _, _ = _all_levels(tgt_box, tgt_cnt, L, xp, box_lev, "ge")
-    leaf_boxes, leaf_counts, _ = _all_levels(tgt_box, tgt_cnt, L, xp, box_lev, "eq")
+    target_boxes, _ = _all_levels(tgt_box, tgt_cnt, L, xp, box_lev, "ge")
+    leaf_boxes, leaf_counts = _all_levels(tgt_box, tgt_cnt, L, xp, box_lev, "eq")
     lap("refine")
     near_offsets = E.offsets_cube(radius)
     # the union of the classes' M2L offsets, and each class's columns in it
@@ -311,7 +311,7 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
                                     xp.cumsum(leaf_counts[level])])
         nb = _shifted(leaf_keys, level, near_offsets, xp)
         found, idx = _member(occ[level], nb, xp)
-        nbr = xp.where(found & (nb >= 0), idx, xp.int64(-1))
+        nbr = xp.where(found, idx, xp.int64(-1))         # (keys ≥ 0: −1 is never found)
         lap("near_lists")
         levels[level] = AdaptiveLevel(level, w, occ[level], src_start, s_keys, m2m, None, p2m,
                                       p2m_points, p2m_start, a_keys, parent, classes,
@@ -418,10 +418,12 @@ def evaluate_adaptive(fmm, tree, xs, alpha_s, sigma_s, y, exclude_self, gradient
             nl = views[level].n_leaves
             leaf_locals[level] = xp.ascontiguousarray(
                 (U @ Lh[:, lv.leaves, :].reshape(r, nl * 3)).reshape(n, nl, 3).transpose(1, 0, 2))
+    from .evaluator import _TargetPart  # noqa: PLC0415  (evaluator imports this module)
     for level, Ll in leaf_locals.items():
         lv = levels[level]
-        part = _L2PPart(views[level], ys[lv.t0:lv.t1], bool(gradient),
-                        u[lv.t0:lv.t1], g[lv.t0:lv.t1] if gradient else None)
+        # (first: the block's start in the sorted targets ys; L2P does not read it)
+        part = _TargetPart(views[level], lv.t0, ys[lv.t0:lv.t1], bool(gradient),
+                           u[lv.t0:lv.t1], g[lv.t0:lv.t1] if gradient else None)
         fmm._l2p(Ll, _centres(lv.a_keys[lv.leaves], level, tree.lo, tree.width, xp),
                  lv.width, lv.tgt_start, [part], P)
         clock.lap(f"l2p_{level}")
@@ -435,14 +437,3 @@ def evaluate_adaptive(fmm, tree, xs, alpha_s, sigma_s, y, exclude_self, gradient
         out_g = xp.empty_like(g)
         out_g[tree.tgt_order] = g
     return out_u, out_g
-
-
-@dataclasses.dataclass(eq=False)
-class _L2PPart:
-    """What :meth:`FMM._l2p` reads of a target part."""
-    tree: object
-    ys: object
-    grad: bool
-    u: object
-    g: object
-    occupied: object = None

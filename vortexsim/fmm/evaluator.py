@@ -390,12 +390,8 @@ class FMM:
         if self.tree == "adaptive" and green.harmonic:
             # the deepest level whose leaves, with the root cube stretched a little
             # (as the uniform tree's), are as wide as the near field's reach / ρ
-            adaptive_depth = ADAPTIVE_MAX_DEPTH
-            if reach > 0:
-                min_leaf = reach / self.near_radius
-                adaptive_depth = min(adaptive_depth,
-                                     max(0, math.ceil(math.log2(width / min_leaf))))
-                width = max(width, (1 << adaptive_depth) * min_leaf * (1 + 1e-9))
+            adaptive_depth, min_leaf = self._depth_limit(width, reach, ADAPTIVE_MAX_DEPTH)
+            width = _stretched_width(width, adaptive_depth, min_leaf)
             if adaptive_depth >= 3:
                 return self._evaluate_adaptive(x, alpha, sigma, y, exclude_self, k_grad,
                                                lo, width, adaptive_depth, reach,
@@ -412,14 +408,14 @@ class FMM:
             depth = choose_depth(n, m, self.leaf_size, max_depth=depth_max)
         else:
             # one small device-to-host transfer: the near-field pair counts per depth
-            width_max = max(width, (1 << depth_max) * min_leaf * (1 + 1e-9))
+            width_max = _stretched_width(width, depth_max, min_leaf)
             pairs, occupied = _near_pairs_by_depth(x, y, lo, width_max, depth_max,
                                                    self.near_radius, xp)
             depth = self._cheapest_depth(pairs, green)
             occupied_leaves = float(occupied[depth])
             clock.lap("depth")
         # a root cube stretched so that the leaves are no narrower than the reach
-        width = max(width, (1 << depth) * min_leaf * (1 + 1e-9))
+        width = _stretched_width(width, depth, min_leaf)
         P = self._order_at(depth)
         self.config = FMMConfig(P, depth, self.near_radius, reach, self.leaf_size)
         clock.lap("setup")
@@ -562,10 +558,12 @@ class FMM:
         least this many boxes away (the leaves' near stencil, or the parents' radius)."""
         return self.near_radius + 1 if level == L else self.parent_radius + 1
 
-    def _depth_limit(self, width, reach):
-        """Deepest admissible leaf level for a root cube of edge ``width`` [L] (memory
-        budget; leaves no narrower than reach / near_radius), and that narrowest leaf."""
-        depth_max = self._max_depth(self.order)
+    def _depth_limit(self, width, reach, depth_max=None):
+        """Deepest admissible leaf level for a root cube of edge ``width`` [L] (at most
+        ``depth_max``, by default the memory budget's; leaves no narrower than
+        reach / near_radius), and that narrowest leaf."""
+        if depth_max is None:
+            depth_max = self._max_depth(self.order)
         min_leaf = reach / self.near_radius
         if reach > 0:
             # the deepest level whose leaves still reach `reach` with the stencil
@@ -604,7 +602,7 @@ class FMM:
         depth = min(int(depth), depth_max)
         if depth < 2 or x.shape[0] == 0:
             return None
-        width = max(width, (1 << depth) * min_leaf * (1 + 1e-9))      # as evaluate
+        width = _stretched_width(width, depth, min_leaf)             # as evaluate
         def occupancy(pts):                # 1 for each leaf holding a point of pts
             hit = xp.zeros(8 ** depth, dtype=xp.int64)
             if pts.shape[0]:
@@ -1438,6 +1436,13 @@ def _memory_budget(device):
         return 0.25 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 4.0 * 2**30
+
+
+def _stretched_width(width, depth, min_leaf):
+    """Root-cube edge [L]: ``width``, stretched where needed so that the leaves of a
+    tree of ``depth`` levels are no narrower than ``min_leaf`` (the near field's
+    reach over its stencil radius)."""
+    return max(width, (1 << depth) * min_leaf * (1 + 1e-9))
 
 
 def _interacts(parity, d, sep, parent_radius=1):
