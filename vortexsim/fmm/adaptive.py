@@ -107,12 +107,15 @@ class AdaptiveTree:
         return sum(int(lv.a_keys.shape[0]) for lv in self.levels.values())
 
 
-def _member(sorted_keys, q, xp):
-    """(found, index) of keys ``q`` in the sorted array ``sorted_keys``."""
-    if sorted_keys.shape[0] == 0:
-        return xp.zeros(q.shape, dtype=bool), xp.zeros(q.shape, dtype=xp.int64)
-    i = xp.minimum(xp.searchsorted(sorted_keys, q), sorted_keys.shape[0] - 1)
-    return sorted_keys[i] == q, i.astype(xp.int64)
+def _tag(level):
+    """The level tag 1 << 3l of keys at ``level`` (tagged key: key | tag)."""
+    return 1 << (3 * level)
+
+
+def _level_of(tagged, tags, xp):
+    """Levels (≥ 2) of level-tagged keys ``tagged`` (any shape, ≥ 0); ``tags``: the
+    tags of levels 2, 3, ... (sorted, on the keys' device)."""
+    return xp.searchsorted(tags, tagged, side="right") + 1
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,46 +123,43 @@ def _shift_kernel():
     """CuPy elementwise kernel of :func:`_shifted` (one launch instead of ~60)."""
     import cupy as cp  # noqa: PLC0415
     return cp.ElementwiseKernel(
-        "int64 key, int64 dx, int64 dy, int64 dz, int32 level", "int64 out",
+        "int64 key, int64 dx, int64 dy, int64 dz", "int64 out",
         """
+        const int level = (63 - __clzll(key)) / 3;
+        const long long tag = 1LL << (3 * level);
+        const long long k0 = key ^ tag;
         long long c[3] = {0, 0, 0};
         for (int b = 0; b < level; ++b)
-            for (int a = 0; a < 3; ++a) c[a] |= ((key >> (3 * b + a)) & 1LL) << b;
+            for (int a = 0; a < 3; ++a) c[a] |= ((k0 >> (3 * b + a)) & 1LL) << b;
         c[0] += dx; c[1] += dy; c[2] += dz;
         const long long n = 1LL << level;
         if (c[0] < 0 || c[0] >= n || c[1] < 0 || c[1] >= n || c[2] < 0 || c[2] >= n) {
             out = -1;
         } else {
-            long long k = 0;
+            long long k = tag;
             for (int b = 0; b < level; ++b)
                 for (int a = 0; a < 3; ++a) k |= ((c[a] >> b) & 1LL) << (3 * b + a);
             out = k;
         }
-        """, "vortexsim_adaptive_shift")
+        """, "vortexsim_adaptive_shift_tagged")
 
 
-def _shifted(keys, level, offsets, xp):
-    """Keys (n, k) of the boxes at ``offsets`` (k, 3) from boxes ``keys`` (n,) of a
-    level, −1 outside the grid."""
+def _shifted(keys, offsets, xp):
+    """Tagged keys (n, k) of the boxes at ``offsets`` (k, 3) from the boxes of tagged
+    keys ``keys`` (n,) (levels 1..10, each at its own level), −1 outside the grid."""
     if xp is not np:
         d = xp.asarray(offsets, dtype=xp.int64)
-        return _shift_kernel()(keys[:, None], d[None, :, 0], d[None, :, 1], d[None, :, 2],
-                               np.int32(level))
-    n = 1 << level
-    ijk = xp.stack(morton_decode(keys.astype(xp.uint64), level, xp), axis=1).astype(xp.int64)
-    q = ijk[:, None, :] + xp.asarray(offsets, dtype=xp.int64)[None, :, :]
-    inside = xp.all((q >= 0) & (q < n), axis=2)
-    q = xp.clip(q, 0, n - 1)
-    out = morton_encode(q[..., 0], q[..., 1], q[..., 2], xp).astype(xp.int64)
-    return xp.where(inside, out, xp.int64(-1))
-
-
-def _neighbourhood(keys, level, radius, xp):
-    """Sorted keys of the boxes within ``radius`` boxes of ``keys`` (level), with
-    repeats and −1 (outside the grid) left in: enough for :func:`_member` of boxes."""
-    if keys.shape[0] == 0:
-        return keys
-    return xp.sort(_shifted(keys, level, E.offsets_cube(radius), xp).ravel())
+        return _shift_kernel()(keys[:, None], d[None, :, 0], d[None, :, 1], d[None, :, 2])
+    lev = _level_of(keys, np.array([_tag(lv) for lv in range(1, 12)], dtype=np.int64), np) - 1
+    tag = np.left_shift(np.int64(1), 3 * lev)
+    ijk = np.stack(morton_decode((keys ^ tag).astype(np.uint64), ADAPTIVE_MAX_DEPTH, np),
+                   axis=1).astype(np.int64)
+    q = ijk[:, None, :] + np.asarray(offsets, dtype=np.int64)[None, :, :]
+    n = np.left_shift(np.int64(1), lev)[:, None, None]
+    inside = np.all((q >= 0) & (q < n), axis=2)
+    q = np.minimum(np.maximum(q, 0), n - 1)
+    out = morton_encode(q[..., 0], q[..., 1], q[..., 2], np).astype(np.int64) | tag[:, None]
+    return np.where(inside, out, np.int64(-1))
 
 
 def _run_bounds(a, xp):
@@ -171,43 +171,52 @@ def _run_bounds(a, xp):
     return first, starts, ends
 
 
-def _runs(a, xp):
-    """(distinct values, their counts, first-of-run flags) of the sorted array ``a``."""
+def _csum0(a, xp):
+    """[0, cumsum(a)] (int64)."""
+    return xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(a, dtype=xp.int64)])
+
+
+def _runs(a, xp, counts=None):
+    """(distinct values, their counts (or sums of ``counts``), first-of-run flags) of
+    the sorted array ``a``."""
     first, starts, ends = _run_bounds(a, xp)
-    return a[starts], (ends - starts).astype(xp.int64), first
+    if counts is None:
+        return a[starts], (ends - starts).astype(xp.int64), first
+    csum = _csum0(counts, xp)
+    return a[starts], csum[ends] - csum[starts], first
 
 
 def _all_levels(box, counts, L, xp, box_lev=None, keep=None):
-    """Per level 2..L the distinct boxes above the sorted, distinct level-L boxes
-    ``box`` and the sums of ``counts`` over each, in one pass: dicts level → keys and
-    level → sums.  With ``box_lev`` (the leaf
-    level of each level-L box) only boxes whose targets have their leaf at that level
-    or below (``keep="ge"``) or exactly there (``"eq"``) are kept; within a box of
+    """The distinct boxes of levels 2..L above the sorted, distinct level-L boxes
+    ``box``, as one sorted array of level-tagged keys (key | 1 << 3l: level-major,
+    then Morton order), and the sums of ``counts`` over each.  With ``box_lev`` (the
+    leaf level of each level-L box) only boxes whose targets have their leaf at that
+    level or below (``keep="ge"``) or exactly there (``"eq"``) are kept; within a box of
     level l all targets agree on that (leaves, refined boxes and boxes inside coarser
     leaves hold one kind of target each).
-    Boxes are tagged with their level (key | 1 << 3l), so that all levels sort as one
-    array: one scan for the distinct boxes and one transfer for the level bounds.
     """
-    levels = range(2, L + 1)
     if box.shape[0] == 0:
         empty = xp.zeros(0, dtype=xp.int64)
-        return {lv: empty for lv in levels}, {lv: empty for lv in levels}
-    tagged = xp.concatenate([(box >> (3 * (L - lv))) | (1 << (3 * lv)) for lv in levels])
+        return empty, empty
+    levels = range(2, L + 1)
+    tagged = xp.concatenate([(box >> (3 * (L - lv))) | _tag(lv) for lv in levels])
     _, starts, ends = _run_bounds(tagged, xp)
-    csum = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(xp.tile(counts, len(levels)))])
+    csum = _csum0(xp.tile(counts, len(levels)), xp)
     keys, sums = tagged[starts], csum[ends] - csum[starts]
     if keep is not None:
         run_level = starts // box.shape[0] + 2
         lev = box_lev[starts % box.shape[0]]             # the run's first member's
         ok = lev >= run_level if keep == "ge" else lev == run_level
         keys, sums = keys[ok], sums[ok]
-    tags = np.array([1 << (3 * lv) for lv in list(levels) + [L + 1]], dtype=np.int64)
-    bounds = xp.searchsorted(keys, xp.asarray(tags)).tolist()
-    out_k, out_s = {}, {}
-    for i, lv in enumerate(levels):
-        a, b = bounds[i], bounds[i + 1]
-        out_k[lv], out_s[lv] = keys[a:b] - (1 << (3 * lv)), sums[a:b]
-    return out_k, out_s
+    return keys, sums
+
+
+def _member(sorted_keys, q, xp):
+    """(found, index) of keys ``q`` in the sorted array ``sorted_keys``."""
+    if sorted_keys.shape[0] == 0:
+        return xp.zeros(q.shape, dtype=bool), xp.zeros(q.shape, dtype=xp.int64)
+    i = xp.minimum(xp.searchsorted(sorted_keys, q), sorted_keys.shape[0] - 1)
+    return sorted_keys[i] == q, i.astype(xp.int64)
 
 
 def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp, lap=None):
@@ -215,115 +224,148 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     cube ``[lo, lo + width)³``, refined while a box holds more than ``leaf_size``
     points down to level ``depth`` (≥ 2); ``radius``: the separation ρ (near stencil
     and parent radius); ``class_offsets``: per parity class the M2L offsets (8 arrays
-    (|O_p|, 3) in box widths).  Array code on NumPy or CuPy (sizes cross to the host).
+    (|O_p|, 3) in box widths).  Array code on NumPy or CuPy.
+
+    All levels are built at once on level-tagged keys (key | 1 << 3l; the parent of a
+    tagged key is ``key >> 3``, its children ``(key << 3) + c``), so that the work and
+    the host round trips (~12, one for all the levels' sizes) do not grow with the
+    depth; the per-level arrays are slices of the all-level ones.
     ``lap``: optional callable(name) called after each step (profiling).
     """
     lap = lap or (lambda name: None)
     L = int(depth)
     if not 2 <= L <= ADAPTIVE_MAX_DEPTH:
         raise ValueError(f"depth must be in [2, {ADAPTIVE_MAX_DEPTH}], got {depth!r}.")
-    # keys on the finest grid (Z-order within the leaves too); every count below is
-    # made once at level L (one pass over the points) and summed up box-wise
+    i64 = xp.int64
+    # keys on the finest grid (Z-order within the leaves too; 30 bits sort as uint32);
+    # every count below is made once at level L and summed up box-wise
     F = ADAPTIVE_MAX_DEPTH
     shift = 3 * (F - L)
-    ks = morton_keys(x, lo, width, F, xp).astype(xp.int64)
+    ks = morton_keys(x, lo, width, F, xp).astype(xp.uint32)
     src_order = _stable_argsort(ks, xp)
-    ks = ks[src_order]
-    kt = morton_keys(y, lo, width, F, xp).astype(xp.int64)
+    ks = ks[src_order].astype(i64)
+    kt = morton_keys(y, lo, width, F, xp).astype(xp.uint32)
     by_key = _stable_argsort(kt, xp)                     # targets in key order
-    kt_k = kt[by_key]
+    kt = kt[by_key].astype(i64)
     lap("keys")
     box_s, cnt_s, _ = _runs(ks >> shift, xp)
-    tgt_box, tgt_cnt, tgt_first = _runs(kt_k >> shift, xp)   # the targets' level-L boxes
-    box_a, cnt_a, _ = _runs(xp.sort(xp.concatenate([ks, kt_k]) >> shift), xp)
+    tgt_box, tgt_cnt, tgt_first = _runs(kt >> shift, xp)     # the targets' level-L boxes
+    both = xp.concatenate([box_s, tgt_box])
+    by_box = _stable_argsort(both, xp)
+    box_a, cnt_a, _ = _runs(both[by_box], xp, xp.concatenate([cnt_s, tgt_cnt])[by_box])
     occ, src_cnt = _all_levels(box_s, cnt_s, L, xp)
     all_box, all_cnt = _all_levels(box_a, cnt_a, L, xp)
     lap("counts")
-    # refined boxes R_l (l = 2..L−1), the leaf level of each target box of level L and
-    # of each target
-    refined = {}
-    box_lev = xp.full(tgt_box.shape, 2, dtype=xp.int64)
-    for level in range(2, L):
-        refined[level] = all_box[level][all_cnt[level] > leaf_size]
-        box_lev += _member(refined[level], tgt_box >> (3 * (L - level)), xp)[0]
+    # refined boxes (levels 2..L−1) and the leaf level of each target box of level L
+    # (2 + its refined ancestors: a refined box's parent is refined) and of each target
+    refined = all_box[(all_cnt > leaf_size) & (all_box < _tag(L))]
+    if L > 2 and tgt_box.shape[0]:
+        anc = xp.concatenate([(tgt_box >> (3 * (L - lv))) | _tag(lv) for lv in range(2, L)])
+        box_lev = 2 + _member(refined, anc, xp)[0].reshape(L - 2, -1).sum(axis=0)
+    else:
+        box_lev = xp.full(tgt_box.shape, 2, dtype=i64)
     lev_k = box_lev[xp.cumsum(tgt_first) - 1] if kt.shape[0] else box_lev
     # targets sorted by (leaf level, key): each level's leaves hold a contiguous block
     tgt_order = by_key[_stable_argsort(lev_k, xp)]
-    bounds = ([0] + xp.cumsum(xp.bincount(lev_k, minlength=L + 1)[2:L + 1]).tolist()
-              if kt.shape[0] else [0] * L)
-    # per level: the target boxes (holding targets whose leaf is there or below) and
-    # the leaves with their target counts
-    target_boxes, _ = _all_levels(tgt_box, tgt_cnt, L, xp, box_lev, "ge")
-    leaf_boxes, leaf_counts = _all_levels(tgt_box, tgt_cnt, L, xp, box_lev, "eq")
+    # target boxes (holding targets whose leaf is there or below), the leaves and their
+    # targets' CSR into the sorted targets (leaves sorted by level, then key, as these)
+    a_all, _ = _all_levels(tgt_box, tgt_cnt, L, xp, box_lev, "ge")
+    leaf_all, leaf_cnt = _all_levels(tgt_box, tgt_cnt, L, xp, box_lev, "eq")
+    tgt_start = _csum0(leaf_cnt, xp)
     lap("refine")
-    near_offsets = E.offsets_cube(radius)
-    # the union of the classes' M2L offsets, and each class's columns in it
+    # boxes with multipoles: those of level 2 and those whose parent lies within ρ boxes
+    # of a refined box; those within ρ of a refined box themselves get theirs by M2M
+    expand = (xp.sort(_shifted(refined, E.offsets_cube(radius), xp).ravel())
+              if refined.shape[0] else refined)
+    s_idx = xp.nonzero((occ < _tag(3)) | _member(expand, occ >> 3, xp)[0])[0]
+    s_all = occ[s_idx]
+    in_expand = _member(expand, s_all, xp)[0]
+    m2m_all = xp.nonzero(in_expand)[0]
+    p2m_all = xp.nonzero(~in_expand)[0]
+    lap("sources")
+    # the sizes of every level, in one transfer: bounds (levels 2..L+1) of occ, s_all,
+    # a_all, leaf_all, m2m_all, p2m_all and the targets; class sizes (parity, level)
+    tags = xp.asarray(np.array([_tag(lv) for lv in range(2, L + 2)], dtype=np.int64))
+    ob, sb, ab, lb = (xp.searchsorted(a, tags) for a in (occ, s_all, a_all, leaf_all))
+    mb, pb = xp.searchsorted(m2m_all, sb), xp.searchsorted(p2m_all, sb)
+    lev_a = _level_of(a_all, tags, xp)
+    cls_key = (a_all & 7) * 16 + lev_a
+    by_class = _stable_argsort(cls_key, xp)
+    cls_n = (xp.bincount(cls_key, minlength=8 * 16) if a_all.shape[0]
+             else xp.zeros(8 * 16, dtype=i64))
+    G = _csum0(src_cnt, xp)                     # CSR of occ into the sources, + N·(l − 2)
+    lev_p = _level_of(s_all[p2m_all], tags, xp)
+    p2m_box = s_idx[p2m_all]
+    p2m_start = _csum0(G[p2m_box + 1] - G[p2m_box], xp)
+    sizes = xp.concatenate([ob, sb, ab, lb, mb, pb, p2m_start[pb], tgt_start[lb],
+                            cls_n]).tolist()
+    nl = L - 1
+    ob_h, sb_h, ab_h, lb_h, mb_h, pb_h, ppb_h, tb_h = (sizes[i * (nl + 1):(i + 1) * (nl + 1)]
+                                                      for i in range(8))
+    cls_n = np.asarray(sizes[8 * (nl + 1):]).reshape(8, 16)
+    lap("sizes")
+    # every source is expanded once, by P2M at exactly one level (so p2m_start[-1] = N)
+    n_src = int(x.shape[0])
+    pos = xp.arange(n_src, dtype=i64)
+    owner = xp.searchsorted(p2m_start, pos, side="right") - 1
+    first_src = G[p2m_box] - n_src * (lev_p - 2)
+    p2m_points = first_src[owner] + (pos - p2m_start[owner])
+    lap("p2m_points")
+
+    def local(idx, bounds, lev):
+        """Global indices ``idx`` into an all-level array → indices within its level
+        (``bounds``: the array's level bounds on the device, ``lev``: idx's levels)."""
+        return idx - bounds[lev - 2]
+
+    n_s = sb[1:] - sb[:-1]
+    parent = xp.where(lev_a > 2, local(_member(a_all, a_all >> 3, xp)[1], ab,
+                                       xp.maximum(lev_a - 1, 2)), 0)
+    # the M2L sources of each target box at the union of the classes' offsets (one
+    # lookup), as indices into its level's s_keys (n_S of the level: none)
     union, where = np.unique(np.concatenate(class_offsets), axis=0, return_inverse=True)
     splits = np.cumsum([len(o) for o in class_offsets])[:-1]
-    class_cols = [xp.asarray(c) for c in np.split(where.ravel(), splits)]
+    found, idx = _member(s_all, _shifted(a_all, union, xp), xp)
+    lev_col = lev_a[:, None]
+    col = xp.where(found, local(idx, sb, lev_col),
+                   n_s[lev_col - 2])
+    rows = local(by_class, ab, lev_a[by_class])
+    cls_start = np.concatenate([[0], np.cumsum(cls_n.ravel())])
+    cols = xp.asarray(where.ravel())
+    gathers = []
+    for p, (c0, c1) in enumerate(zip(np.r_[0, splits], np.r_[splits, where.size])):
+        a, b = cls_start[16 * p], cls_start[16 * p + 16]
+        gathers.append(col[by_class[a:b]][:, cols[c0:c1]])
+    lap("classes")
+    lev_l = _level_of(leaf_all, tags, xp)
+    leaves = local(_member(a_all, leaf_all, xp)[1], ab, lev_l)
+    found, idx = _member(occ, _shifted(leaf_all, E.offsets_cube(radius), xp), xp)
+    nbr = xp.where(found, local(idx, ob, lev_l[:, None]), i64(-1))  # (−1 is never found)
+    lev_m = _level_of(s_all[m2m_all], tags, xp)
+    kids = (s_all[m2m_all][:, None] << 3) + xp.arange(8, dtype=i64)[None, :]
+    found, idx = _member(s_all, kids, xp)
+    children = xp.where(found, local(idx, sb, lev_m[:, None] + 1),
+                        n_s[lev_m[:, None] - 1])
+    m2m_local = local(m2m_all, sb, lev_m)
+    p2m_local = local(p2m_all, sb, lev_p)
+    lap("near_lists")
 
     levels = {}
-    expand_above = None              # E_{l−1}: boxes within ρ of a refined box
-    for level in range(2, L + 1):
-        w = width / (1 << level)
-        src_start = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(src_cnt[level])])
-        if level == 2:
-            s_keys = occ[level]
-        else:
-            s_keys = occ[level][_member(expand_above, occ[level] >> 3, xp)[0]]
-        expand = (_neighbourhood(refined[level], level, radius, xp) if level < L
-                  else xp.zeros(0, dtype=xp.int64))
-        in_expand = _member(expand, s_keys, xp)[0]
-        m2m = xp.nonzero(in_expand)[0]
-        p2m = xp.nonzero(~in_expand)[0]
-        lap("sources")
-        # P2M boxes' points, gathered box after box
-        p2m_box = _member(occ[level], s_keys[p2m], xp)[1]
-        counts = src_start[p2m_box + 1] - src_start[p2m_box]
-        p2m_start = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(counts)])
-        total = int(p2m_start[-1])
-        pos = xp.arange(total, dtype=xp.int64)
-        owner = xp.searchsorted(p2m_start, pos, side="right") - 1
-        p2m_points = src_start[p2m_box][owner] + (pos - p2m_start[owner])
-        lap("p2m_points")
-        # target boxes and their parents
-        a_keys = target_boxes[level]
-        parent = (_member(levels[level - 1].a_keys, a_keys >> 3, xp)[1] if level > 2
-                  else xp.zeros(a_keys.shape, dtype=xp.int64))
-        # per parity class, the source column at each of its offsets (one lookup over
-        # the union of the classes' offsets)
+    for i, level in enumerate(range(2, L + 1)):
+        o0, o1, s0, s1, a0, a1 = ob_h[i], ob_h[i + 1], sb_h[i], sb_h[i + 1], ab_h[i], ab_h[i + 1]
+        m0, m1, p0, p1, l0, l1 = mb_h[i], mb_h[i + 1], pb_h[i], pb_h[i + 1], lb_h[i], lb_h[i + 1]
         classes = []
-        parity = a_keys & 7
-        n_a = int(a_keys.shape[0])
-        found, idx = _member(s_keys, _shifted(a_keys, level, union, xp), xp)
-        col = xp.where(found, idx, xp.int64(s_keys.shape[0]))
-        by_class = _stable_argsort(parity, xp)
-        ends = np.cumsum(xp.bincount(parity, minlength=8).tolist()) if n_a else np.zeros(8, int)
         for p in range(8):
-            rows = by_class[(ends[p - 1] if p else 0):ends[p]]
-            classes.append((rows, col[rows][:, class_cols[p]]))
-        lap("classes")
-        # leaves of this level: the block of targets whose leaf level is this one
-        t0, t1 = bounds[level - 2], bounds[level - 1]
-        leaf_keys = leaf_boxes[level]
-        leaves = _member(a_keys, leaf_keys, xp)[1]
-        tgt_start = xp.concatenate([xp.zeros(1, dtype=xp.int64),
-                                    xp.cumsum(leaf_counts[level])])
-        nb = _shifted(leaf_keys, level, near_offsets, xp)
-        found, idx = _member(occ[level], nb, xp)
-        nbr = xp.where(found, idx, xp.int64(-1))         # (keys ≥ 0: −1 is never found)
-        lap("near_lists")
-        levels[level] = AdaptiveLevel(level, w, occ[level], src_start, s_keys, m2m, None, p2m,
-                                      p2m_points, p2m_start, a_keys, parent, classes,
-                                      leaves, tgt_start, int(t0), int(t1), nbr)
-        expand_above = expand
-    # children of the M2M boxes, as indices into the next level's s_keys
-    for level in range(2, L):
-        lv, below = levels[level], levels[level + 1]
-        kids = (lv.s_keys[lv.m2m][:, None] << 3) + xp.arange(8, dtype=xp.int64)[None, :]
-        found, idx = _member(below.s_keys, kids, xp)
-        lv.children = xp.where(found, idx, xp.int64(below.s_keys.shape[0]))
-    levels[L].children = xp.zeros((0, 8), dtype=xp.int64)
+            j = int(cls_start[16 * p + level])
+            c0 = j - int(cls_start[16 * p])
+            c1 = c0 + int(cls_n[p, level])
+            classes.append((rows[j:j + c1 - c0], gathers[p][c0:c1]))
+        src_start, ps, ts = G[o0:o1 + 1], p2m_start[p0:p1 + 1], tgt_start[l0:l1 + 1]
+        levels[level] = AdaptiveLevel(
+            level, width / (1 << level), occ[o0:o1] ^ _tag(level), src_start - src_start[:1],
+            s_all[s0:s1] ^ _tag(level), m2m_local[m0:m1], children[m0:m1], p2m_local[p0:p1],
+            p2m_points[ppb_h[i]:ppb_h[i + 1]], ps - ps[:1], a_all[a0:a1] ^ _tag(level),
+            parent[a0:a1], classes, leaves[l0:l1], ts - ts[:1], int(tb_h[i]), int(tb_h[i + 1]),
+            nbr[l0:l1])
     return AdaptiveTree(lo, float(width), L, int(leaf_size), src_order, tgt_order, levels)
 
 
