@@ -1,0 +1,48 @@
+"""A/B in one process: the near field's (and L2P's) threads per block on the
+clustered case (adaptive tree) and the uniform case, by overriding
+``FMM._block_for`` (default: 32/64/128 from the mean leaf size).
+
+    python benchmarks/ab_near_block.py [--rounds 3] [--blocks default 64 128]
+"""
+import argparse
+
+import numpy as np
+
+from bench_clustered import _times
+from bench_fmm import gpu_case
+
+from vortexsim.fmm.evaluator import FMM
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--blocks", nargs="+", default=["default", "64", "128"])
+    args = p.parse_args()
+    default = FMM.__dict__["_block_for"]
+    runs = {}
+    for name, opts in (("clustered-gauss-1e-6-local", {"tree": "adaptive"}),
+                       ("uniform-gauss-1e-6", {})):
+        _, dev, fmm = gpu_case(name, np.random.default_rng(0), **opts)
+        runs[name] = (dev[:3], fmm)
+    res = {(n, b): [] for n in runs for b in args.blocks}
+    near = {(n, b): [] for n in runs for b in args.blocks}
+    for _ in range(args.rounds):
+        for b in args.blocks:
+            FMM._block_for = default if b == "default" else staticmethod(
+                lambda n_points, n_leaves, b=int(b): b)
+            for name, (dev, fmm) in runs.items():
+                fmm.evaluate(*dev)
+                res[(name, b)] += _times(fmm, dev, 5)
+                fmm.profile = True
+                fmm.evaluate(*dev)
+                near[(name, b)].append(fmm.timings["near"])
+                fmm.profile = False
+    FMM._block_for = default
+    for key, t in res.items():
+        print(f"{key[0]:28s} block {key[1]:8s} median {np.median(t) * 1e3:6.1f} ms "
+              f"(min {np.min(t) * 1e3:6.1f})  near (profiled) {np.median(near[key]) * 1e3:5.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
