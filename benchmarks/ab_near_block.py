@@ -2,7 +2,7 @@
 clustered case (adaptive tree) and the uniform case, by overriding
 ``FMM._block_for`` (default: 32/64/128 from the mean leaf size).
 
-    python benchmarks/ab_near_block.py [--rounds 3] [--blocks default 64 128]
+    python benchmarks/ab_near_block.py [--rounds 3] [--blocks default 64 128] [--cases ...]
 """
 import argparse
 
@@ -18,13 +18,16 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--blocks", nargs="+", default=["default", "64", "128"])
+    p.add_argument("--cases", nargs="+", default=["clustered-gauss-1e-6-local",
+                                                  "uniform-gauss-1e-6"],
+                   help="bench_fmm cases; clustered ones run on the adaptive tree")
     args = p.parse_args()
     default = FMM.__dict__["_block_for"]
     runs = {}
-    for name, opts in (("clustered-gauss-1e-6-local", {"tree": "adaptive"}),
-                       ("uniform-gauss-1e-6", {})):
+    for name in args.cases:
+        opts = {"tree": "adaptive"} if name.startswith("clustered") else {}
         _, dev, fmm = gpu_case(name, np.random.default_rng(0), **opts)
-        runs[name] = (dev[:3], fmm)
+        runs[name] = (tuple(a for a in dev if a is not None), fmm)
     res = {(n, b): [] for n in runs for b in args.blocks}
     near = {(n, b): [] for n in runs for b in args.blocks}
     for _ in range(args.rounds):
