@@ -1,6 +1,6 @@
 """A/B in one process: the near field's (and L2P's) threads per block on the
 clustered case (adaptive tree) and the uniform case, by overriding
-``FMM._block_for`` (default: 32/64/128 from the mean leaf size).
+``FMM._near_block_for`` (default: 32/64/128 from the mean leaf size).
 
     python benchmarks/ab_near_block.py [--rounds 3] [--blocks default 64 128] [--cases ...]
 """
@@ -22,7 +22,7 @@ def main():
                                                   "uniform-gauss-1e-6"],
                    help="bench_fmm cases; clustered ones run on the adaptive tree")
     args = p.parse_args()
-    default = FMM.__dict__["_block_for"]
+    default = FMM.__dict__["_near_block_for"]
     runs = {}
     for name in args.cases:
         opts = {"tree": "adaptive"} if name.startswith("clustered") else {}
@@ -32,7 +32,7 @@ def main():
     near = {(n, b): [] for n in runs for b in args.blocks}
     for _ in range(args.rounds):
         for b in args.blocks:
-            FMM._block_for = default if b == "default" else staticmethod(
+            FMM._near_block_for = default if b == "default" else staticmethod(
                 lambda n_points, n_leaves, b=int(b): b)
             for name, (dev, fmm) in runs.items():
                 fmm.evaluate(*dev)
@@ -41,7 +41,7 @@ def main():
                 fmm.evaluate(*dev)
                 near[(name, b)].append(fmm.timings["near"])
                 fmm.profile = False
-    FMM._block_for = default
+    FMM._near_block_for = default
     for key, t in res.items():
         print(f"{key[0]:28s} block {key[1]:8s} median {np.median(t) * 1e3:6.1f} ms "
               f"(min {np.min(t) * 1e3:6.1f})  near (profiled) {np.median(near[key]) * 1e3:5.1f} ms")

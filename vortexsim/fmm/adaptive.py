@@ -47,7 +47,8 @@ from ..kernels.morton import morton_keys
 from . import expansions as E
 from .tree import _stable_argsort, morton_decode, morton_encode
 
-__all__ = ["AdaptiveTree", "AdaptiveLevel", "build_adaptive", "ADAPTIVE_MAX_DEPTH"]
+__all__ = ["AdaptiveTree", "AdaptiveLevel", "build_adaptive", "adaptive_fmm",
+           "ADAPTIVE_MAX_DEPTH"]
 
 #: deepest level of an adaptive tree (keys of 3 × 10 bits)
 ADAPTIVE_MAX_DEPTH = 10
@@ -222,7 +223,8 @@ def _member(sorted_keys, q, xp):
     return sorted_keys[i] == q, i.astype(xp.int64)
 
 
-def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp, lap=None):
+def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp, lap=None,
+                   near=None):
     """The adaptive tree of sources ``x`` (N, 3) and targets ``y`` (M, 3) [L] in the
     cube ``[lo, lo + width)³``, refined while a box holds more than ``leaf_size``
     points down to level ``depth`` (≥ 2); ``radius``: the separation ρ (near stencil
@@ -234,6 +236,10 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     the host round trips (~12, one for all the levels' sizes) do not grow with the
     depth; the per-level arrays are slices of the all-level ones.
     ``lap``: optional callable(name) called after each step (profiling).
+    ``near``: optional callable(src_order, tgt_order, views) called as soon as the near
+    field's lists exist, before the source side of the tree is built; views: level →
+    (:class:`_LevelTargets`, t0, t1, nbr) for the levels holding leaves with targets
+    (so that the near field can run on the GPU while the host builds the rest).
     """
     lap = lap or (lambda name: None)
     L = int(depth)
@@ -276,6 +282,28 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     leaf_all, leaf_cnt = _all_levels(tgt_box, tgt_cnt, L, xp, box_lev, "eq")
     tgt_start = _csum0(leaf_cnt, xp)
     lap("refine")
+    # the near field's lists: each leaf's (2ρ+1)³ stencil as indices into occ of its
+    # level, and the level bounds of occ, the leaves and the targets (one transfer)
+    tags = xp.asarray(np.array([_tag(lv) for lv in range(2, L + 2)], dtype=np.int64))
+    G = _csum0(src_cnt, xp)                     # CSR of occ into the sources, + N·(l − 2)
+    ob, lb = xp.searchsorted(occ, tags), xp.searchsorted(leaf_all, tags)
+    lev_l = _level_of(leaf_all, tags, xp)
+    found, idx = _member(occ, _shifted(leaf_all, E.offsets_cube(radius), xp), xp)
+    nbr = xp.where(found, idx - ob[lev_l[:, None] - 2], i64(-1))   # (−1 is never found)
+    sizes = xp.concatenate([ob, lb, tgt_start[lb]]).tolist()
+    nl = L - 1
+    ob_h, lb_h, tb_h = (sizes[i * (nl + 1):(i + 1) * (nl + 1)] for i in range(3))
+    src_starts, tgt_starts, views = {}, {}, {}
+    for i, level in enumerate(range(2, L + 1)):
+        o0, o1, l0, l1 = ob_h[i], ob_h[i + 1], lb_h[i], lb_h[i + 1]
+        ss, ts = G[o0:o1 + 1], tgt_start[l0:l1 + 1]
+        src_starts[level], tgt_starts[level] = ss - ss[:1], ts - ts[:1]
+        if tb_h[i + 1] > tb_h[i]:
+            views[level] = (_LevelTargets(src_starts[level], tgt_starts[level], l1 - l0, level),
+                            int(tb_h[i]), int(tb_h[i + 1]), nbr[l0:l1])
+    lap("near_lists")
+    if near is not None:
+        near(src_order, tgt_order, views)
     # boxes with multipoles: those of level 2 and those whose parent lies within ρ boxes
     # of a refined box; those within ρ of a refined box themselves get theirs by M2M
     expand = (xp.sort(_shifted(refined, E.offsets_cube(radius), xp).ravel())
@@ -286,26 +314,21 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     m2m_all = xp.nonzero(in_expand)[0]
     p2m_all = xp.nonzero(~in_expand)[0]
     lap("sources")
-    # the sizes of every level, in one transfer: bounds (levels 2..L+1) of occ, s_all,
-    # a_all, leaf_all, m2m_all, p2m_all and the targets; class sizes (parity, level)
-    tags = xp.asarray(np.array([_tag(lv) for lv in range(2, L + 2)], dtype=np.int64))
-    ob, sb, ab, lb = (xp.searchsorted(a, tags) for a in (occ, s_all, a_all, leaf_all))
+    # the source side's sizes, in one transfer: level bounds of s_all, a_all, m2m_all,
+    # p2m_all and of the P2M points; class sizes per (parity, level)
+    sb, ab = xp.searchsorted(s_all, tags), xp.searchsorted(a_all, tags)
     mb, pb = xp.searchsorted(m2m_all, sb), xp.searchsorted(p2m_all, sb)
     lev_a = _level_of(a_all, tags, xp)
     cls_key = (a_all & 7) * 16 + lev_a
     by_class = _stable_argsort(cls_key, xp)
     cls_n = (xp.bincount(cls_key, minlength=8 * 16) if a_all.shape[0]
              else xp.zeros(8 * 16, dtype=i64))
-    G = _csum0(src_cnt, xp)                     # CSR of occ into the sources, + N·(l − 2)
     lev_p = _level_of(s_all[p2m_all], tags, xp)
     p2m_box = s_idx[p2m_all]
     p2m_start = _csum0(G[p2m_box + 1] - G[p2m_box], xp)
-    sizes = xp.concatenate([ob, sb, ab, lb, mb, pb, p2m_start[pb], tgt_start[lb],
-                            cls_n]).tolist()
-    nl = L - 1
-    ob_h, sb_h, ab_h, lb_h, mb_h, pb_h, ppb_h, tb_h = (sizes[i * (nl + 1):(i + 1) * (nl + 1)]
-                                                      for i in range(8))
-    cls_n = np.asarray(sizes[8 * (nl + 1):]).reshape(8, 16)
+    sizes = xp.concatenate([sb, ab, mb, pb, p2m_start[pb], cls_n]).tolist()
+    sb_h, ab_h, mb_h, pb_h, ppb_h = (sizes[i * (nl + 1):(i + 1) * (nl + 1)] for i in range(5))
+    cls_n = np.asarray(sizes[5 * (nl + 1):]).reshape(8, 16)
     lap("sizes")
     # every source is expanded once, by P2M at exactly one level (so p2m_start[-1] = N)
     n_src = int(x.shape[0])
@@ -339,10 +362,7 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
         a, b = cls_start[16 * p], cls_start[16 * p + 16]
         gathers.append(col[by_class[a:b]][:, cols[c0:c1]])
     lap("classes")
-    lev_l = _level_of(leaf_all, tags, xp)
     leaves = local(_member(a_all, leaf_all, xp)[1], ab, lev_l)
-    found, idx = _member(occ, _shifted(leaf_all, E.offsets_cube(radius), xp), xp)
-    nbr = xp.where(found, local(idx, ob, lev_l[:, None]), i64(-1))  # (−1 is never found)
     lev_m = _level_of(s_all[m2m_all], tags, xp)
     kids = (s_all[m2m_all][:, None] << 3) + xp.arange(8, dtype=i64)[None, :]
     found, idx = _member(s_all, kids, xp)
@@ -352,7 +372,7 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     p2m_local = local(p2m_all, sb, lev_p)
     p2m_centres = _centres(s_all[p2m_all], lo, width, xp)
     leaf_centres = _centres(leaf_all, lo, width, xp)
-    lap("near_lists")
+    lap("lists")
 
     levels = {}
     for i, level in enumerate(range(2, L + 1)):
@@ -364,13 +384,13 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
             c0 = j - int(cls_start[16 * p])
             c1 = c0 + int(cls_n[p, level])
             classes.append((rows[j:j + c1 - c0], gathers[p][c0:c1]))
-        src_start, ps, ts = G[o0:o1 + 1], p2m_start[p0:p1 + 1], tgt_start[l0:l1 + 1]
+        ps = p2m_start[p0:p1 + 1]
         levels[level] = AdaptiveLevel(
-            level, width / (1 << level), occ[o0:o1] ^ _tag(level), src_start - src_start[:1],
+            level, width / (1 << level), occ[o0:o1] ^ _tag(level), src_starts[level],
             s_all[s0:s1] ^ _tag(level), m2m_local[m0:m1], children[m0:m1], p2m_local[p0:p1],
             p2m_points[ppb_h[i]:ppb_h[i + 1]], ps - ps[:1], a_all[a0:a1] ^ _tag(level),
-            parent[a0:a1], classes, leaves[l0:l1], ts - ts[:1], int(tb_h[i]), int(tb_h[i + 1]),
-            nbr[l0:l1], p2m_centres[p0:p1], leaf_centres[l0:l1])
+            parent[a0:a1], classes, leaves[l0:l1], tgt_starts[level], int(tb_h[i]),
+            int(tb_h[i + 1]), nbr[l0:l1], p2m_centres[p0:p1], leaf_centres[l0:l1])
     return AdaptiveTree(lo, float(width), L, int(leaf_size), src_order, tgt_order, levels)
 
 
@@ -416,32 +436,73 @@ def _centres(keys, lo, width, xp):
     return lo + (ijk.astype(np.float64) + 0.5) * (width / np.left_shift(1, lev))[:, None]
 
 
-def evaluate_adaptive(fmm, tree, xs, alpha_s, sigma_s, y, exclude_self, gradient, uniform,
-                      P, clock):
-    """u (M, 3) and ∇u (M, 3, 3) (or None), float64, in the caller's target order.
+def near_adaptive(fmm, views, xs, alpha_s, sigma_s, ys, u, g, exclude_self, uniform):
+    """Near field of every level's leaves into u (M, 3), g (M, 3, 3) or None (float64,
+    sorted targets ``ys``); views: the ``near`` argument of :func:`build_adaptive`."""
+    for view, t0, t1, nbr in views.values():
+        uu, gg = fmm._near(view, xs, alpha_s, sigma_s, ys[t0:t1], exclude_self,
+                           g is not None, None, uniform, nbr=nbr)
+        u[t0:t1] = uu
+        if g is not None:
+            g[t0:t1] = gg
 
-    fmm: the :class:`~vortexsim.fmm.evaluator.FMM` (operators, kernels, caches);
-    tree: :func:`build_adaptive` of the sources and targets ``y`` (M, 3) [L];
-    xs, alpha_s, sigma_s: the sources in ``tree.src_order``; exclude_self: the targets
-    are the sources; uniform: one σ for all.  Compressed 1/r far field only.
+
+def adaptive_fmm(fmm, x, alpha, sigma, y, lo, width, depth, leaf_size, exclude_self, gradient,
+                 uniform, P, clock):
+    """u (M, 3) and ∇u (M, 3, 3) (or None), float64, in the caller's target order, of
+    sources x, alpha (N, 3), sigma (N,) at targets y (M, 3) on the adaptive tree of
+    the cube [lo, lo + width)³ (:func:`build_adaptive`; ``fmm``: the
+    :class:`~vortexsim.fmm.evaluator.FMM`, its operators, kernels and caches).
+
+    On the GPU the near field runs on a second stream as soon as its lists exist,
+    while the host builds the source side of the tree and enqueues the far field
+    (unless ``clock`` synchronizes, for stage times).
     """
     xp = fmm.device.xp
-    L, levels = tree.depth, tree.levels
     m = y.shape[0]
-    ys = y[tree.tgt_order]
     u = xp.zeros((m, 3))
     g = xp.zeros((m, 3, 3)) if gradient else None
+    radius = fmm._offset_radius
+    vectors = [E.offsets_cube(radius)[o] for o in fmm._class_offsets(fmm.parent_radius + 1)]
+    side = None if (xp is np or clock.sync) else fmm._side_stream()
+    st = {}
+
+    def near(src_order, tgt_order, views):
+        st.update(xs=x[src_order], alpha_s=alpha[src_order], sigma_s=sigma[src_order],
+                  ys=y[tgt_order], views=views)
+        if side is None:
+            return
+        side.wait_event(xp.cuda.get_current_stream().record())
+        with side:
+            near_adaptive(fmm, views, st["xs"], st["alpha_s"], st["sigma_s"], st["ys"], u, g,
+                          exclude_self, uniform)
+            st["done"] = side.record()
+
+    tree = build_adaptive(x, y, lo, width, depth, leaf_size, fmm.separation, vectors, xp,
+                          near=near)
+    clock.lap("tree")
+    if side is None:
+        near_adaptive(fmm, st["views"], st["xs"], st["alpha_s"], st["sigma_s"], st["ys"], u, g,
+                      exclude_self, uniform)
+        clock.lap("near")
+    _far_adaptive(fmm, tree, st["xs"], st["alpha_s"], st["ys"], u, g, P, clock, st.get("done"))
+    out_u = xp.empty_like(u)
+    out_u[tree.tgt_order] = u
+    out_g = None
+    if gradient:
+        out_g = xp.empty_like(g)
+        out_g[tree.tgt_order] = g
+    return out_u, out_g, tree
+
+
+def _far_adaptive(fmm, tree, xs, alpha_s, ys, u, g, P, clock, near_done=None):
+    """The far field (P2M, M2M, M2L, L2L, L2P) of the adaptive ``tree`` added into the
+    sorted targets' u, g; ``near_done``: the near field's event (GPU side stream), waited
+    for before L2P adds into u, g."""
+    xp = fmm.device.xp
+    L, levels = tree.depth, tree.levels
     views = {level: _LevelTargets(lv.src_start, lv.tgt_start, int(lv.leaves.shape[0]), level)
              for level, lv in levels.items() if lv.t1 > lv.t0}
-    for level, view in views.items():
-        lv = levels[level]
-        uu, gg = fmm._near(view, xs, alpha_s, sigma_s, ys[lv.t0:lv.t1], exclude_self,
-                           gradient, None, uniform, nbr=lv.nbr)
-        u[lv.t0:lv.t1] = uu
-        if gradient:
-            g[lv.t0:lv.t1] = gg
-    clock.lap("near")
-
     U, V = fmm._harmonic_bases(P)
     Tc, Rc = fmm._compressed_shift_operators(P)
     n, r = V.shape
@@ -492,20 +553,15 @@ def evaluate_adaptive(fmm, tree, xs, alpha_s, sigma_s, y, exclude_self, gradient
             leaf_locals[level] = xp.ascontiguousarray(
                 (U @ Lh[:, lv.leaves, :].reshape(r, nl * 3)).reshape(n, nl, 3).transpose(1, 0, 2))
     from .evaluator import _TargetPart  # noqa: PLC0415  (evaluator imports this module)
+    if near_done is not None:
+        xp.cuda.get_current_stream().wait_event(near_done)
     for level, Ll in leaf_locals.items():
         lv = levels[level]
         # (first: the block's start in the sorted targets ys; L2P does not read it)
-        part = _TargetPart(views[level], lv.t0, ys[lv.t0:lv.t1], bool(gradient),
-                           u[lv.t0:lv.t1], g[lv.t0:lv.t1] if gradient else None)
+        part = _TargetPart(views[level], lv.t0, ys[lv.t0:lv.t1], g is not None,
+                           u[lv.t0:lv.t1], g[lv.t0:lv.t1] if g is not None else None)
         fmm._l2p(Ll, lv.leaf_centres, lv.width, lv.tgt_start, [part], P)
         clock.lap(f"l2p_{level}")
     for stage in ("p2m", "m2m", "m2l", "l2p"):
         clock.laps[stage] = sum(v for key, v in clock.laps.items()
                                 if key.startswith(stage + "_"))
-    out_u = xp.empty_like(u)
-    out_u[tree.tgt_order] = u
-    out_g = None
-    if gradient:
-        out_g = xp.empty_like(g)
-        out_g[tree.tgt_order] = g
-    return out_u, out_g

@@ -46,7 +46,7 @@ from ..kernels.cutoff import get_kernel
 from ..kernels.direct import INV_4PI, _accumulate_block, skew
 from ..kernels.morton import grid_cells, morton_keys
 from . import expansions as E
-from .adaptive import ADAPTIVE_MAX_DEPTH, build_adaptive, evaluate_adaptive
+from .adaptive import ADAPTIVE_MAX_DEPTH, adaptive_fmm
 from .tree import (_check_cube, build_tree, choose_depth, morton_decode, neighbor_table, root_cube,
                    with_targets)
 
@@ -520,13 +520,8 @@ class FMM:
         P = self.order
         self.config = FMMConfig(P, depth, self.near_radius, reach, leaf_size)
         clock.lap("setup")
-        radius = self._offset_radius
-        vectors = [E.offsets_cube(radius)[o] for o in self._class_offsets(self.parent_radius + 1)]
-        tree = build_adaptive(x, y, lo, width, depth, leaf_size, self.separation, vectors, xp)
-        xs, alpha_s, sigma_s = x[tree.src_order], alpha[tree.src_order], sigma[tree.src_order]
-        clock.lap("tree")
-        uu, gg = evaluate_adaptive(self, tree, xs, alpha_s, sigma_s, y, exclude_self,
-                                   k_grad > 0, uniform, P, clock)
+        uu, gg, tree = adaptive_fmm(self, x, alpha, sigma, y, lo, width, depth, leaf_size,
+                                    exclude_self, k_grad > 0, uniform, P, clock)
         u[...] = uu.astype(u.dtype, copy=False)
         if k_grad:
             grad_u[...] = gg[:k_grad].astype(grad_u.dtype, copy=False)
@@ -534,6 +529,12 @@ class FMM:
         logger.debug("FMM %s adaptive P=%d depth=%d boxes=%d timings %s", self.kernel.name, P,
                      depth, tree.n_boxes, self.timings)
         return u, grad_u
+
+    def _side_stream(self):
+        """A second, non-blocking CUDA stream of this evaluator (the adaptive tree's
+        near field runs there while the host builds the rest of the tree)."""
+        import cupy as cp  # noqa: PLC0415
+        return self._cached(("side_stream",), lambda: cp.cuda.Stream(non_blocking=True))
 
     @property
     def parent_radius(self):
@@ -718,7 +719,7 @@ class FMM:
         nbr_d = self._near_table(tree.depth) if nbr is None else nbr
         # one target per thread: two in float32 measured slower (21 vs 18 ms at 2^20,
         # H100, 2026-11-22: 106 registers instead of 64)
-        block = self._block_for(ys.shape[0], occupied or tree.n_leaves)
+        block = self._near_block_for(ys.shape[0], occupied or tree.n_leaves)
         name = (f"p2p_near<{CTYPES[dtype.name]},{self.kernel.code},"
                 f"{'true' if gradient else 'false'},{block},256,"
                 f"{'true' if uniform else 'false'}>")
@@ -1297,6 +1298,18 @@ class FMM:
                 part.u[t0:t1] += uc / w
                 if part.grad:
                     part.g[t0:t1] += gc / (w * w)
+
+    @staticmethod
+    def _near_block_for(n_points, n_leaves):
+        """Threads per block of the near-field kernel (one block per chunk of a leaf's
+        targets): 64 up to a mean of 256 targets per leaf, else 128 (:meth:`_block_for`).
+        A/B on the H100 (session 7, benchmarks/ab_near_block.py): 64 instead of 128
+        took the near field of uniform 2^20 (mean 256) from 36.0 to 32.4 ms (float32
+        14.4 → 11.6) and of the clustered adaptive levels (means 71-133) from 46.7 to
+        44.3 ms; rings with tracers (L2P too at 64) 13.8 → 16.0 ms, so L2P keeps
+        :meth:`_block_for`."""
+        mean = n_points / max(n_leaves, 1)
+        return 32 if mean <= 32 else 64 if mean <= 256 else 128
 
     @staticmethod
     def _block_for(n_points, n_leaves):
