@@ -1,6 +1,7 @@
-"""A/B in one process: the near field's (and L2P's) threads per block on the
-clustered case (adaptive tree) and the uniform case, by overriding
-``FMM._near_block_for`` (default: 32/64/128 from the mean leaf size).
+"""A/B in one process: the near field's threads per block on bench_fmm cases
+(clustered ones on the adaptive tree), by overriding ``FMM._near_block_for``
+(default: 32/64/128 from the mean leaf size).  Session 7 forced L2P's block too
+(``_block_for``); that slowed rings with tracers (13.8 → 16.0 ms), so L2P keeps its rule.
 
     python benchmarks/ab_near_block.py [--rounds 3] [--blocks default 64 128] [--cases ...]
 """
