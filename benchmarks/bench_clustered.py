@@ -1,15 +1,16 @@
 """The `clustered` target of benchmarks.md (FMM time on the Plummer cloud ≤ 2 × the
 `uniform` time), measured as an A/B in one process: rounds alternate the uniform case
-(`uniform-gauss-1e-6`, level-uniform tree) and the clustered one
-(`clustered-gauss-1e-6-local`: 2^20 Plummer points, σ from the half-mass spacing,
-Gaussian, tol 1e-6) on the adaptive tree, so that clock and machine drift hit both
-alike.  Each round times ``--repeats`` evaluations of each (CUDA events, after a
+(`uniform-gauss-1e-6`) and the clustered one (`clustered-gauss-1e-6-local`: 2^20
+Plummer points, σ from the half-mass spacing, Gaussian, tol 1e-6), both with the
+default ``FMM(tree="auto")`` (which picks the level-uniform tree for the first and the
+adaptive one for the second; the table says which ran), so that clock and machine
+drift hit both alike.  Each round times ``--repeats`` evaluations of each (CUDA events, after a
 warm-up); the ratio of the medians over all rounds is the result.  Errors of u and ∇u
 of both against the float64 CUDA direct sum on sampled targets, and one profiled
 evaluation's stages, come in the same run.
 
     python benchmarks/bench_clustered.py [--rounds 5] [--repeats 5] [--leaf-size K]
-        [--out bench_clustered.json]
+        [--tree auto|adaptive] [--out bench_clustered.json]
 """
 from __future__ import annotations
 
@@ -60,15 +61,19 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--samples", type=int, default=200)
     p.add_argument("--leaf-size", type=int, default=None,
-                   help="the adaptive tree's leaf_size (default: the FMM's)")
+                   help="the adaptive tree's leaf_size (default: the FMM's; implies the "
+                        "adaptive tree for the clustered case)")
+    p.add_argument("--tree", choices=("auto", "adaptive"), default="auto",
+                   help="FMM(tree=...) of both cases (auto: the default, chosen per input)")
     p.add_argument("--out", default="bench_clustered.json")
     args = p.parse_args(argv)
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     device = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     cases = {}
-    for name, opts in (("uniform-gauss-1e-6", {}),
+    for name, opts in (("uniform-gauss-1e-6", {"tree": args.tree}),
                        ("clustered-gauss-1e-6-local",
-                        {"tree": "adaptive", "leaf_size": args.leaf_size})):
+                        {"tree": "adaptive" if args.leaf_size else args.tree,
+                         "leaf_size": args.leaf_size})):
         rng = np.random.default_rng(sum(map(ord, name)))
         host, dev, fmm = gpu_case(name, rng, **opts)
         dev = dev[:3] + ((dev[3],) if dev[3] is not None else ())
@@ -93,7 +98,7 @@ def main(argv=None):
                        min_ms=float(np.min(c["times"]) * 1e3),
                        max_ms=float(np.max(c["times"]) * 1e3),
                        err_u=c["err_u"], err_grad=c["err_grad"], stages=c["stages"],
-                       tree=c["fmm"].tree, leaf_size=c["fmm"].config.leaf_size,
+                       tree=c["fmm"].config.tree, leaf_size=c["fmm"].config.leaf_size,
                        order=c["fmm"].config.order, depth=c["fmm"].config.depth,
                        sigma=float(c["host"][2][0]), n=int(c["host"][0].shape[0]))
             for name, c in cases.items()}

@@ -94,8 +94,8 @@ def main(argv=None):
     p.add_argument("--out", default="bench_fmm.json")
     p.add_argument("--leaf-size", type=int, default=None,
                    help="force the leaf-size depth rule (default: the FMM's cost model)")
-    p.add_argument("--tree", choices=("uniform", "adaptive"), default="uniform",
-                   help="FMM(tree=...): level-uniform or adaptive octree")
+    p.add_argument("--tree", choices=("auto", "uniform", "adaptive"), default="auto",
+                   help="FMM(tree=...): chosen per input (default), level-uniform or adaptive")
     args = p.parse_args(argv)
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     device = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
@@ -140,7 +140,7 @@ def main(argv=None):
             t_direct, how = sub * pairs / float(k * k), "est"
         row = dict(case=name, device=device, n=n, m=n_t, kernel=kname, tol=tol, precision=prec,
                    sigma=float(sigma[0]), order=fmm.config.order, depth=fmm.config.depth,
-                   tree=fmm.tree, leaf_size=fmm.config.leaf_size,
+                   tree=fmm.config.tree, leaf_size=fmm.config.leaf_size,
                    err_u=err_u, err_grad=err_g, time_s=t_fmm, stages=stages,
                    direct_s=t_direct, direct_how=how, target_ms=target,
                    met=None if target is None else (t_fmm * 1e3 <= target and err_u <= tol

@@ -20,7 +20,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("case", choices=list(CASES))
     p.add_argument("repeats", type=int, nargs="?", default=3)
-    p.add_argument("--tree", choices=("uniform", "adaptive"), default="uniform")
+    p.add_argument("--tree", choices=("auto", "uniform", "adaptive"), default="auto")
     p.add_argument("--ncu", action="store_true", help="profile the last evaluation only")
     args = p.parse_args(argv)
     _, (xd, ad, sd, td), fmm = gpu_case(args.case, np.random.default_rng(0), tree=args.tree)

@@ -23,7 +23,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--case", default="uniform-gauss-1e-6", choices=list(CASES))
     p.add_argument("--top", type=int, default=30)
-    p.add_argument("--tree", choices=("uniform", "adaptive"), default="uniform")
+    p.add_argument("--tree", choices=("auto", "uniform", "adaptive"), default="auto")
     args = p.parse_args(argv)
     _, (xd, ad, sd, td), fmm = gpu_case(args.case, np.random.default_rng(0), tree=args.tree)
     for _ in range(2):

@@ -100,8 +100,10 @@ class Summation:
         self._capacity_due = False
         if method == "fmm":
             from .fmm.evaluator import FMM  # noqa: PLC0415
+            # the level-uniform tree: the step plan reuses its depth and M2L sizes
+            # without transfers (the adaptive tree sizes itself on the host each call)
             self.fmm = FMM(self.kernel, tol=self.tol, precision=self.precision,
-                           device=self.device)
+                           device=self.device, tree="uniform")
 
     def describe(self):
         """Resolved settings as a plain dict."""

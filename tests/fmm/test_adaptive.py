@@ -85,3 +85,31 @@ def test_adaptive_tree_rejects_bad_options():
         FMM("gaussian", tol=1e-6, device="cpu", tree="adaptive", near_radius=2, separation=1)
     assert FMM("gaussian", tol=1e-6, device="cpu", tree="adaptive").near_radius \
         == FMM("gaussian", tol=1e-6, device="cpu", tree="adaptive").separation
+
+
+def test_auto_tree_takes_the_adaptive_tree_for_a_clustered_cloud_only():
+    """tree="auto" (the default) runs the adaptive tree where the level-uniform one, at
+    its deepest admissible level, keeps more than AUTO_TREE_FACTOR × the near-field
+    pairs of balanced leaves: a 2×10^4-point Plummer cloud (singular kernel, ~3.7×),
+    not uniform points nor ring elements with tracers; an explicit depth keeps the
+    uniform tree."""
+    rng = np.random.default_rng(21)
+    x, alpha, _ = clustered(20000, rng)
+    sigma = np.full(20000, 2e-3)
+    fmm = FMM("singular", tol=1e-6, device="cpu")
+    assert fmm.tree == "auto"
+    u, g = fmm.evaluate(x, alpha, sigma)
+    assert fmm.config.tree == "adaptive"
+    sample = rng.choice(20000, 200, replace=False)
+    ud, gd = direct_sum_at_elements(get_kernel("singular"), x, alpha, sigma, sample)
+    assert _rel(u[sample], ud) <= 1e-6 and _rel(g[sample], gd) <= 1e-5
+    xu, au = rng.random((3000, 3)), rng.normal(size=(3000, 3))
+    fmm.evaluate(xu, au, np.full(3000, 0.02))
+    assert fmm.config.tree == "uniform"
+    xr, ar, tr = rings(1000, 3000, rng, core=0.02, centres_z=(0.5,), cloud=0.2)
+    fmm.evaluate(xr, ar, np.full(1000, 0.015), tr)
+    assert fmm.config.tree == "uniform"
+    fmm.evaluate(x[:2000], alpha[:2000], sigma[:2000], depth=3)
+    assert fmm.config.tree == "uniform"
+    with pytest.raises(ValueError, match="tree must be"):
+        FMM("singular", tree="octree")

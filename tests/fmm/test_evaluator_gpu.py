@@ -58,6 +58,7 @@ def test_gpu_fmm_uniform_2_20_sampled(uniform_2_20, kernel, tol, sigma_h):
     sigma = np.full(_N20, sigma_h * _N20 ** (-1 / 3))
     fmm = _check_2_20(kernel, tol, x, alpha, sigma, sample)
     assert fmm.separation == (2 if tol < 1e-6 else 1)
+    assert fmm.config.tree == "uniform"               # what tree="auto" picks here
 
 
 @pytest.mark.parametrize("tol,smallest", [(1e-3, 1.0), (1e-6, 1 / 3), (1e-9, 1 / 3)])
@@ -171,7 +172,7 @@ def test_gpu_near_field_crowded_leaves_self_excluded():
     x = np.concatenate([0.5 + 0.01 * rng.normal(size=(n // 2, 3)), rng.random((n // 2, 3))])
     alpha, sigma = rng.normal(size=(n, 3)), np.full(n, 0.004)
     sample = rng.choice(n, 300, replace=False)
-    fmm = FMM("gaussian", tol=1e-6, device="gpu")
+    fmm = FMM("gaussian", tol=1e-6, device="gpu", tree="uniform")
     u, g = _gpu_eval(fmm, x, alpha, sigma)
     counts = np.diff(build_tree_counts(fmm, x))
     assert counts.max() > 1000, "the input must put thousands of targets in one leaf"
@@ -349,8 +350,9 @@ def test_gpu_wide_separation_equals_cpu(kernel):
 
 @pytest.mark.parametrize("tol", [1e-3, 1e-6, 1e-9])
 def test_gpu_adaptive_tree_on_a_plummer_cloud_2_20(tol):
-    """The adaptive tree on 2^20 points of a Plummer cloud (σ from the half-mass
-    spacing, Gaussian), u ≤ tol and ∇u ≤ 10·tol on 200 sampled targets."""
+    """The default tree="auto" runs the adaptive tree on 2^20 points of a Plummer cloud
+    (σ from the half-mass spacing, Gaussian): u ≤ tol and ∇u ≤ 10·tol on 200 sampled
+    targets."""
     import cupy as cp
     from vortexsim.inputs import clustered
     rng = np.random.default_rng(11)
@@ -358,9 +360,9 @@ def test_gpu_adaptive_tree_on_a_plummer_cloud_2_20(tol):
     r_half = 1.305 * 0.05
     sigma = np.full(_N20, (0.5 * _N20 / (4 / 3 * np.pi * r_half ** 3)) ** (-1 / 3))
     sample = rng.choice(_N20, 200, replace=False)
-    fmm = FMM("gaussian", tol=tol, device="gpu", tree="adaptive")
+    fmm = FMM("gaussian", tol=tol, device="gpu")          # tree="auto" takes the adaptive one
     u, g = _gpu_eval(fmm, x, alpha, sigma)
-    assert fmm.config.depth >= 6
+    assert fmm.config.tree == "adaptive" and fmm.config.depth >= 6
     ud, gd = (a.get() for a in direct_sum_at_elements(
         get_kernel("gaussian"), *(cp.asarray(a) for a in (x, alpha, sigma)), sample))
     assert _rel(u[sample], ud) <= tol and _rel(g[sample], gd) <= 10 * tol

@@ -190,6 +190,7 @@ class FMMConfig:
     near_radius: int
     reach: float
     leaf_size: int | None
+    tree: str = "uniform"            # the tree this evaluation used
 
 
 class FMM:
@@ -218,12 +219,17 @@ class FMM:
         offsets per box), 2 below (875 offsets, 5³ near stencil; the expansions
         converge ~3.5× per order instead of ~1.75×, which reaches tol 1e-9; the GPU
         then uses the dense M2L and caches ~3.7 GB of translation cores at P = 15)
-    tree : {"uniform", "adaptive"}, default "uniform".  "adaptive"
-        (:mod:`vortexsim.fmm.adaptive`): leaves where boxes hold at most ``leaf_size``
-        points (default :attr:`ADAPTIVE_LEAF_SIZE`), for clustered inputs (2^20-point
-        Plummer cloud on the H100: 131–134 ms against 788 ms); its near stencil is the
-        separation (``near_radius`` must be left unset).  Kernels with a regularized
-        far field (algebraic, winckelmans) use the uniform tree.
+    tree : {"auto", "uniform", "adaptive"}, default "auto".  "uniform": one leaf level
+        for all points.  "adaptive" (:mod:`vortexsim.fmm.adaptive`): leaves where boxes
+        hold at most ``leaf_size`` points (default :attr:`ADAPTIVE_LEAF_SIZE`), for
+        clustered inputs (2^20-point Plummer cloud on the H100: 108 ms against 781 ms);
+        its near stencil is the separation (``near_radius`` must then be left unset).
+        "auto": the adaptive tree when the uniform one, at the deepest level it may
+        take, would still leave far more near-field pairs than balanced leaves
+        (:meth:`_prefers_adaptive`; decided per call, only when the depth is left to
+        the cost model), else the uniform tree; ``config.tree`` says which ran.
+        Kernels with a regularized far field (algebraic, winckelmans) always use the
+        uniform tree.
 
     ``evaluate(x, alpha, sigma, targets=None, gradient=True) -> (u, grad_u)`` takes
     arrays on the evaluator's device; ``timings`` holds the seconds of each stage of
@@ -234,7 +240,7 @@ class FMM:
 
     def __init__(self, kernel="gaussian", tol=1e-6, precision="float64", device="auto",
                  leaf_size=None, near_radius=None, order=None, profile=False,
-                 memory_budget=None, separation=None, tree="uniform"):
+                 memory_budget=None, separation=None, tree="auto"):
         from ..backend import resolve_device  # noqa: PLC0415
         self.kernel = get_kernel(kernel)
         if not 0 < tol < 1:
@@ -267,10 +273,12 @@ class FMM:
                 f"relative on their own (the direct sum too), so the FMM cannot promise "
                 f"less than {FLOAT32_TOL_MIN:g} there. Use precision='float64'.")
         self.dtype = np.dtype(precision)
-        if tree not in ("uniform", "adaptive"):
-            raise ValueError(f"tree must be 'uniform' or 'adaptive', got {tree!r}.")
+        if tree not in ("uniform", "adaptive", "auto"):
+            raise ValueError(f"tree must be 'uniform', 'adaptive' or 'auto', got {tree!r}.")
         #: "uniform": one leaf level; "adaptive": leaves where boxes hold ≤ leaf_size
-        #: points (:mod:`vortexsim.fmm.adaptive`; 1/r far field, else uniform)
+        #: points (:mod:`vortexsim.fmm.adaptive`; 1/r far field, else uniform);
+        #: "auto": per call, the adaptive tree where the level-uniform one would leave
+        #: far too many near-field pairs (:meth:`_prefers_adaptive`), else uniform
         self.tree = tree
         if tree == "adaptive":
             if near_radius not in (None, self.separation):
@@ -411,9 +419,17 @@ class FMM:
             width_max = _stretched_width(width, depth_max, min_leaf)
             pairs, occupied = _near_pairs_by_depth(x, y, lo, width_max, depth_max,
                                                    self.near_radius, xp)
+            clock.lap("depth")
+            if self.tree == "auto" and self._prefers_adaptive(pairs, m, width, reach, green):
+                adaptive_depth, min_leaf = self._depth_limit(width, reach, ADAPTIVE_MAX_DEPTH)
+                return self._evaluate_adaptive(x, alpha, sigma, y, exclude_self, k_grad, lo,
+                                               _stretched_width(width, adaptive_depth,
+                                                                min_leaf),
+                                               adaptive_depth, reach, s_min == s_max,
+                                               root is not None and check_root, clock, u,
+                                               grad_u)
             depth = self._cheapest_depth(pairs, green)
             occupied_leaves = float(occupied[depth])
-            clock.lap("depth")
         # a root cube stretched so that the leaves are no narrower than the reach
         width = _stretched_width(width, depth, min_leaf)
         P = self._order_at(depth)
@@ -504,6 +520,38 @@ class FMM:
         logger.debug("FMM %s P=%d depth=%d timings %s", name, P, depth, self.timings)
         return u, grad_u
 
+    #: tree="auto" takes the adaptive tree when the level-uniform tree at its deepest
+    #: admissible level still has more than this many times the near-field pairs that
+    #: balanced leaves would give (:meth:`_prefers_adaptive`)
+    AUTO_TREE_FACTOR = 2.0
+
+    def _prefers_adaptive(self, pairs, m, width, reach, green):
+        """Whether ``tree="auto"`` takes the adaptive tree for these points.
+
+        ``pairs`` (depth_max + 1,): the level-uniform trees' near-field pair counts
+        (:func:`_near_pairs_by_depth`).  The adaptive tree pays only where the uniform
+        one cannot refine far enough: its deepest level (``depth_max``: the memory
+        budget's) lies above the adaptive tree's (where leaves are the reach wide), and
+        even there a target meets more than :attr:`AUTO_TREE_FACTOR` × stencil ×
+        leaf_size / 2 sources, the most that balanced adaptive leaves (≤ leaf_size
+        sources + targets each) put in a stencil.  Elsewhere the uniform tree is
+        faster: on the H100 at 2^20 points, uniform Gaussian (1.0× the balanced pairs)
+        60 against 84 ms and rings with tracers 14 against 58 ms on the adaptive tree;
+        the Plummer cloud of bench_fmm (~10×, depth 5 of 7) 781 against 108 ms; on
+        2 CPU cores a 2×10^4-point Plummer cloud, singular (3.8×), 28.3 against 16.1 s.
+        The factor 2 lies between the measured points.
+        Needs the 1/r far field and near_radius = separation (the adaptive tree's).
+        """
+        if not green.harmonic or self.near_radius != self.separation or m == 0:
+            return False
+        depth_max = len(pairs) - 1
+        adaptive_depth, _ = self._depth_limit(width, reach, ADAPTIVE_MAX_DEPTH)
+        if depth_max >= adaptive_depth or adaptive_depth < 3:
+            return False
+        leaf = self.ADAPTIVE_LEAF_SIZE[self.device.kind]
+        stencil = (2 * self.near_radius + 1) ** 3
+        return float(pairs[depth_max]) > self.AUTO_TREE_FACTOR * m * stencil * leaf / 2
+
     #: default leaf_size of the adaptive tree (most points a leaf box may hold), per
     #: device kind.  GPU: the 2^20-point Plummer cloud of bench_fmm (Gaussian, tol 1e-6,
     #: H100, session 6) took 192 / 167 / 249 ms with 256 / 512 / 1024 (first build),
@@ -518,7 +566,7 @@ class FMM:
             _check_cube(x, y, lo, width, xp)
         leaf_size = self.leaf_size or self.ADAPTIVE_LEAF_SIZE[self.device.kind]
         P = self.order
-        self.config = FMMConfig(P, depth, self.near_radius, reach, leaf_size)
+        self.config = FMMConfig(P, depth, self.near_radius, reach, leaf_size, "adaptive")
         clock.lap("setup")
         uu, gg, tree = adaptive_fmm(self, x, alpha, sigma, y, lo, width, depth, leaf_size,
                                     exclude_self, k_grad > 0, uniform, P, clock)
