@@ -478,14 +478,21 @@ def adaptive_fmm(fmm, x, alpha, sigma, y, lo, width, depth, leaf_size, exclude_s
                           exclude_self, uniform)
             st["done"] = side.record()
 
-    tree = build_adaptive(x, y, lo, width, depth, leaf_size, fmm.separation, vectors, xp,
-                          near=near)
-    clock.lap("tree")
-    if side is None:
-        near_adaptive(fmm, st["views"], st["xs"], st["alpha_s"], st["sigma_s"], st["ys"], u, g,
-                      exclude_self, uniform)
-        clock.lap("near")
-    _far_adaptive(fmm, tree, st["xs"], st["alpha_s"], st["ys"], u, g, P, clock, st.get("done"))
+    try:
+        tree = build_adaptive(x, y, lo, width, depth, leaf_size, fmm.separation, vectors, xp,
+                              near=near)
+        clock.lap("tree")
+        if side is None:
+            near_adaptive(fmm, st["views"], st["xs"], st["alpha_s"], st["sigma_s"], st["ys"],
+                          u, g, exclude_self, uniform)
+            clock.lap("near")
+        _far_adaptive(fmm, tree, st["xs"], st["alpha_s"], st["ys"], u, g, P, clock,
+                      st.get("done"))
+    finally:
+        # also when something raised: the arrays the side stream reads and writes go
+        # back to the main stream's memory pool only after it has finished
+        if "done" in st:
+            xp.cuda.get_current_stream().wait_event(st["done"])
     out_u = xp.empty_like(u)
     out_u[tree.tgt_order] = u
     out_g = None

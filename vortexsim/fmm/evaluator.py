@@ -229,7 +229,10 @@ class FMM:
         (:meth:`_prefers_adaptive`; decided per call, only when the depth is left to
         the cost model), else the uniform tree; ``config.tree`` says which ran.
         Kernels with a regularized far field (algebraic, winckelmans) always use the
-        uniform tree.
+        uniform tree, and so do configurations whose near_radius differs from the
+        separation (the CPU's default 5³ stencil for the Gaussian and polynomial
+        kernels at tol ≥ 1e-5).  With ``gradient=k`` the adaptive tree computes ∇u at
+        every target (the uniform one splits the target sets).
 
     ``evaluate(x, alpha, sigma, targets=None, gradient=True) -> (u, grad_u)`` takes
     arrays on the evaluator's device; ``timings`` holds the seconds of each stage of
@@ -1350,7 +1353,8 @@ class FMM:
     @staticmethod
     def _near_block_for(n_points, n_leaves):
         """Threads per block of the near-field kernel (one block per chunk of a leaf's
-        targets): 64 up to a mean of 256 targets per leaf, else 128 (:meth:`_block_for`).
+        targets): 32 up to a mean of 32 targets per leaf, 64 up to 256, else 128
+        (:meth:`_block_for` had 128 from 64 up).
         A/B on the H100 (session 7, benchmarks/ab_near_block.py): 64 instead of 128
         took the near field of uniform 2^20 (mean 256) from 36.0 to 32.4 ms (float32
         14.4 → 11.6) and of the clustered adaptive levels (means 71-133) from 46.7 to
