@@ -122,6 +122,29 @@ def _level_of(tagged, tags, xp):
     return xp.searchsorted(tags, tagged, side="right") + 1
 
 
+#: CUDA of a level-tagged key's level (highest set bit / 3) and cell coordinates,
+#: shared by the adaptive tree's elementwise kernels (as :func:`_decode_tagged`)
+_DECODE_TAGGED_CUDA = """
+__device__ int decode_tagged(long long key, long long c[3]) {
+    const int level = (63 - __clzll(key)) / 3;
+    const long long k0 = key ^ (1LL << (3 * level));
+    c[0] = c[1] = c[2] = 0;
+    for (int b = 0; b < level; ++b)
+        for (int a = 0; a < 3; ++a) c[a] |= ((k0 >> (3 * b + a)) & 1LL) << b;
+    return level;
+}
+"""
+
+
+def _decode_tagged(keys):
+    """(cell coordinates (n, 3) int64, levels (n,)) of level-tagged keys (NumPy; the
+    CUDA twin is ``_DECODE_TAGGED_CUDA``)."""
+    lev = _level_of(keys, np.array([_tag(lv) for lv in range(1, 12)], dtype=np.int64), np) - 1
+    k0 = keys ^ np.left_shift(np.int64(1), 3 * lev)
+    ijk = np.stack(morton_decode(k0.astype(np.uint64), ADAPTIVE_MAX_DEPTH, np), axis=1)
+    return ijk.astype(np.int64), lev
+
+
 @functools.lru_cache(maxsize=None)
 def _shift_kernel():
     """CuPy elementwise kernel of :func:`_shifted` (one launch instead of ~60)."""
@@ -129,23 +152,19 @@ def _shift_kernel():
     return cp.ElementwiseKernel(
         "int64 key, int64 dx, int64 dy, int64 dz", "int64 out",
         """
-        const int level = (63 - __clzll(key)) / 3;
-        const long long tag = 1LL << (3 * level);
-        const long long k0 = key ^ tag;
-        long long c[3] = {0, 0, 0};
-        for (int b = 0; b < level; ++b)
-            for (int a = 0; a < 3; ++a) c[a] |= ((k0 >> (3 * b + a)) & 1LL) << b;
+        long long c[3];
+        const int level = decode_tagged(key, c);
         c[0] += dx; c[1] += dy; c[2] += dz;
         const long long n = 1LL << level;
         if (c[0] < 0 || c[0] >= n || c[1] < 0 || c[1] >= n || c[2] < 0 || c[2] >= n) {
             out = -1;
         } else {
-            long long k = tag;
+            long long k = 1LL << (3 * level);
             for (int b = 0; b < level; ++b)
                 for (int a = 0; a < 3; ++a) k |= ((c[a] >> b) & 1LL) << (3 * b + a);
             out = k;
         }
-        """, "vortexsim_adaptive_shift_tagged")
+        """, "vortexsim_adaptive_shift_tagged", preamble=_DECODE_TAGGED_CUDA)
 
 
 def _shifted(keys, offsets, xp):
@@ -154,15 +173,13 @@ def _shifted(keys, offsets, xp):
     if xp is not np:
         d = xp.asarray(offsets, dtype=xp.int64)
         return _shift_kernel()(keys[:, None], d[None, :, 0], d[None, :, 1], d[None, :, 2])
-    lev = _level_of(keys, np.array([_tag(lv) for lv in range(1, 12)], dtype=np.int64), np) - 1
-    tag = np.left_shift(np.int64(1), 3 * lev)
-    ijk = np.stack(morton_decode((keys ^ tag).astype(np.uint64), ADAPTIVE_MAX_DEPTH, np),
-                   axis=1).astype(np.int64)
+    ijk, lev = _decode_tagged(keys)
     q = ijk[:, None, :] + np.asarray(offsets, dtype=np.int64)[None, :, :]
     n = np.left_shift(np.int64(1), lev)[:, None, None]
     inside = np.all((q >= 0) & (q < n), axis=2)
     q = np.minimum(np.maximum(q, 0), n - 1)
-    out = morton_encode(q[..., 0], q[..., 1], q[..., 2], np).astype(np.int64) | tag[:, None]
+    out = (morton_encode(q[..., 0], q[..., 1], q[..., 2], np).astype(np.int64)
+           | np.left_shift(np.int64(1), 3 * lev)[:, None])
     return np.where(inside, out, np.int64(-1))
 
 
@@ -410,15 +427,11 @@ def _centre_kernel():
     return cp.ElementwiseKernel(
         "int64 key, raw float64 lo, float64 width", "raw float64 c",
         """
-        const int level = (63 - __clzll(key)) / 3;
-        const long long k0 = key ^ (1LL << (3 * level));
+        long long q[3];
+        const int level = decode_tagged(key, q);
         const double w = width / (double) (1LL << level);
-        for (int a = 0; a < 3; ++a) {
-            long long q = 0;
-            for (int b = 0; b < level; ++b) q |= ((k0 >> (3 * b + a)) & 1LL) << b;
-            c[3 * i + a] = lo[a] + ((double) q + 0.5) * w;
-        }
-        """, "vortexsim_adaptive_centres")
+        for (int a = 0; a < 3; ++a) c[3 * i + a] = lo[a] + ((double) q[a] + 0.5) * w;
+        """, "vortexsim_adaptive_centres", preamble=_DECODE_TAGGED_CUDA)
 
 
 def _centres(keys, lo, width, xp):
@@ -430,9 +443,7 @@ def _centres(keys, lo, width, xp):
     if xp is not np:
         _centre_kernel()(keys, xp.asarray(lo, dtype=xp.float64), float(width), out)
         return out
-    lev = _level_of(keys, np.array([_tag(lv) for lv in range(1, 12)], dtype=np.int64), np) - 1
-    ijk = np.stack(morton_decode((keys ^ np.left_shift(np.int64(1), 3 * lev)).astype(np.uint64),
-                                 ADAPTIVE_MAX_DEPTH, np), axis=1)
+    ijk, lev = _decode_tagged(keys)
     return lo + (ijk.astype(np.float64) + 0.5) * (width / np.left_shift(1, lev))[:, None]
 
 
@@ -486,8 +497,8 @@ def adaptive_fmm(fmm, x, alpha, sigma, y, lo, width, depth, leaf_size, exclude_s
             near_adaptive(fmm, st["views"], st["xs"], st["alpha_s"], st["sigma_s"], st["ys"],
                           u, g, exclude_self, uniform)
             clock.lap("near")
-        _far_adaptive(fmm, tree, st["xs"], st["alpha_s"], st["ys"], u, g, P, clock,
-                      st.get("done"))
+        _far_adaptive(fmm, tree, st["views"], st["xs"], st["alpha_s"], st["ys"], u, g, P,
+                      clock, st.get("done"))
     finally:
         # also when something raised: the arrays the side stream reads and writes go
         # back to the main stream's memory pool only after it has finished
@@ -502,17 +513,15 @@ def adaptive_fmm(fmm, x, alpha, sigma, y, lo, width, depth, leaf_size, exclude_s
     return out_u, out_g, tree
 
 
-def _far_adaptive(fmm, tree, xs, alpha_s, ys, u, g, P, clock, near_done=None):
+def _far_adaptive(fmm, tree, views, xs, alpha_s, ys, u, g, P, clock, near_done=None):
     """The far field (P2M, M2M, M2L, L2L, L2P) of the adaptive ``tree`` added into the
-    sorted targets' u, g; ``near_done``: the near field's event (GPU side stream), waited
-    for before L2P adds into u, g."""
+    sorted targets' u, g; ``views``: the build's per-level target views (its ``near``
+    argument); ``near_done``: the near field's event (GPU side stream), waited for
+    before L2P adds into u, g."""
     xp = fmm.device.xp
     L, levels = tree.depth, tree.levels
-    views = {level: _LevelTargets(lv.src_start, lv.tgt_start, int(lv.leaves.shape[0]), level)
-             for level, lv in levels.items() if lv.t1 > lv.t0}
-    U, V = fmm._harmonic_bases(P)
     Tc, Rc = fmm._compressed_shift_operators(P)
-    n, r = V.shape
+    r = Tc.shape[0]
     multipoles = {}
     for level in range(L, 1, -1):                     # P2M and M2M, leaves upward
         lv = levels[level]
@@ -521,7 +530,7 @@ def _far_adaptive(fmm, tree, xs, alpha_s, ys, u, g, P, clock, near_done=None):
         if nb:
             M = fmm._p2m(xs[lv.p2m_points], alpha_s[lv.p2m_points], lv.p2m_start,
                          lv.p2m_centres, lv.width, P)
-            Mh[:, lv.p2m, :] = (V.T @ M.transpose(1, 0, 2).reshape(n, nb * 3)).reshape(r, nb, 3)
+            Mh[:, lv.p2m, :] = fmm._compressed(M, P)
         clock.lap(f"p2m_{level}")
         k = int(lv.m2m.shape[0])
         if k:
@@ -556,16 +565,14 @@ def _far_adaptive(fmm, tree, xs, alpha_s, ys, u, g, P, clock, near_done=None):
         above = Lh
         clock.lap(f"m2l_{level}")
         if level in views:
-            nl = views[level].n_leaves
-            leaf_locals[level] = xp.ascontiguousarray(
-                (U @ Lh[:, lv.leaves, :].reshape(r, nl * 3)).reshape(n, nl, 3).transpose(1, 0, 2))
+            leaf_locals[level] = fmm._decompressed(Lh[:, lv.leaves, :], P)
     from .evaluator import _TargetPart  # noqa: PLC0415  (evaluator imports this module)
     if near_done is not None:
         xp.cuda.get_current_stream().wait_event(near_done)
     for level, Ll in leaf_locals.items():
         lv = levels[level]
         # (first: the block's start in the sorted targets ys; L2P does not read it)
-        part = _TargetPart(views[level], lv.t0, ys[lv.t0:lv.t1], g is not None,
+        part = _TargetPart(views[level][0], lv.t0, ys[lv.t0:lv.t1], g is not None,
                            u[lv.t0:lv.t1], g[lv.t0:lv.t1] if g is not None else None)
         fmm._l2p(Ll, lv.leaf_centres, lv.width, lv.tgt_start, [part], P)
         clock.lap(f"l2p_{level}")

@@ -398,16 +398,12 @@ class FMM:
             width = float(width)
             clock.lap("root")
         P = self.order
+        adaptive = (x, alpha, sigma, y, exclude_self, k_grad, lo, reach, s_min == s_max,
+                    root is not None and check_root, clock, u, grad_u)
         if self.tree == "adaptive" and green.harmonic:
-            # the deepest level whose leaves, with the root cube stretched a little
-            # (as the uniform tree's), are as wide as the near field's reach / ρ
-            adaptive_depth, min_leaf = self._depth_limit(width, reach, ADAPTIVE_MAX_DEPTH)
-            width = _stretched_width(width, adaptive_depth, min_leaf)
+            adaptive_depth, width = self._adaptive_root(width, reach)
             if adaptive_depth >= 3:
-                return self._evaluate_adaptive(x, alpha, sigma, y, exclude_self, k_grad,
-                                               lo, width, adaptive_depth, reach,
-                                               s_min == s_max, root is not None and check_root,
-                                               clock, u, grad_u)
+                return self._evaluate_adaptive(adaptive_depth, width, *adaptive)
         depth_max, min_leaf = self._depth_limit(width, reach)
         occupied_leaves = None            # target leaves holding points, when counted
         depth_given = depth is not None
@@ -423,14 +419,10 @@ class FMM:
             pairs, occupied = _near_pairs_by_depth(x, y, lo, width_max, depth_max,
                                                    self.near_radius, xp)
             clock.lap("depth")
-            if self.tree == "auto" and self._prefers_adaptive(pairs, m, width, reach, green):
-                adaptive_depth, min_leaf = self._depth_limit(width, reach, ADAPTIVE_MAX_DEPTH)
-                return self._evaluate_adaptive(x, alpha, sigma, y, exclude_self, k_grad, lo,
-                                               _stretched_width(width, adaptive_depth,
-                                                                min_leaf),
-                                               adaptive_depth, reach, s_min == s_max,
-                                               root is not None and check_root, clock, u,
-                                               grad_u)
+            if self.tree == "auto":
+                adaptive_depth, adaptive_width = self._adaptive_root(width, reach)
+                if self._prefers_adaptive(pairs, m, adaptive_depth, green):
+                    return self._evaluate_adaptive(adaptive_depth, adaptive_width, *adaptive)
             depth = self._cheapest_depth(pairs, green)
             occupied_leaves = float(occupied[depth])
         # a root cube stretched so that the leaves are no narrower than the reach
@@ -528,11 +520,18 @@ class FMM:
     #: balanced leaves would give (:meth:`_prefers_adaptive`)
     AUTO_TREE_FACTOR = 2.0
 
-    def _prefers_adaptive(self, pairs, m, width, reach, green):
+    def _adaptive_root(self, width, reach):
+        """(depth, root-cube edge [L]) of the adaptive tree for a bounding cube of edge
+        ``width``: the deepest level whose leaves, with the cube stretched a little (as
+        the uniform tree's), are as wide as the near field's reach / ρ."""
+        depth, min_leaf = self._depth_limit(width, reach, ADAPTIVE_MAX_DEPTH)
+        return depth, _stretched_width(width, depth, min_leaf)
+
+    def _prefers_adaptive(self, pairs, m, adaptive_depth, green):
         """Whether ``tree="auto"`` takes the adaptive tree for these points.
 
         ``pairs`` (depth_max + 1,): the level-uniform trees' near-field pair counts
-        (:func:`_near_pairs_by_depth`).  The adaptive tree pays only where the uniform
+        (:func:`_near_pairs_by_depth`); ``adaptive_depth``: :meth:`_adaptive_root`'s.  The adaptive tree pays only where the uniform
         one cannot refine far enough: its deepest level (``depth_max``: the memory
         budget's) lies above the adaptive tree's (where leaves are the reach wide), and
         even there a target meets more than :attr:`AUTO_TREE_FACTOR` × stencil ×
@@ -548,7 +547,6 @@ class FMM:
         if not green.harmonic or self.near_radius != self.separation or m == 0:
             return False
         depth_max = len(pairs) - 1
-        adaptive_depth, _ = self._depth_limit(width, reach, ADAPTIVE_MAX_DEPTH)
         if depth_max >= adaptive_depth or adaptive_depth < 3:
             return False
         leaf = self.ADAPTIVE_LEAF_SIZE[self.device.kind]
@@ -561,9 +559,10 @@ class FMM:
     #: 138 / 130–134 ms with 384 / 512 (box-level build)
     ADAPTIVE_LEAF_SIZE = {"gpu": 512, "cpu": 64}
 
-    def _evaluate_adaptive(self, x, alpha, sigma, y, exclude_self, k_grad, lo, width, depth,
+    def _evaluate_adaptive(self, depth, width, x, alpha, sigma, y, exclude_self, k_grad, lo,
                            reach, uniform, check, clock, u, grad_u):
-        """:meth:`evaluate` on the adaptive tree (:mod:`vortexsim.fmm.adaptive`)."""
+        """:meth:`evaluate` on the adaptive tree (:mod:`vortexsim.fmm.adaptive`) of
+        ``depth`` levels in the cube [lo, lo + width)³ (:meth:`_adaptive_root`)."""
         xp = self.device.xp
         if check:
             _check_cube(x, y, lo, width, xp)
@@ -818,6 +817,23 @@ class FMM:
         return self._cached(("harmonic", P),
                             lambda: tuple(xp.asarray(a) for a in E.harmonic_bases(P)))
 
+    def _compressed(self, M, P):
+        """Compressed multipoles M̂ = Vᵀ M̃ (r, B, 3), coefficient-major, of normalized
+        ones M̃ (B, n, 3) (1/r far field, :meth:`_harmonic_bases`)."""
+        _, V = self._harmonic_bases(P)
+        n, r = V.shape
+        B = M.shape[0]
+        return (V.T @ M.transpose(1, 0, 2).reshape(n, B * 3)).reshape(r, B, 3)
+
+    def _decompressed(self, Lh, P):
+        """Normalized locals L̃ = U L̂ (B, n, 3), box-major and contiguous (for L2P), of
+        compressed ones L̂ (r, B, 3)."""
+        U, _ = self._harmonic_bases(P)
+        n, r = U.shape
+        B = Lh.shape[1]
+        return self.device.xp.ascontiguousarray(
+            (U @ Lh.reshape(r, B * 3)).reshape(n, B, 3).transpose(1, 0, 2))
+
     def _compressed_shift_operators(self, P):
         """M2M and L2L of the 1/r far field on compressed expansions (cached).
 
@@ -843,7 +859,6 @@ class FMM:
         """Normalized multipoles per level, float64: dict level → M̃ (8^level, n, 3), or
         with ``harmonic`` (1/r far field) the compressed M̂ = Vᵀ M̃ (r, 8^level, 3),
         coefficient-major, whose M2M is r² per child (:meth:`_compressed_shift_operators`)."""
-        xp = self.device.xp
         L = tree.depth
         mi = E.multi_indices(P)
         M = self._p2m(xs, alpha_s, tree.src_start, self._box_centers(tree, L),
@@ -851,10 +866,9 @@ class FMM:
         clock.lap("p2m")
         n = mi.n
         if harmonic:
-            U, V = self._harmonic_bases(P)
-            r, B = V.shape[1], M.shape[0]
-            out = {L: (V.T @ M.transpose(1, 0, 2).reshape(n, B * 3)).reshape(r, B, 3)}
+            out = {L: self._compressed(M, P)}
             Tc, _ = self._compressed_shift_operators(P)
+            r = Tc.shape[0]
             for level in range(L, 2, -1):                          # M2M: one GEMM per level
                 bp = 8 ** (level - 1)
                 X = out[level].reshape(r, bp, 8, 3).transpose(2, 0, 1, 3).reshape(8 * r, bp * 3)
@@ -1282,22 +1296,18 @@ class FMM:
         ``harmonic`` (1/r far field), else L̃ (8^level, n, 3).
         ``tree`` holds the union of the parts' targets (its ``tgt_start`` only marks
         which leaves need coefficients); each :class:`_TargetPart` has its own tree."""
-        xp = self.device.xp
         L = tree.depth
         n = E.multi_indices(P).n
         if harmonic:
             # compressed locals L̂ (r, 8^level, 3): L2L at r² per child, then L̃ = U L̂
-            U, _ = self._harmonic_bases(P)
             _, Rc = self._compressed_shift_operators(P)
-            r = U.shape[1]
+            r = Rc.shape[1]
             for level in range(3, L + 1):
                 bp = 8 ** (level - 1)
                 Y = Rc @ locals_[level - 1].reshape(r, bp * 3)     # (8r, bp·3)
                 locals_[level] += Y.reshape(8, r, bp, 3).transpose(1, 2, 0, 3) \
                     .reshape(r, 8 * bp, 3)
-            B = locals_[L].shape[1]
-            Ll = xp.ascontiguousarray(
-                (U @ locals_[L].reshape(r, B * 3)).reshape(n, B, 3).transpose(1, 0, 2))
+            Ll = self._decompressed(locals_[L], P)
         else:
             _, R = self._shift_operators(P)
             for level in range(3, L + 1):                          # L2L: one GEMM per level
