@@ -9,7 +9,7 @@ import argparse
 
 import numpy as np
 
-from bench_clustered import _times
+from _timing import gpu_times
 from bench_fmm import gpu_case
 
 from vortexsim.fmm.evaluator import FMM
@@ -37,7 +37,7 @@ def main():
                 lambda n_points, n_leaves, b=int(b): b)
             for name, (dev, fmm) in runs.items():
                 fmm.evaluate(*dev)
-                res[(name, b)] += _times(fmm, dev, 5)
+                res[(name, b)] += gpu_times(lambda: fmm.evaluate(*dev), 5)
                 fmm.profile = True
                 fmm.evaluate(*dev)
                 near[(name, b)].append(fmm.timings["near"])

@@ -21,24 +21,11 @@ import sys
 
 import numpy as np
 
+from _timing import gpu_times
 from bench_fmm import CASES, gpu_case
 
 from vortexsim.kernels.cutoff import get_kernel
 from vortexsim.kernels.direct import direct_sum_at_elements
-
-
-def _times(fmm, dev, repeats):
-    """Seconds of ``repeats`` evaluations (CUDA events, each synchronized)."""
-    import cupy as cp
-    out = []
-    for _ in range(repeats):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fmm.evaluate(*dev)
-        stop.record()
-        stop.synchronize()
-        out.append(cp.cuda.get_elapsed_time(start, stop) * 1e-3)
-    return out
 
 
 def _errors(fmm, host, dev, samples, rng):
@@ -88,7 +75,7 @@ def main(argv=None):
         print(name, "err u %.2e grad %.2e" % err, "stages ms", stages, flush=True)
     for r in range(args.rounds):
         for name, c in cases.items():
-            c["times"] += _times(c["fmm"], c["dev"], args.repeats)
+            c["times"] += gpu_times(lambda c=c: c["fmm"].evaluate(*c["dev"]), args.repeats)
         print(f"round {r}: " + ", ".join(
             f"{name} {np.median(c['times'][-args.repeats:]) * 1e3:.1f} ms"
             for name, c in cases.items()), flush=True)

@@ -34,8 +34,6 @@ def main(argv=None):
     p.add_argument("--profile", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    if args.separation == 2:
-        FMM.WIDE_ON_GPU = True          # measure it even where the version refuses it
     rng = np.random.default_rng(args.seed)
     n = args.n
     x, alpha, _ = uniform(n, rng)

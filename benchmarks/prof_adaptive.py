@@ -14,8 +14,7 @@ def main():
     import cupy as cp
     sys.path.insert(0, "benchmarks")
     from bench_fmm import gpu_case
-    from vortexsim.fmm import expansions as E
-    from vortexsim.fmm.adaptive import build_adaptive
+    from vortexsim.fmm.adaptive import build_adaptive, class_vectors
     from vortexsim.fmm.evaluator import near_field_reach
     from vortexsim.fmm.tree import root_cube
     leaf = int(sys.argv[1]) if len(sys.argv) > 1 else 512
@@ -23,9 +22,8 @@ def main():
                                       tree="adaptive")
     lo, width = root_cube(xd, xd, cp)
     reach = near_field_reach("gaussian", fmm.tol, float(sd.max()))
-    depth = int(np.ceil(np.log2(float(width) / reach)))
-    width = max(float(width), (1 << depth) * reach * (1 + 1e-9))
-    vec = [E.offsets_cube(fmm._offset_radius)[o] for o in fmm._class_offsets(2)]
+    depth, width = fmm._adaptive_root(float(width), reach)     # as FMM.evaluate
+    vec = class_vectors(fmm)
     for run in range(3):
         laps = collections.defaultdict(float)
         t = [time.perf_counter()]

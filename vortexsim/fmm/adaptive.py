@@ -458,6 +458,13 @@ def near_adaptive(fmm, views, xs, alpha_s, sigma_s, ys, u, g, exclude_self, unif
             g[t0:t1] = gg
 
 
+def class_vectors(fmm):
+    """Per parity class the M2L offsets (|O_p|, 3) [box widths] of the evaluator
+    ``fmm``'s separation (:func:`build_adaptive`'s ``class_offsets``)."""
+    return [E.offsets_cube(fmm._offset_radius)[o]
+            for o in fmm._class_offsets(fmm.parent_radius + 1)]
+
+
 def adaptive_fmm(fmm, x, alpha, sigma, y, lo, width, depth, leaf_size, exclude_self, gradient,
                  uniform, P, clock):
     """u (M, 3) and ∇u (M, 3, 3) (or None), float64, in the caller's target order, of
@@ -473,8 +480,7 @@ def adaptive_fmm(fmm, x, alpha, sigma, y, lo, width, depth, leaf_size, exclude_s
     m = y.shape[0]
     u = xp.zeros((m, 3))
     g = xp.zeros((m, 3, 3)) if gradient else None
-    radius = fmm._offset_radius
-    vectors = [E.offsets_cube(radius)[o] for o in fmm._class_offsets(fmm.parent_radius + 1)]
+    vectors = class_vectors(fmm)
     side = None if (xp is np or clock.sync) else fmm._side_stream()
     st = {}
 
