@@ -34,6 +34,7 @@ values); :func:`vortexsim.cases.from_config` rebuilds a case simulation from it.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -42,10 +43,9 @@ import numpy as np
 
 from ._names import did_you_mean
 from .backend import Device, resolve_device, to_host
-from .images import make_boundary
 from .integrators import get_scheme
-from .rhs import Summation, VortexRHS
-from .state import ElementGroup, Elements, Tracers, make_elements, make_tracers
+from .physics import FMMPlanner, Summation, VortexRHS, make_domain
+from .state import ElementGroup, Elements, Tracers, group_labels, make_elements, make_tracers
 from . import diagnostics as D
 
 logger = logging.getLogger(__name__)
@@ -77,10 +77,6 @@ RUN_DEFAULTS = {
     "progress": True,              # tqdm bar in run()
 }
 
-
-#: steps between two choices of the FMM tree depth (each costs one device-to-host
-#: transfer; the depth in use is part of the state, so restarts stay bitwise)
-FMM_DEPTH_REFRESH = 20
 
 class SimulationError(RuntimeError):
     """A step failed a safety check; the simulation stays at its last good state.
@@ -138,9 +134,10 @@ class Simulation:
         self.device: Device = resolve_device(cfg["device"])
         # -- state, validated once -------------------------------------------
         if isinstance(elements, Elements):
-            elements = (elements.x, elements.alpha, elements.sigma)
-        x, alpha, sigma = elements
-        self.elements = make_elements(x, alpha, sigma, self.device)
+            elements = (elements.x, elements.alpha, elements.sigma, elements.volume)
+        x, alpha, sigma, *volume = elements
+        self.elements = make_elements(x, alpha, sigma, self.device,
+                                      volume=volume[0] if volume else None)
         if isinstance(tracers, Tracers):
             tracers = tracers.x
         self.tracers = make_tracers(tracers, self.device)
@@ -151,6 +148,7 @@ class Simulation:
             if g.stop > n:
                 raise ValueError(f"group {g.name!r} ends at element {g.stop} but there are "
                                  f"only {n} elements.")
+        self.elements.group = self.device.xp.asarray(group_labels(self.groups, n))
         # -- time stepping ------------------------------------------------------
         dt = cfg["dt"]
         if dt is None or not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
@@ -168,24 +166,26 @@ class Simulation:
         if not 0 < float(cfg["root_slack"]) <= 10:
             raise ValueError(f"root_slack must be in (0, 10], got {cfg['root_slack']!r}.")
         # -- physics --------------------------------------------------------------
-        self.boundary = make_boundary(cfg["boundary"], cfg["ground_z"])
-        self.boundary.check(self.elements.x, "elements")
-        self.boundary.check(self.tracers.x, "tracers")
-        n_src = n * (1 + self.boundary.n_images_per_element)
+        self.domain = make_domain(cfg["boundary"], cfg["ground_z"])
+        self.domain.check(self.elements.x, "elements")
+        self.domain.check(self.tracers.x, "tracers")
+        n_src = n * (1 + self.domain.n_images_per_element)
         self.summation = Summation(cfg["method"], cfg["kernel"], cfg["tol"], cfg["precision"],
                                    self.device, n_sources=n_src, n_targets=n + m)
-        self.rhs = VortexRHS(self.summation, self.boundary, cfg["stretching"], cfg["nu"],
+        self.rhs = VortexRHS(self.summation, self.domain, cfg["stretching"], cfg["nu"],
                              cfg["viscous"])
+        self.planner = FMMPlanner(self.domain, self.device.xp,
+                                  active=self.summation.method == "fmm",
+                                  root_slack=cfg["root_slack"])
         self.callbacks = list(callbacks)
         self._run = cfg
         self.t = float(t0)
         self.iteration = 0
         self._sigma_range = self._host_sigma_range()
-        self._box = self._host_box()
+        self.planner.observe_box(self._host_box_stats())
         # -- an evaluation at t0: the blow-up bound and the first adaptive dt ---
-        self._speed = 0.0                  # max |u| of the last step [L/T] (root margin)
         speed, grad = self._initial_maxima()
-        self._speed = speed
+        self.planner.speed = speed
         if cfg["max_speed"] is None:
             cfg["max_speed"] = 100.0 * speed if speed > 0 else math.inf
         if not float(cfg["max_speed"]) > 0:
@@ -193,7 +193,7 @@ class Simulation:
         cfg.update(self.summation.describe())
         cfg.update(device=self.device.kind, integrator=self.scheme.name,
                    stretching=self.rhs.stretching, nu=self.rhs.nu, viscous=self.rhs.viscous,
-                   boundary=self.boundary.name, dt=float(dt), dt_min=float(cfg["dt_min"]),
+                   boundary=self.domain.name, dt=float(dt), dt_min=float(cfg["dt_min"]),
                    max_speed=float(cfg["max_speed"]), courant=float(cfg["courant"]),
                    adaptive=bool(cfg["adaptive"]), ground_z=float(cfg["ground_z"]),
                    t_end=None if cfg["t_end"] is None else float(cfg["t_end"]))
@@ -210,39 +210,23 @@ class Simulation:
         s = to_host(self.elements.sigma)
         return float(s.min()), float(s.max())
 
-    def _host_box(self):
-        """(lo, hi) host arrays of elements, their images and tracers."""
+    def _host_box_stats(self):
+        """Host [lo, hi] of the elements, then of the tracers (one transfer)."""
         xp = self.device.xp
         stats = xp.concatenate([self.elements.x.min(axis=0), self.elements.x.max(axis=0)])
         if len(self.tracers):
             stats = xp.concatenate([stats, self.tracers.x.min(axis=0),
                                     self.tracers.x.max(axis=0)])
-        return self._box_from(to_host(stats))
-
-    def _box_from(self, s):
-        lo, hi = self.boundary.extend_box(s[0:3], s[3:6])
-        if len(s) >= 12 and np.isfinite(s[6:12]).all():
-            lo, hi = np.minimum(lo, s[6:9]), np.maximum(hi, s[9:12])
-        return lo, hi
-
-    def _root(self, dt):
-        """FMM root cube (lower corner on the device, edge) and its margin [L]: the larger
-        of ``root_slack`` × the box width and twice the step's displacement at the last
-        step's speed.  A small slack keeps the leaves narrow (the cube is cut into
-        2^depth leaves no narrower than the near-field reach: at 0.25 the leapfrog GPU
-        case had leaves of 0.40 instead of 0.32 and 1.8× the near-field pairs)."""
-        if self.summation.method != "fmm":
-            return None, 0.0
-        lo, hi = self._box
-        width = float((hi - lo).max())
-        margin = max(self._run["root_slack"] * max(width, 1e-300), 2.0 * dt * self._speed)
-        lo = lo - margin
-        edge = width + 2 * margin
-        return (self.device.xp.asarray(lo, dtype=np.float64), edge), margin
+        return to_host(stats)
 
     def _initial_maxima(self):
-        """Host max |u| (elements and tracers) and max ‖∇u‖_F (elements) at the current state."""
-        self.rates()
+        """Host max |u| (elements and tracers) and max ‖∇u‖_F (elements) at the current
+        state, from an evaluation planned like a step's first stage (its depth is kept)."""
+        el = self.elements
+        plan, _ = self.planner.step(self.iteration, 0.0)
+        self.rhs.begin_step(self.t, el.sigma, self._sigma_range, plan=plan)
+        self.rhs((el.x, el.alpha, self.tracers.x), self.t)
+        self.planner.depth = plan.depth
         s = to_host(self.rhs.stage_max)
         if not np.isfinite(s).all():
             raise ValueError("the initial state gives a non-finite velocity; check that "
@@ -274,13 +258,11 @@ class Simulation:
                                   self.t, self.state_dict())
         xp = self.device.xp
         el, tr = self.elements, self.tracers
-        root, margin = self._root(dt)
-        if self.iteration % FMM_DEPTH_REFRESH == 0:
-            self.summation.depth = None          # the FMM chooses its tree depth again
-        self.rhs.begin_step(self.t, el.sigma, self._sigma_range, root)
+        plan, margin = self.planner.step(self.iteration, dt)
+        self.rhs.begin_step(self.t, el.sigma, self._sigma_range, plan=plan)
         x1, alpha1, y1 = self.scheme.step((el.x, el.alpha, tr.x), self.t, dt, self.rhs)
         nu = self.rhs.nu
-        sigma1 = xp.sqrt(el.sigma * el.sigma + 2.0 * nu * dt) if nu > 0 else el.sigma
+        sigma1 = self.rhs.advance_cores(el.sigma, dt)
         # one device→host transfer: [finite, max|u|², max‖∇u‖², box of x1, box of y1]
         finite = xp.isfinite(x1).all() & xp.isfinite(alpha1).all() & xp.isfinite(y1).all() \
             & xp.isfinite(sigma1).all()
@@ -291,12 +273,11 @@ class Simulation:
         stats = to_host(xp.concatenate([xp.asarray(p, dtype=xp.float64) for p in parts]))
         self._check(stats, dt, margin)
         # commit
-        self.elements = Elements(x1, alpha1, sigma1)
+        self.elements = dataclasses.replace(el, x=x1, alpha=alpha1, sigma=sigma1)
         self.tracers = Tracers(y1)
         self.t += dt
         self.iteration += 1
-        self._box = self._box_from(stats[3:])
-        self._speed = float(np.sqrt(stats[1]))
+        self.planner.commit(plan, np.sqrt(stats[1]), stats[3:])
         if nu > 0:
             lo, hi = self._sigma_range
             self._sigma_range = (math.sqrt(lo * lo + 2 * nu * dt), math.sqrt(hi * hi + 2 * nu * dt))
@@ -326,12 +307,12 @@ class Simulation:
             problem = (f"points moved up to {dt * speed:.3g} within one step, beyond the FMM "
                        f"root-cube margin {margin:.3g} (raise root_slack = "
                        f"{self._run['root_slack']:g}, or lower dt)")
-        elif self.boundary.name == "ground":
+        elif self.domain.name == "ground":
             # stats: [finite, |u|², ‖∇u‖², lo x1 (3), hi x1 (3), lo y1 (3), hi y1 (3)]
             lo_z = min(stats[5], stats[11] if len(stats) == 15 else math.inf)
-            lo, hi = self._box
-            if lo_z < self.boundary.z0 - 1e-12 * max(1.0, float((hi - lo).max())):
-                problem = (f"a point crossed the ground plane z0 = {self.boundary.z0} "
+            lo, hi = self.planner.box
+            if lo_z < self.domain.z0 - 1e-12 * max(1.0, float((hi - lo).max())):
+                problem = (f"a point crossed the ground plane z0 = {self.domain.z0} "
                            f"(min z = {lo_z:.4g})")
         if problem is not None:
             msg = (f"Simulation stopped at step {step} (t = {t:.6g} → {t + dt:.6g}): {problem}. "
@@ -399,7 +380,8 @@ class Simulation:
         """Time derivatives (dx/dt, dα/dt, dy/dt) of the current state (device arrays):
         one right-hand-side evaluation, as the integrator's first stage sees it."""
         el = self.elements
-        self.rhs.begin_step(self.t, el.sigma, self._sigma_range, self._root(0.0)[0])
+        self.rhs.begin_step(self.t, el.sigma, self._sigma_range,
+                            plan=self.planner.query(root=self.planner.root(0.0)[0]))
         return self.rhs((el.x, el.alpha, self.tracers.x), self.t)
 
     def velocity(self, targets=None, gradient=False):
@@ -413,7 +395,7 @@ class Simulation:
             targets = self.device.xp.asarray(targets, dtype=el.x.dtype)
         return self.rhs.velocity(el.x, el.alpha, el.sigma, targets, gradient=gradient,
                                  n_self=n_self if gradient else 0,
-                                 sigma_range=self._sigma_range, root=None)
+                                 sigma_range=self._sigma_range, plan=self.planner.query())
 
     def diagnostics(self):
         """Integral diagnostics of the current state (host values; ``physics.md``).
@@ -431,7 +413,7 @@ class Simulation:
         el = self.elements
         kernel = self.summation.kernel.name
         u, _ = self.velocity()
-        sources = self.boundary.sources(el.x, el.alpha, el.sigma)
+        sources = self.domain.sources(el.x, el.alpha, el.sigma)
         energy, enstrophy = D.energy_and_enstrophy(el.x, el.alpha, el.sigma, kernel,
                                                    sources=sources)
         out = {
@@ -457,6 +439,37 @@ class Simulation:
                        ring_radius=np.array(radii), ring_axis=np.array(axes))
         return out
 
+    # -- a new particle set -------------------------------------------------------------
+    def replace_elements(self, x, alpha, sigma, volume=None, group=None):
+        """Replace the vortex elements by a new set of any size N' (what remeshing does).
+
+        x (N', 3) [L], alpha (N', 3) [L³/T], sigma (N',) or scalar [L], volume (N',) [L³]
+        (default: not known), group (N',) labels (default: none; each group's elements
+        must stay contiguous, so that its index range can be rebuilt).  Everything that
+        depends on the particle set is reset here and only here: the σ range, the FMM
+        planner's depth and box, the group ranges and the recorded sizes.
+        """
+        self.elements = make_elements(x, alpha, sigma, self.device, self.elements.x.dtype,
+                                      volume=volume, group=group)
+        self.domain.check(self.elements.x, "elements")
+        labels = to_host(self.elements.group)
+        groups = []
+        for i, g in enumerate(self.groups):
+            where = np.nonzero(labels == i)[0]
+            if where.size and where[-1] - where[0] + 1 != where.size:
+                raise ValueError(f"the elements of group {g.name!r} are not contiguous; "
+                                 "order the new elements group by group.")
+            if where.size:
+                groups.append(dataclasses.replace(g, start=int(where[0]),
+                                                  stop=int(where[-1]) + 1))
+        self.groups = tuple(groups)
+        self._sigma_range = self._host_sigma_range()
+        self.planner.invalidate()
+        self.planner.observe_box(self._host_box_stats())
+        self.config.update(n_elements=len(self.elements),
+                           groups=[g.as_dict() for g in self.groups])
+        return self
+
     # -- state for checkpoints and restarts ---------------------------------------
     def state_dict(self):
         """Full state as host values: t, iteration, dt (next step), the σ range and arrays.
@@ -464,11 +477,8 @@ class Simulation:
         float64 arrays copied to the host are bitwise equal to the device ones, so
         :meth:`load_state_dict` of this dict continues bitwise like the original run.
         """
-        depth = self.summation.depth
         return {"t": self.t, "iteration": self.iteration, "dt": self.dt,
-                "sigma_range": list(self._sigma_range),
-                "fmm_depth": -1 if depth is None else int(depth),
-                "speed": self._speed,
+                "sigma_range": list(self._sigma_range), **self.planner.state_dict(),
                 "elements": self.elements.to_host(), "tracers": self.tracers.to_host()}
 
     def load_state_dict(self, state):
@@ -484,15 +494,14 @@ class Simulation:
                 raise ValueError(f"state {name} has shape {tuple(got)}; this simulation has "
                                  f"{want}. Load a state of the same case and sizes.")
         dtype = self.elements.x.dtype
-        self.elements = make_elements(e["x"], e["alpha"], e["sigma"], self.device, dtype)
+        self.elements = make_elements(e["x"], e["alpha"], e["sigma"], self.device, dtype,
+                                      volume=e.get("volume", self.elements.volume),
+                                      group=e.get("group", self.elements.group))
         self.tracers = make_tracers(tr["x"], self.device, dtype)
         self.t = float(state["t"])
         self.iteration = int(state["iteration"])
         self.dt = float(state["dt"])
         self._sigma_range = tuple(float(v) for v in state["sigma_range"])
-        if state.get("speed") is not None:   # older states: keep this run's estimate
-            self._speed = float(state["speed"])
-        depth = int(state.get("fmm_depth", -1))
-        self.summation.depth = None if depth < 0 else depth
-        self._box = self._host_box()
+        self.planner.load_state_dict(state)
+        self.planner.observe_box(self._host_box_stats())
         return self

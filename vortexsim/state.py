@@ -3,7 +3,9 @@ r"""Simulation state: vortex elements, passive tracers and labelled element grou
 ``physics.md`` ("State"):
 
 * vortex elements p = 1..N: position ``x`` (N, 3) [L], vector strength ``alpha`` = ω_p V_p
-  (N, 3) [L³/T], core radius ``sigma`` (N,) [L];
+  (N, 3) [L³/T], core radius ``sigma`` (N,) [L], volume ``volume`` (N,) [L³] (what particle
+  strength exchange weighs with; NaN where the builder did not give it) and a group label
+  ``group`` (N,) int (the index of the element's :class:`ElementGroup`, −1 for none);
 * passive tracers t = 1..M: position ``x`` (M, 3) [L]; they move with the flow and induce
   nothing.
 
@@ -23,7 +25,8 @@ from .backend import Device, to_host
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Elements", "Tracers", "ElementGroup", "make_elements", "make_tracers"]
+__all__ = ["Elements", "Tracers", "ElementGroup", "make_elements", "make_tracers",
+           "group_labels"]
 
 
 @dataclasses.dataclass
@@ -35,11 +38,20 @@ class Elements:
     x : array (N, 3) [L], positions
     alpha : array (N, 3) [L³/T], vector strengths (vorticity × volume)
     sigma : array (N,) [L], core radii, > 0
+    volume : array (N,) [L³] or None, element volumes (NaN: not known)
+    group : array (N,) int64 or None, group label (index into the simulation's groups,
+        −1: none)
+
+    The time step replaces ``x``, ``alpha`` and ``sigma`` and carries ``volume`` and
+    ``group`` over; a new particle set (remeshing) replaces them all at once
+    (:meth:`vortexsim.Simulation.replace_elements`).
     """
 
     x: object
     alpha: object
     sigma: object
+    volume: object = None
+    group: object = None
 
     def __len__(self):
         return int(self.x.shape[0])
@@ -117,7 +129,8 @@ def _host_float64(name, a, shape_hint):
     return np.ascontiguousarray(a, dtype=np.float64)
 
 
-def make_elements(x, alpha, sigma, device: Device, dtype="float64") -> Elements:
+def make_elements(x, alpha, sigma, device: Device, dtype="float64", volume=None,
+                  group=None) -> Elements:
     """Validate element arrays (host or device) once and place them on ``device``.
 
     Parameters
@@ -125,6 +138,8 @@ def make_elements(x, alpha, sigma, device: Device, dtype="float64") -> Elements:
     x : (N, 3) [L]; alpha : (N, 3) [L³/T]; sigma : float or (N,) [L], > 0
     device : :class:`vortexsim.Device`
     dtype : the floating dtype of the state (float64 unless the config says otherwise)
+    volume : float or (N,) [L³], > 0, optional (default NaN: not known)
+    group : (N,) integers ≥ −1, optional (default −1: no group)
 
     Raises ``ValueError``/``TypeError`` for wrong shapes, non-finite values or σ ≤ 0.
     """
@@ -146,9 +161,30 @@ def make_elements(x, alpha, sigma, device: Device, dtype="float64") -> Elements:
             raise ValueError(f"element {name} contains NaN or inf; all inputs must be finite.")
     if not (sigma > 0).all():
         raise ValueError(f"sigma must be > 0 for every element; got min(sigma) = {sigma.min()}.")
+    if volume is None:
+        volume = np.nan
+    if np.ndim(volume) == 0:
+        volume = np.full(n, float(volume))
+    volume = _host_float64("volume", volume, f"scalar or ({n},)")
+    if volume.shape != (n,) or not (np.isnan(volume) | (volume > 0)).all():
+        raise ValueError(f"volume must be a scalar or ({n},) of numbers > 0 (NaN: not "
+                         f"known), got shape {volume.shape}.")
+    group = np.full(n, -1, dtype=np.int64) if group is None else np.asarray(to_host(group))
+    if group.shape != (n,) or group.dtype.kind not in "iu" or (group.size and group.min() < -1):
+        raise ValueError(f"group must be ({n},) integers >= -1 (the index of each element's "
+                         f"group, -1 for none), got shape {group.shape}, dtype {group.dtype}.")
     xp = device.xp
     return Elements(xp.asarray(x, dtype=dtype), xp.asarray(alpha, dtype=dtype),
-                    xp.asarray(sigma, dtype=dtype))
+                    xp.asarray(sigma, dtype=dtype), xp.asarray(volume, dtype=dtype),
+                    xp.asarray(group, dtype=np.int64))
+
+
+def group_labels(groups, n):
+    """Host (n,) int64 labels of the index ranges of ``groups`` (−1 outside every group)."""
+    labels = np.full(n, -1, dtype=np.int64)
+    for i, g in enumerate(groups):
+        labels[g.start:g.stop] = i
+    return labels
 
 
 def make_tracers(x, device: Device, dtype="float64") -> Tracers:

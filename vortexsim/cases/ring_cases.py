@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 
-from ..images import mirror
+from ..physics.domain import mirror
 from ..state import ElementGroup
 from .registry import CaseSetup, register_case
 from .rings import vortex_ring

@@ -1,4 +1,15 @@
-r"""Boundaries by images (``physics.md``, "Boundaries").
+r"""The domain: free space, a ground plane by images, and the slot for the periodic box.
+
+A :class:`Domain` owns the geometric rules that the fast summation and the right-hand side
+need (``physics.md``, "Boundaries"):
+
+* ``sources(x, alpha, sigma)``: the elements followed by their images (device arrays, no
+  host transfer), what every summation sums over;
+* ``check(x, what)``: host-side validation of a state at construction;
+* ``extend_box(lo, hi)``: the box of the images from the elements' box;
+* ``root_cube(lo, hi, slack, displacement)``: the FMM root cube of a time step.
+
+The domains:
 
 * ``free``: free space, no images.
 * ``ground``: the inviscid, impermeable plane z = z₀.  An element at (x, y, z) with
@@ -10,10 +21,10 @@ r"""Boundaries by images (``physics.md``, "Boundaries").
   free-space flow (a ring hitting the ground moves exactly as one ring of a head-on
   collision of two mirror rings).
 
-A boundary object offers ``sources(x, alpha, sigma) -> (x_s, alpha_s, sigma_s)`` (the
-elements followed by their images, device arrays, no host transfer), ``check(x, what)``
-(host-side validation at construction) and ``extend_box(lo, hi)`` (the box of the
-images, for the FMM's root cube).
+* ``periodic``: the cube [0, L)³ with all its periodic images (issue 16): a subclass of
+  :class:`Domain` whose ``root_cube`` is the box itself and whose ``sources`` are the
+  elements (the images enter the summation's lattice sum instead); not built yet, and
+  refused by :func:`make_domain` with a clear error.
 """
 from __future__ import annotations
 
@@ -22,10 +33,10 @@ import math
 
 import numpy as np
 
-from .backend import array_namespace, to_host
-from ._names import did_you_mean
+from ..backend import array_namespace, to_host
+from .._names import did_you_mean
 
-__all__ = ["FreeSpace", "GroundPlane", "make_boundary", "BOUNDARIES", "mirror"]
+__all__ = ["Domain", "FreeSpace", "GroundPlane", "make_domain", "BOUNDARIES", "mirror"]
 
 BOUNDARIES = ("free", "ground")
 
@@ -50,18 +61,49 @@ def mirror(x, alpha, z0=0.0):
     return x_img, alpha * (-sign)
 
 
+class Domain:
+    """Base of the domains: the rules shared by the open ones (free space, ground plane).
+
+    Subclasses set ``name`` and implement :meth:`sources`, :meth:`check`,
+    :meth:`extend_box` and :meth:`as_dict`; :meth:`root_cube` serves every open domain.
+    """
+
+    name = "domain"
+
+    @property
+    def n_images_per_element(self):
+        """Images the summation adds per element (0: none)."""
+        return 0
+
+    def root_cube(self, lo, hi, slack, displacement):
+        """FMM root cube of a time step over the box [lo, hi] of the points (images included).
+
+        Parameters
+        ----------
+        lo, hi : host arrays (3,) [L], the box of sources and targets at the step's start
+        slack : float, margin as a fraction of the box width (``root_slack``)
+        displacement : float [L], how far a point may move within the step (2 dt max|u|)
+
+        Returns
+        -------
+        corner : host array (3,) [L], the cube's lower corner
+        edge : float [L]
+        margin : float [L], added on every side: max(slack × width, displacement), so that
+            the points stay inside the cube over all the stages of the step.
+        """
+        width = float((hi - lo).max())
+        margin = max(slack * max(width, 1e-300), displacement)
+        return lo - margin, width + 2 * margin, margin
+
+
 @dataclasses.dataclass(frozen=True)
-class FreeSpace:
+class FreeSpace(Domain):
     """Unbounded domain: the sources are the elements themselves."""
 
     name: str = "free"
 
     def sources(self, x, alpha, sigma):
         return x, alpha, sigma
-
-    @property
-    def n_images_per_element(self):
-        return 0
 
     def check(self, x, what):
         return None
@@ -75,7 +117,7 @@ class FreeSpace:
 
 
 @dataclasses.dataclass(frozen=True)
-class GroundPlane:
+class GroundPlane(Domain):
     """The plane z = z₀ (elements and tracers in z ≥ z₀), by images.
 
     Parameters
@@ -122,8 +164,8 @@ class GroundPlane:
         return {"boundary": "ground", "ground_z": self.z0}
 
 
-def make_boundary(name="free", ground_z=0.0):
-    """Boundary object from its name (``"free"`` | ``"ground"``) and the plane height [L]."""
+def make_domain(name="free", ground_z=0.0):
+    """The domain of a boundary name (``"free"`` | ``"ground"``) and the plane height [L]."""
     if name == "free":
         return FreeSpace()
     if name == "ground":

@@ -7,8 +7,8 @@ import pytest
 
 import vortexsim
 from vortexsim.backend import Device
-from vortexsim.images import FreeSpace, GroundPlane, mirror
-from vortexsim.rhs import Summation, VortexRHS
+from vortexsim.physics.domain import FreeSpace, GroundPlane, mirror
+from vortexsim.physics import Summation, VortexRHS
 
 CPU = Device("cpu")
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import vortexsim
-from vortexsim.images import FreeSpace, GroundPlane, make_boundary, mirror
+from vortexsim.physics.domain import FreeSpace, GroundPlane, make_domain, mirror
 
 
 def test_mirror_rule(rng):
@@ -35,7 +35,7 @@ def test_box_and_checks():
     with pytest.raises(ValueError, match="below the ground plane"):
         GroundPlane(0.0).check(np.array([[0, 0, -0.1]]), "tracers")
     with pytest.raises(ValueError, match="Did you mean 'ground'"):
-        make_boundary("grund")
+        make_domain("grund")
 
 
 @pytest.mark.parametrize("method", ["direct", "fmm"])

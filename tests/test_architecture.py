@@ -1,0 +1,148 @@
+"""The import contract of the package (``docs/architecture.md``, ``style.md``).
+
+Layers, lowest first; a module may import from its own layer and the layers below it,
+never from a layer above.  Every import counts, also those inside functions (a lazy
+import is still a dependency).  Every module of the package must be placed in a layer, so
+that a new module is placed on purpose.  The FMM's stage modules must not import each
+other in a cycle.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "vortexsim"
+
+#: (layer name, module prefixes), lowest first
+LAYERS = (
+    ("base", ("vortexsim._names", "vortexsim.backend", "vortexsim.config",
+              "vortexsim.schedules")),
+    ("kernels", ("vortexsim.kernels",)),
+    ("fmm", ("vortexsim.fmm",)),
+    ("physics", ("vortexsim.state", "vortexsim.inputs", "vortexsim.physics",
+                 "vortexsim.summation", "vortexsim.diagnostics")),
+    ("integrators", ("vortexsim.integrators",)),
+    ("simulation", ("vortexsim.simulation",)),
+    ("io", ("vortexsim.output",)),
+    ("cases", ("vortexsim.cases",)),
+    ("cli", ("vortexsim.cli", "vortexsim.demo", "vortexsim.__main__", "vortexsim")),
+)
+
+
+def _module_name(path):
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules():
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _layer(module):
+    best = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    return None if best is None else best[0]
+
+
+def _imports(module, path, known):
+    """(line, imported vortexsim module) for every import statement of ``path``."""
+    is_package = path.name == "__init__.py"
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                root = ".".join(base + ([node.module] if node.module else []))
+            else:
+                root = node.module or ""
+            # `from pkg import sub` imports the module pkg.sub when it is one
+            names = [f"{root}.{a.name}" if f"{root}.{a.name}" in known else root
+                     for a in node.names]
+        else:
+            continue
+        found += [(node.lineno, n) for n in names if n == "vortexsim" or
+                  n.startswith("vortexsim.")]
+    return found
+
+
+def test_every_module_has_a_layer():
+    unplaced = [m for m in _modules() if _layer(m) is None]
+    assert not unplaced, f"modules without a layer in tests/test_architecture.py: {unplaced}"
+
+
+def violations(modules=None):
+    """'module:line imports target (layer a above layer b)' for every upward import."""
+    modules = _modules() if modules is None else modules
+    out = []
+    for module, path in modules.items():
+        own = _layer(module)
+        for line, target in _imports(module, path, modules):
+            # importing a package's own __init__ from inside it is the package itself
+            if module.startswith(target + ".") and target != "vortexsim":
+                continue
+            theirs = _layer(target)
+            if theirs is not None and own is not None and theirs > own:
+                out.append(f"{module}:{line} imports {target} (layer {LAYERS[theirs][0]!r} "
+                           f"is above {LAYERS[own][0]!r})")
+    return out
+
+
+def test_no_upward_imports():
+    bad = violations()
+    assert not bad, "imports against the layering:\n" + "\n".join(bad)
+
+
+def _cycle(graph):
+    """One import cycle of ``graph`` (module → set of modules) as a list, or None."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+@pytest.mark.parametrize("package", ["vortexsim.fmm", "vortexsim.physics", "vortexsim.output"])
+def test_no_import_cycles_within(package):
+    modules = {m: p for m, p in _modules().items() if m.startswith(package + ".")}
+    graph = {m: {t for _, t in _imports(m, p, _modules()) if t in modules and t != m}
+             for m, p in modules.items()}
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_contract_catches_a_reversed_import(tmp_path):
+    """The check itself: a low module that imports a high one is reported."""
+    low = tmp_path / "low.py"
+    low.write_text("from ..simulation import Simulation\n", encoding="utf-8")
+    bad = violations({"vortexsim.fmm.low": low})
+    assert bad and "vortexsim.simulation" in bad[0] and "'fmm'" in bad[0]

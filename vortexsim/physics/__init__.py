@@ -1,0 +1,15 @@
+"""The physics of a vortex-particle simulation, between the fast summation and the time loop.
+
+* :mod:`.domain`: free space, the ground plane by images (and the periodic box's slot):
+  sources, checks, the box of the images and the FMM root cube
+* :mod:`.summation`: the summation strategy (direct sum or a reusable FMM) on the device
+* :mod:`.planner`: FMM policy of a run (root cube, depth and its refresh, M2L sizes)
+* :mod:`.rhs`: the right-hand side as a list of terms (stretching, viscous diffusion)
+"""
+from .domain import BOUNDARIES, Domain, FreeSpace, GroundPlane, make_domain, mirror
+from .planner import FMMPlanner, StepPlan
+from .rhs import VortexRHS
+from .summation import Summation
+
+__all__ = ["BOUNDARIES", "Domain", "FreeSpace", "GroundPlane", "make_domain", "mirror",
+           "FMMPlanner", "StepPlan", "VortexRHS", "Summation"]

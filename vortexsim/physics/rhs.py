@@ -1,0 +1,228 @@
+r"""Right-hand side of the vortex-particle equations, as a list of terms.
+
+For elements p (position x_p, strength α_p, core σ_p) and passive tracers y_t
+(``physics.md``):
+
+    dx_p/dt = u(x_p)
+    dα_p/dt = (∇u(x_p))ᵀ α_p        (stretching="transpose", default; conserves Σ α_p)
+            = (α_p·∇) u(x_p)        (stretching="classical")
+            [+ viscous diffusion of α, e.g. particle strength exchange (not yet)]
+    dy_t/dt = u(y_t)
+
+where u and ∇u are the regularized Biot–Savart sums over the elements and their images
+(:mod:`vortexsim.physics.domain`; generated here, never stored).  Each stage makes **one**
+summation call (:class:`vortexsim.physics.summation.Summation`): the sources are the
+elements (+ images), the targets the elements followed by the tracers.
+
+The rates of α are the sum of the :class:`Term` objects of :attr:`VortexRHS.terms`; each
+gets the stage's :class:`Stage` (state, cores and the evaluated velocity field) and returns
+its dα/dt (N, 3) or None.  Viscous terms may also act on the cores: core spreading
+(``viscous="core_spreading"``, σ² ← σ² + 2ν Δt for all elements alike, applied exactly:
+at stage time t the cores are σ(t)² = σ(t_n)² + 2ν(t − t_n)) changes σ and no rate.  It is
+consistent only with remeshing, which vortexsim does not do yet.  Particle strength
+exchange (``"pse"``) is not implemented yet and is refused.  A new term (PSE, a sub-grid
+model) is a new :class:`Term` in that list.
+
+No host transfer happens inside a stage; the running maxima of |u| and ‖∇u‖ over the
+stages stay on the device until the simulation's once-per-step check.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+
+from ..kernels.cutoff import stretching as stretching_rhs
+from .planner import StepPlan
+from .summation import Summation, choice
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["VortexRHS", "Stage", "Term", "Stretching", "CoreSpreading", "STRETCHING_SCHEMES",
+           "VISCOUS_SCHEMES"]
+
+STRETCHING_SCHEMES = ("transpose", "classical")
+VISCOUS_SCHEMES = ("core_spreading", "pse")
+
+
+@dataclasses.dataclass
+class Stage:
+    """What the terms of one right-hand-side evaluation see (device arrays).
+
+    x, alpha : (N, 3) elements [L], [L³/T]; sigma : (N,) cores at the stage time [L];
+    t : float [T]; u : (N, 3) velocity at the elements [L/T]; grad_u : (N, 3, 3) its
+    gradient [1/T], ∂u_i/∂x_j, self pairs removed.
+    """
+
+    x: object
+    alpha: object
+    sigma: object
+    t: float
+    u: object
+    grad_u: object
+
+
+class Term:
+    """A contribution to dα/dt.  Subclasses implement :meth:`alpha_rate`; viscous terms
+    that act on the cores also :meth:`sigma_at` (the identity by default)."""
+
+    name = "term"
+
+    def alpha_rate(self, stage: Stage):
+        """dα/dt (N, 3) [L³/T²] of this term at ``stage``, or None when it adds none."""
+        return None
+
+    def sigma_at(self, sigma0, elapsed, xp):
+        """Cores (N,) [L] after ``elapsed`` [T] of the term's action on ``sigma0``."""
+        return sigma0
+
+    def sigma_range_at(self, sigma_range, elapsed):
+        """Host (min σ, max σ) after ``elapsed`` [T], from ``sigma_range`` at its start."""
+        return sigma_range
+
+
+class Stretching(Term):
+    """Vortex stretching, dα/dt = (∇u)ᵀ α ("transpose") or (α·∇) u ("classical")."""
+
+    name = "stretching"
+
+    def __init__(self, scheme="transpose"):
+        self.scheme = choice("stretching scheme", scheme, STRETCHING_SCHEMES)
+
+    def alpha_rate(self, stage):
+        return stretching_rhs(stage.alpha, stage.grad_u, self.scheme)
+
+
+class CoreSpreading(Term):
+    """Gaussian core spreading: σ(t)² = σ(t₀)² + 2ν (t − t₀); no rate of α."""
+
+    name = "core_spreading"
+
+    def __init__(self, nu):
+        self.nu = float(nu)
+
+    def sigma_at(self, sigma0, elapsed, xp):
+        if elapsed == 0:
+            return sigma0
+        return xp.sqrt(sigma0 * sigma0 + 2.0 * self.nu * elapsed)
+
+    def sigma_range_at(self, sigma_range, elapsed):
+        lo, hi = sigma_range
+        if elapsed == 0:
+            return lo, hi
+        grow = 2.0 * self.nu * elapsed
+        return float(np.sqrt(lo * lo + grow)), float(np.sqrt(hi * hi + grow))
+
+
+class VortexRHS:
+    """Time derivatives of the state tuple ``(x, alpha, y)`` (elements and tracers).
+
+    Parameters
+    ----------
+    summation : :class:`vortexsim.physics.summation.Summation`
+    domain : :class:`vortexsim.physics.domain.Domain` (its images join the sources)
+    stretching : {"transpose", "classical"}
+    nu : float [L²/T], kinematic viscosity (0: inviscid)
+    viscous : {"core_spreading", "pse"}; only core spreading is implemented
+
+    Before each step the simulation calls :meth:`begin_step` with the step's start time,
+    cores and its :class:`~vortexsim.physics.planner.StepPlan` (or a bare root cube);
+    ``rhs(state, t)`` then returns ``(dx/dt, dα/dt, dy/dt)`` in the state's dtype.
+    :attr:`terms` are the contributions to dα/dt (:class:`Stretching`, the viscous term);
+    :attr:`stage_max` holds, on the device, the maxima over the stages so far of |u|²
+    (elements and tracers) and ‖∇u‖²_F (elements).
+    """
+
+    def __init__(self, summation: Summation, domain, stretching="transpose", nu=0.0,
+                 viscous="core_spreading"):
+        self.summation = summation
+        self.domain = domain
+        nu = float(nu)
+        if not (np.isfinite(nu) and nu >= 0):
+            raise ValueError(f"viscosity nu must be a finite number >= 0, got {nu!r}.")
+        self.nu = nu
+        self.viscous = choice("viscous scheme", viscous, VISCOUS_SCHEMES)
+        if nu > 0 and self.viscous == "pse":
+            raise ValueError(
+                "viscous='pse' (particle strength exchange) is not implemented yet; use "
+                "viscous='core_spreading' or nu=0.")
+        self.terms = [Stretching(stretching)]
+        if nu > 0:
+            self.terms.append(CoreSpreading(nu))
+        self.xp = summation.device.xp
+        self._t0 = 0.0
+        self._sigma0 = None
+        self._sigma_range0 = None
+        self._plan = StepPlan()
+        self.stage_max = None
+        self.evaluations = 0
+
+    @property
+    def stretching(self):
+        """The stretching scheme ("transpose" or "classical")."""
+        return self.terms[0].scheme
+
+    # -- step-level quantities ------------------------------------------------
+    def begin_step(self, t0, sigma0, sigma_range0, root=None, plan=None):
+        """Set the step's start time t0, cores σ(t0) (N,), their host (min, max) and the
+        summation plan (``plan``, or a plan of the bare root cube ``root``)."""
+        self._t0 = float(t0)
+        self._sigma0 = sigma0
+        self._sigma_range0 = (float(sigma_range0[0]), float(sigma_range0[1]))
+        self._plan = plan if plan is not None else StepPlan(root=root, capacity_due=True)
+        self.stage_max = self.xp.zeros(2, dtype=self.xp.float64)
+
+    def sigma_at(self, t):
+        """Cores at time t of the current step (every term's action on σ(t0))."""
+        sigma = self._sigma0
+        for term in self.terms:
+            sigma = term.sigma_at(sigma, t - self._t0, self.xp)
+        return sigma
+
+    def sigma_range_at(self, t):
+        """Host (min σ, max σ) at time t of the current step."""
+        rng = self._sigma_range0
+        for term in self.terms:
+            rng = term.sigma_range_at(rng, t - self._t0)
+        return rng
+
+    def advance_cores(self, sigma, dt):
+        """Cores (N,) [L] after a step of ``dt`` [T] from ``sigma`` (the terms' action)."""
+        for term in self.terms:
+            sigma = term.sigma_at(sigma, dt, self.xp)
+        return sigma
+
+    # -- evaluations --------------------------------------------------------------
+    def velocity(self, x, alpha, sigma, targets, *, gradient, n_self, sigma_range, plan):
+        """u (and ∇u) at ``targets`` induced by the elements and their images."""
+        xs, alpha_s, sigma_s = self.domain.sources(x, alpha, sigma)
+        self.evaluations += 1
+        return self.summation(xs, alpha_s, sigma_s, targets, n_self=n_self, gradient=gradient,
+                              sigma_range=sigma_range, plan=plan)
+
+    def __call__(self, state, t):
+        xp = self.xp
+        x, alpha, y = state
+        n = x.shape[0]
+        sigma = self.sigma_at(t)
+        targets = xp.concatenate([x, y]) if y.shape[0] else x
+        # ∇u at the elements only: the tracers need u alone (half the near-field work)
+        u, grad_u = self.velocity(x, alpha, sigma, targets, gradient=n, n_self=n,
+                                  sigma_range=self.sigma_range_at(t), plan=self._plan)
+        dtype = x.dtype
+        u = u.astype(dtype, copy=False)
+        grad_e = grad_u[:n].astype(dtype, copy=False)
+        stage = Stage(x, alpha, sigma, t, u[:n], grad_e)
+        dalpha = None
+        for term in self.terms:
+            rate = term.alpha_rate(stage)
+            if rate is not None:
+                dalpha = rate if dalpha is None else dalpha + rate
+        if dalpha is None:
+            dalpha = xp.zeros_like(alpha)
+        # running maxima (device scalars; NaN propagates)
+        speed2 = (u * u).sum(axis=1).max()
+        grad2 = (grad_e * grad_e).sum(axis=(1, 2)).max()
+        self.stage_max = xp.maximum(self.stage_max, xp.stack([speed2, grad2]).astype(xp.float64))
+        return u[:n], dalpha, u[n:]

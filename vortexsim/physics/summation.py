@@ -1,0 +1,131 @@
+r"""The summation strategy of a simulation: the direct sum or a reusable FMM.
+
+Sources (elements and images, :mod:`vortexsim.physics.domain`) and targets (elements, then
+tracers) in, u and ∇u out, on the simulation's device with no host transfer inside a
+step: the FMM's root cube, depth and M2L sizes come from the step's
+:class:`vortexsim.physics.planner.StepPlan`.  The self pair of each element is removed
+analytically from ∇u (it adds nothing to u; for smooth kernels it adds (1/4π) A(0, σ_p)
+α_p × · to ∇u, with A the pair factor q/r³), so one call serves elements and tracers on
+every backend.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from .._names import did_you_mean
+from ..backend import Device
+from ..fmm.evaluator import target_sets
+from ..kernels.cutoff import get_kernel
+from ..kernels.direct import INV_4PI, direct_sum_cuda, direct_sum_numpy, skew
+from ..summation import METHODS, PRECISIONS, auto_method
+from .planner import StepPlan
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Summation", "choice"]
+
+
+def choice(what, value, choices):
+    """``value`` if it is one of ``choices``, else a ValueError naming the closest."""
+    if value in choices:
+        return value
+    raise ValueError(f"Unknown {what} {value!r}; expected one of {list(choices)}."
+                     f"{did_you_mean(value, choices)}")
+
+
+class Summation:
+    """Velocity (and gradient) summation strategy: the direct sum or a reusable FMM.
+
+    Parameters
+    ----------
+    method : {"direct", "fmm", "auto"}
+        ``"auto"`` is resolved here, once, from the problem size ``n_sources`` ×
+        ``n_targets`` (the crossovers of :func:`vortexsim.induced_velocity`).
+    kernel : str, cutoff kernel (``physics.md``)
+    tol : float, relative accuracy of the FMM (1e-6 ≤ tol < 1; ignored by ``direct``)
+    precision : {"float64", "float32"}, arithmetic precision of the sums
+    device : :class:`vortexsim.Device`
+    n_sources, n_targets : int, sizes used to resolve ``"auto"``
+
+    Call ``summation(x, alpha, sigma, targets, n_self=0, gradient=True,
+    sigma_range=None, plan=None)`` with device arrays: sources x, alpha (N, 3), sigma
+    (N,), targets (M, 3).  The first ``n_self`` targets must be the first ``n_self``
+    sources (same points, same order): their self pairs are removed.  ``gradient``:
+    True, False, or an integer k ≥ n_self for ∇u at the first k targets only.
+    ``sigma_range``: host (min σ, max σ) when known.  ``plan``: a
+    :class:`vortexsim.physics.planner.StepPlan` with the FMM's root cube, depth and M2L
+    sizes shared by the calls of a step (None: a stand-alone call).  Returns u (M, 3)
+    [L/T] and ∇u (M or k, 3, 3) [1/T] (or None) in ``precision``.  Inputs are not
+    validated (the simulation validates its state once, at construction).
+    """
+
+    def __init__(self, method="direct", kernel="gaussian", tol=1e-6, precision="float64",
+                 device: Device | None = None, n_sources=None, n_targets=None):
+        self.kernel = get_kernel(kernel)
+        self.precision = choice("precision", precision, PRECISIONS)
+        self.device = device if device is not None else Device("cpu")
+        method = choice("summation method", method, METHODS)
+        if method == "auto":
+            if n_sources is None or n_targets is None:
+                raise ValueError("method='auto' needs n_sources and n_targets to choose.")
+            method = auto_method(n_sources, n_targets, tol, self.device.is_gpu)
+        self.method = method
+        self.tol = float(tol)
+        self.fmm = None
+        if method == "fmm":
+            from ..fmm.evaluator import FMM  # noqa: PLC0415
+            # the level-uniform tree: the step plan reuses its depth and M2L sizes
+            # without transfers (the adaptive tree sizes itself on the host each call)
+            self.fmm = FMM(self.kernel, tol=self.tol, precision=self.precision,
+                           device=self.device, tree="uniform")
+
+    def describe(self):
+        """Resolved settings as a plain dict."""
+        return {"method": self.method, "kernel": self.kernel.name, "tol": self.tol,
+                "precision": self.precision}
+
+    def _size_m2l(self, x, targets, gradient, sigma_range, plan):
+        # one small transfer at the step's first call with a depth, at the step's start
+        # positions: the sizes are a function of the state, and the step's other calls
+        # need none
+        if plan.capacity_due and plan.root is not None and plan.depth is not None \
+                and sigma_range is not None:
+            sets = tuple(pts for _, pts, _ in target_sets(targets, gradient))
+            plan.capacity = self.fmm.m2l_capacity(x, sigma_range, plan.root, plan.depth,
+                                                  targets=sets)
+            plan.capacity_due = False
+
+    def __call__(self, x, alpha, sigma, targets, *, n_self=0, gradient=True,
+                 sigma_range=None, plan=None):
+        xp = self.device.xp
+        dtype = np.dtype(self.precision)
+        if self.method == "fmm":
+            plan = StepPlan(records=False) if plan is None else plan
+            self._size_m2l(x, targets, gradient, sigma_range, plan)
+            u, grad_u = self.fmm.evaluate(x, alpha, sigma, targets, gradient=gradient,
+                                          sigma_range=sigma_range, root=plan.root,
+                                          check_root=plan.root is None, depth=plan.depth,
+                                          m2l_capacity=plan.capacity)
+            if plan.records:
+                plan.depth = self.fmm.config.depth
+                self._size_m2l(x, targets, gradient, sigma_range, plan)  # now with a depth
+        else:
+            if x.dtype != dtype:
+                x, alpha, sigma, targets = (a.astype(dtype) for a in (x, alpha, sigma, targets))
+            direct = direct_sum_cuda if self.device.is_gpu else direct_sum_numpy
+            # ∇u at the first k targets only when gradient = k: one call per target set
+            outs = [direct(self.kernel, x, alpha, sigma, pts, gradient=grad)
+                    for _, pts, grad in target_sets(targets, gradient)]
+            u = outs[0][0] if len(outs) == 1 else xp.concatenate([o[0] for o in outs])
+            grad_u = outs[0][1]
+        if gradient and n_self:
+            # remove the self pairs (r = 0): (1/4π) A(0, σ_p) α_p × ·  (A(0) := 0 when infinite)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                a0, _ = self.kernel.factors(xp.zeros(n_self, dtype=sigma.dtype),
+                                            sigma[:n_self], xp)
+            a0 = xp.where(xp.isfinite(a0), a0, 0.0)
+            grad_u[:n_self] -= (INV_4PI * skew(a0[:, None] * alpha[:n_self])).astype(
+                grad_u.dtype, copy=False)
+        return u, grad_u
