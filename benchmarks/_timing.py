@@ -1,7 +1,38 @@
-"""Shared GPU timing for the benchmark scripts (benchmarks.md protocol)."""
+"""Shared helpers of the benchmark tools (protocol of docs/benchmarks.md).
+
+Timing (CUDA events on the GPU, ``perf_counter`` on the CPU, median after warm-up), the
+float64 reference on sampled targets through the public ``vortexsim.induced_velocity``,
+relative L2 errors, the command-line options every tool shares (``--device``, ``--out``,
+``--label``) and the JSON file each tool writes.
+
+Every tool imports whatever ``vortexsim`` is first on the Python path, so that one GPU
+can A/B two trees::
+
+    PYTHONPATH=/path/to/old python benchmarks/bench_fmm.py --suite standard --label old
+    PYTHONPATH=/path/to/new python benchmarks/bench_fmm.py --suite standard --label new
+
+Run as a script, it prints one short table of every result JSON in a folder (the
+``summary`` rows each tool writes)::
+
+    python benchmarks/_timing.py benchmarks/results/
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
 import numpy as np
 
+#: default folder of new result files
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
+
+# -- timing ---------------------------------------------------------------------------
 def gpu_times(fn, repeats):
     """Seconds of each of ``repeats`` calls of ``fn`` (CUDA events, each synchronized)."""
     import cupy as cp
@@ -16,8 +47,220 @@ def gpu_times(fn, repeats):
     return times
 
 
-def time_gpu(fn, repeats=5, warmup=1):
-    """Median seconds of ``repeats`` calls of ``fn`` after ``warmup`` calls (CUDA events)."""
+def cpu_times(fn, repeats):
+    """Seconds of each of ``repeats`` calls of ``fn`` (host wall clock)."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def times_on(device):
+    """The timer of ``device`` ("gpu" or "cpu"): ``f(fn, repeats) -> [seconds]``."""
+    return gpu_times if device == "gpu" else cpu_times
+
+
+def time_median(fn, device, repeats=5, warmup=1):
+    """Median seconds of ``repeats`` calls of ``fn`` after ``warmup`` calls."""
     for _ in range(warmup):
         fn()
-    return float(np.median(gpu_times(fn, repeats)))
+    synchronize(device)
+    return float(np.median(times_on(device)(fn, repeats)))
+
+
+def synchronize(device):
+    """Wait for the GPU (no-op on the CPU)."""
+    if device == "gpu":
+        import cupy as cp
+        cp.cuda.Device().synchronize()
+
+
+def free_gpu_memory(device):
+    """Return CuPy's pooled blocks to the driver between cases (no-op on the CPU)."""
+    if device == "gpu":
+        import cupy as cp
+        cp.get_default_memory_pool().free_all_blocks()
+        cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+# -- arrays and accuracy --------------------------------------------------------------
+def to_device(a, device, dtype=np.float64):
+    """``a`` (host array or None) as an array of ``device`` with ``dtype``."""
+    if a is None:
+        return None
+    if device == "gpu":
+        import cupy as cp
+        return cp.asarray(a, dtype=dtype)
+    return np.asarray(a, dtype=dtype)
+
+
+def to_host(a):
+    """A NumPy copy of a NumPy or CuPy array (None stays None)."""
+    if a is None:
+        return None
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def rel_l2(a, ref):
+    """Relative L2 error of ``a`` against ``ref`` (both host arrays)."""
+    a = np.asarray(a, dtype=np.float64)
+    return float(np.linalg.norm(a - ref) / np.linalg.norm(ref))
+
+
+def reference(kernel, x, alpha, sigma, sample, targets=None, device="cpu"):
+    """Float64 direct-sum u and ∇u (host arrays) at sampled targets, public API only.
+
+    With ``targets`` (tracers): u, ∇u at ``targets[sample]`` from every element.
+    Without (sources = targets): u, ∇u at the elements ``x[sample]`` without their own
+    contribution, as the sum of the other elements' contribution (targets given) and
+    that of the sampled elements among themselves (targets None: self pairs excluded).
+    ``x``, ``alpha``, ``sigma`` are float64 host arrays; ``device`` computes the sum.
+    """
+    from vortexsim import induced_velocity
+
+    def direct(xs, al, sg, tg):
+        u, g = induced_velocity(to_device(xs, device), to_device(al, device),
+                                to_device(sg, device),
+                                None if tg is None else to_device(tg, device),
+                                kernel=kernel, method="direct", precision="float64",
+                                device=device)
+        return to_host(u), to_host(g)
+
+    sample = np.asarray(sample)
+    if targets is not None:
+        return direct(x, alpha, sigma, targets[sample])
+    rest = np.ones(x.shape[0], bool)
+    rest[sample] = False
+    u_rest, g_rest = direct(x[rest], alpha[rest], sigma[rest], x[sample])
+    u_self, g_self = direct(x[sample], alpha[sample], sigma[sample], None)
+    return u_rest + u_self, g_rest + g_self
+
+
+def errors(u, g, sample, ref):
+    """(err u, err ∇u): relative L2 of rows ``sample`` of (u, ∇u) against ``ref``."""
+    if hasattr(u, "get"):
+        import cupy as cp
+        idx = cp.asarray(sample)
+    else:
+        idx = np.asarray(sample)
+    return rel_l2(to_host(u[idx]), ref[0]), rel_l2(to_host(g[idx]), ref[1])
+
+
+# -- options, environment, output -----------------------------------------------------
+def add_common_options(parser, tool, device_default="gpu"):
+    """``--device``, ``--out``, ``--label`` of every tool."""
+    parser.add_argument("--device", choices=("gpu", "cpu"), default=device_default,
+                        help=f"where vortexsim computes (default {device_default})")
+    parser.add_argument("--out", default=None,
+                        help=f"JSON path (default benchmarks/results/{tool}_DATE[_LABEL].json)")
+    parser.add_argument("--label", default="",
+                        help="free text stored in the JSON and the file name, e.g. 'old' / 'new'")
+
+
+def device_name(device):
+    """The GPU's name, or the CPU's model and core count."""
+    if device == "gpu":
+        import cupy as cp
+        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+        name = props["name"]
+        return name.decode() if isinstance(name, bytes) else name
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model} ({os.cpu_count()} cores)"
+
+
+def environment():
+    """Which vortexsim ran (path, version, git commit of its tree) and the libraries."""
+    import vortexsim
+    path = os.path.dirname(os.path.abspath(vortexsim.__file__))
+    try:
+        commit = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", path, "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        commit = (commit + ("+dirty" if dirty else "")) or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    env = dict(vortexsim_path=path, vortexsim_version=getattr(vortexsim, "__version__", None),
+               vortexsim_commit=commit, python=platform.python_version(),
+               numpy=np.__version__, argv=sys.argv)
+    try:
+        import cupy
+        env["cupy"] = cupy.__version__
+    except ImportError:
+        pass
+    return env
+
+
+def out_path(args, tool):
+    """``--out`` or benchmarks/results/TOOL_DATE[_LABEL].json."""
+    if args.out:
+        return args.out
+    label = "".join(c if c.isalnum() or c in "-_." else "-" for c in args.label)
+    name = f"{tool}_{datetime.date.today().isoformat()}" + (f"_{label}" if label else "")
+    return os.path.join(RESULTS_DIR, name + ".json")
+
+
+def write_json(args, tool, device, payload, summary):
+    """Write ``payload`` with date, tool, label, device, environment and ``summary`` rows.
+
+    ``summary``: short rows (dicts with ``what``, ``ms``, ``err_u``, ``err_grad``,
+    ``target``, ``met``) that :func:`print_summary` tabulates across tools.
+    """
+    path = out_path(args, tool)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    meta = dict(tool=tool, date=datetime.datetime.now().isoformat(timespec="seconds"),
+                label=args.label, device=device_name(device), **environment(),
+                summary=summary, **payload)
+    with open(path, "w") as fh:
+        json.dump(meta, fh, indent=1, default=_jsonable)
+    print(f"\nwrote {path}")
+    return path
+
+
+def _jsonable(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return str(v)
+
+
+def fmt(v, spec):
+    """``format(v, spec)``, or '–' for None."""
+    return "–" if v is None else format(v, spec)
+
+
+def print_summary(paths):
+    """One table of the ``summary`` rows of the result JSON files ``paths``."""
+    print("| tool | label | device | what | ms | err u | err ∇u | target |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        try:
+            with open(path) as fh:
+                meta = json.load(fh)
+        except (OSError, ValueError) as exc:
+            print(f"| {os.path.basename(path)} | unreadable: {exc} | | | | | | |")
+            continue
+        for r in meta.get("summary", []):
+            target = r.get("target") or ""
+            if target and r.get("met") is not None:
+                target += ": met" if r["met"] else ": MISSED"
+            print(f"| {meta.get('tool')} | {meta.get('label', '')} | {meta.get('device')} | "
+                  f"{r.get('what')} | {fmt(r.get('ms'), '.1f')} | {fmt(r.get('err_u'), '.1e')} | "
+                  f"{fmt(r.get('err_grad'), '.1e')} | {target} |")
+
+
+if __name__ == "__main__":
+    folder = sys.argv[1] if len(sys.argv) > 1 else RESULTS_DIR
+    files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".json"))
+    print_summary(files)

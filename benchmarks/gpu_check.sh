@@ -1,30 +1,72 @@
 #!/usr/bin/env bash
-# One device call that checks GPU code after a change (run from the repository root on
-# the device machine, with .whl/ carried): the GPU test suite N times (default 2, ~3.5 min each; a
-# race shows up as a run that fails), then the issue-4 leapfrog step time in three
-# separate processes (its spread between processes is part of the result), then the
-# bench_fmm cases named in BENCH (default none; JSON to $OUT when set).
+# The whole GPU check after a change (docs/gpu.md): `pytest -m gpu -q`, then the
+# benchmarks (bench_direct for the Gaussian and algebraic kernels at sigma = 0.1,
+# bench_fmm --suite standard, bench_step), each writing its JSON and log to one output
+# folder; the last thing printed is one short table of every result.
 #
-#   [BENCH="uniform-gauss-1e-6 rings-gauss-1e-6"] bash benchmarks/gpu_check.sh [N]
+#   bash benchmarks/gpu_check.sh [OUTDIR]
+#
+# Run it from the repository root.  OUTDIR defaults to $OUT/gpu_check when $OUT is set
+# (the device machine's folder that comes back), else benchmarks/results/gpu_check_DATE.
+# Environment:
+#   STEPS="tests direct fmm step"   the parts to run, in this order (default: all four;
+#                                   the tests take ~6 minutes, the benchmarks ~3)
+#   LABEL=text                      passed to every benchmark's --label
+#   PYTHONPATH                      kept: the vortexsim tree to check (default: this one)
+# Wheels in .whl/ (carried to the device machine) are installed into /tmp/site first.
 set -u
-N="${1:-2}"
+STEPS="${STEPS:-tests direct fmm step}"
+LABEL="${LABEL:-}"
+if [ -n "${1:-}" ]; then
+    OUTDIR="$1"
+elif [ -n "${OUT:-}" ]; then
+    OUTDIR="$OUT/gpu_check"
+else
+    OUTDIR="benchmarks/results/gpu_check_$(date +%F_%H%M%S)"
+fi
+mkdir -p "$OUTDIR"
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH="/tmp/site:$PWD"
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
-for i in $(seq "$N"); do
-    echo "== pytest -m gpu, run $i of $N"
-    timeout 400 python3 -m pytest -m gpu -q 2>&1 | grep -E "^E  |^FAILED|passed|failed" | head -12
+PY_PATH="${PYTHONPATH:-$PWD}"
+if compgen -G ".whl/*.whl" > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    PY_PATH="/tmp/site:$PY_PATH"
+fi
+export PYTHONPATH="$PY_PATH"
+python3 -c "import vortexsim, sys; print('vortexsim from', vortexsim.__file__)" | tee "$OUTDIR/env.log"
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader | tee -a "$OUTDIR/env.log"
+
+run() {   # run NAME TIMEOUT COMMAND...: log to OUTDIR/NAME.log, print its last lines
+    local name="$1" limit="$2"
+    shift 2
+    echo "== $name: $*"
+    timeout "$limit" "$@" > "$OUTDIR/$name.log" 2>&1
+    local rc=$?
+    [ "$rc" -ne 0 ] && echo "   exit status $rc (log: $OUTDIR/$name.log)"
+    return 0
+}
+
+for step in $STEPS; do
+    case "$step" in
+        tests)
+            run pytest_gpu 580 python3 -m pytest -m gpu -q
+            grep -E "^FAILED|^ERROR|passed|failed" "$OUTDIR/pytest_gpu.log" | tail -12 ;;
+        direct)
+            run bench_direct 300 python3 benchmarks/bench_direct.py --kernels gaussian algebraic \
+                --sigmas 0.1 --out "$OUTDIR/bench_direct.json" --label "$LABEL" ;;
+        fmm)
+            run bench_fmm 300 python3 benchmarks/bench_fmm.py --suite standard \
+                --out "$OUTDIR/bench_fmm.json" --label "$LABEL" ;;
+        step)
+            run bench_step 240 python3 benchmarks/bench_step.py \
+                --out "$OUTDIR/bench_step.json" --label "$LABEL" ;;
+        *)
+            echo "unknown step $step (tests, direct, fmm, step)" ;;
+    esac
 done
-echo "== leapfrog RK4 step (median and minimum of 5 steps, ms), three processes"
-for i in 1 2 3; do
-    timeout 120 python3 benchmarks/validate_rings.py perf --device gpu --method fmm \
-        --n-phi 129 --layers 7 --layer-spacing 0.5 --sigma 0.05 --tracers 1048576 2>&1 \
-        | tail -1 | grep -o '"step_ms_median": [0-9.]*, "step_ms_min": [0-9.]*'
-done
-if [ -n "${BENCH:-}" ]; then
-    echo "== bench_fmm $BENCH"
-    # shellcheck disable=SC2086
-    timeout 300 python3 benchmarks/bench_fmm.py --cases $BENCH --direct-max-pairs 1e10 --out "${OUT:-/tmp}/bench_fmm.json" 2>&1 | tail -30
+
+echo
+echo "== results ($OUTDIR)"
+if compgen -G "$OUTDIR/*.json" > /dev/null; then
+    python3 benchmarks/_timing.py "$OUTDIR"
 fi

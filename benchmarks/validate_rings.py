@@ -1,11 +1,11 @@
-"""Heavier issue-4 validations of the simulation driver (CPU or GPU); prints a JSON summary.
+"""Physics validations of the simulation driver on vortex rings (CPU or GPU).
+
+What it measures, through ``vortexsim.make_case`` and ``Simulation.run``; one JSON line
+per result is printed, and all of them are written to ``--out``:
 
     python benchmarks/validate_rings.py saffman  [--sigma-eff 0.045 0.065] [--device gpu --method fmm]
     python benchmarks/validate_rings.py leapfrog [--n-phi 32 --layers 2 --dt 0.1]
     python benchmarks/validate_rings.py ground   [--n-phi 48]
-    python benchmarks/validate_rings.py perf     [--n-phi 2341 --tracers 1048576]  # GPU: RK4 step time
-        a core resolved at the spacing (32 766 elements ≈ 2^15): --n-phi 129 --layers 7
-        --layer-spacing 0.5 --sigma 0.05
 
 saffman   single ring with a resolved Gaussian core (4 layers to 3σ_c, σ = σ_c, stations
           spaced σ), inviscid, RK4: speed of the impulse centre fitted over one radius of
@@ -16,8 +16,11 @@ leapfrog  the default leapfrog case to t = 20: pass times (ring centres swap ord
 ground    ring_ground against the upper ring of the head-on collision of mirror rings
           (same dt, direct sum or FMM): the largest difference over the run, and the
           largest |w| on the plane z = 0.
-perf      wall time of RK4 steps of ``leapfrog`` at GPU sizes (default 2 × 2341 × 7 =
-          32 774 elements, 2^20 tracers, float64, FMM tol 1e-6).
+
+The time of one RK4 step at GPU size is ``bench_step.py``'s.  Options: --device
+auto|cpu|gpu, --method direct|fmm|auto, --tol, --dt, --n-phi, --layers, --tracers (per
+ring), --sigma-eff, --travel, --out PATH (default
+``benchmarks/results/validate_rings_CHECK_DATE[_LABEL].json``), --label TEXT.
 """
 from __future__ import annotations
 
@@ -29,8 +32,9 @@ import time
 import numpy as np
 
 import vortexsim
-from vortexsim import diagnostics as D
-from vortexsim.backend import to_host
+
+import _timing as T
+from _timing import to_host
 
 
 def saffman_speed(circulation, radius, sigma_eff):
@@ -73,7 +77,7 @@ def saffman(args):
                "impulse_drift": float(np.linalg.norm(d["linear_impulse"] - d0["linear_impulse"])
                                       / np.linalg.norm(d0["linear_impulse"])),
                "energy_drift": (d["energy"] - d0["energy"]) / d0["energy"],
-               "wall_s": wall, "device": sim.device.describe(), "method": sim.summation.method}
+               "wall_s": wall, "device": sim.device.describe(), "method": sim.config["method"]}
         print(json.dumps(res), flush=True)
         out.append(res)
     return out
@@ -96,13 +100,12 @@ def leapfrog(args):
     passes = [times[i] - gap[i] * (times[i + 1] - times[i]) / (gap[i + 1] - gap[i]) for i in idx]
     res = {"n_elements": len(sim.elements), "n_tracers": len(sim.tracers),
            "sigma": float(to_host(sim.elements.sigma[:1])[0]),
-           "fmm_depth": getattr(sim.summation, "depth", None),
            "pass_times": [round(p, 3) for p in passes],
            "impulse_drift": float(np.linalg.norm(d["linear_impulse"] - d0["linear_impulse"])
                                   / np.linalg.norm(d0["linear_impulse"])),
            "energy_drift": (d["energy"] - d0["energy"]) / d0["energy"],
            "wall_s": time.perf_counter() - start, "device": sim.device.describe(),
-           "method": sim.summation.method}
+           "method": sim.config["method"]}
     print(json.dumps(res), flush=True)
     return res
 
@@ -127,44 +130,31 @@ def ground(args):
         w_plane = max(w_plane, float(np.abs(u[:, 2]).max() / np.abs(u).max()))
     res = {"n_elements": n, "t_end": g.t, "max_difference": worst,
            "max_w_on_plane_relative": w_plane, "ring_radius_end": float(g.diagnostics()["ring_radius"][0]),
-           "wall_s": time.perf_counter() - start, "method": g.summation.method}
+           "wall_s": time.perf_counter() - start, "device": g.device.describe(),
+           "method": g.config["method"]}
     print(json.dumps(res), flush=True)
     return res
 
 
-def perf(args):
-    extra = {k: v for k, v in (("sigma", args.sigma), ("layer_spacing", args.layer_spacing))
-             if v is not None}
-    sim = vortexsim.make_case("leapfrog", n_phi=args.n_phi or 2341, layers=args.layers or 2,
-                              tracers_per_ring=args.tracers // 2, dt=args.dt or 0.01,
-                              device=args.device, method=args.method, tol=args.tol,
-                              progress=False, **extra)
-    xp = sim.device.xp
-
-    def sync():
-        if sim.device.is_gpu:
-            xp.cuda.Device().synchronize()
-    sim.run(steps=2)                                   # warm-up (compilation, caches)
-    sync()
-    walls = []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        sim.step()
-        sync()
-        walls.append(time.perf_counter() - t0)
-    res = {"n_elements": len(sim.elements), "n_tracers": len(sim.tracers),
-           "sigma": float(to_host(sim.elements.sigma[:1])[0]),
-           "fmm_depth": getattr(sim.summation, "depth", None),
-           "integrator": sim.scheme.name, "method": sim.summation.method, "tol": args.tol,
-           "step_ms_median": 1e3 * float(np.median(walls)), "step_ms_min": 1e3 * min(walls),
-           "device": sim.device.describe()}
-    print(json.dumps(res), flush=True)
-    return res
+def _summary(check, res):
+    """Short rows of the results for the JSON's summary table."""
+    rows = res if isinstance(res, list) else [res]
+    out = []
+    for r in rows:
+        if check == "saffman":
+            what = f"saffman σ_eff={r['sigma_eff']}: speed {r['error_percent']:+.2f} % vs Saffman"
+        elif check == "leapfrog":
+            what = f"leapfrog passes {r['pass_times']}, impulse drift {r['impulse_drift']:.1e}"
+        else:
+            what = f"ground vs mirror collision: max difference {r['max_difference']:.1e}"
+        out.append(dict(what=what, ms=r["wall_s"] * 1e3, err_u=None, err_grad=None,
+                        target=None, met=None))
+    return out
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("check", choices=["saffman", "leapfrog", "ground", "perf"])
+    p.add_argument("check", choices=["saffman", "leapfrog", "ground"])
     p.add_argument("--device", default="auto")
     p.add_argument("--method", default="direct")
     p.add_argument("--tol", type=float, default=1e-6)
@@ -173,20 +163,15 @@ def main(argv=None):
     p.add_argument("--dt", type=float, default=None)
     p.add_argument("--n-phi", type=int, default=None)
     p.add_argument("--layers", type=int, default=None)
-    p.add_argument("--tracers", type=int, default=0, help="tracers (per ring; perf: total)")
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--sigma", type=float, default=None,
-                   help="perf: element core radius (default: the case's rule, here 0.1)")
-    p.add_argument("--layer-spacing", type=float, default=None,
-                   help="perf: core layer spacing in units of the core σ_c")
-    p.add_argument("--output", default=None, help="write the JSON results here")
+    p.add_argument("--tracers", type=int, default=0, help="tracers per ring")
+    p.add_argument("--out", "--output", dest="out", default=None, help="JSON path")
+    p.add_argument("--label", default="", help="free text stored in the JSON and the file name")
     args = p.parse_args(argv)
-    if args.check == "perf" and args.tracers == 0:
-        args.tracers = 2 ** 20
-    res = {"saffman": saffman, "leapfrog": leapfrog, "ground": ground, "perf": perf}[args.check](args)
-    if args.output:
-        with open(args.output, "w") as fh:
-            json.dump(res, fh, indent=1)
+    res = {"saffman": saffman, "leapfrog": leapfrog, "ground": ground}[args.check](args)
+    device = "gpu" if "gpu" in str((res[0] if isinstance(res, list) and res else res)
+                                   .get("device", "")) else "cpu"
+    T.write_json(args, f"validate_rings_{args.check}", device,
+                 dict(check=args.check, results=res), _summary(args.check, res))
     return res
 
 
