@@ -154,7 +154,8 @@ class SnapshotWriter:
     history : str, the CF ``history`` text
 
     ``finalize(sim, reason)`` writes the kind of snapshot ``reason`` calls for:
-    ``"done"`` → ``final`` (unless this iteration's is written), ``"interrupted"`` →
+    ``"done"`` → ``final`` (unless this iteration's is written and its run state is still
+    current: a final diagnostics row after it makes it rewritten), ``"interrupted"`` →
     ``interrupted``, ``"failed"`` → ``last_good_state``, ``"error"`` → ``error``.
     :attr:`last_path` is the newest file written; :meth:`read_checkpoint` reads one
     back for :meth:`vortexsim.Simulation.pickup`.
@@ -169,6 +170,7 @@ class SnapshotWriter:
         self.meta, self.history = dict(meta or {}), history
         self.last_path = None
         self.last_iteration = None
+        self._last_schedule = None
 
     def path(self, iteration):
         return os.path.join(self.run_dir, snapshot_name(iteration))
@@ -176,17 +178,20 @@ class SnapshotWriter:
     def write(self, sim, kind="scheduled"):
         """Write the snapshot of the current state; returns its path."""
         path = self.path(sim.iteration)
-        write_snapshot(path, sim.state_dict(), sim.config, self.meta,
-                       schedule_attrs(sim.run_state_dict()), kind, self.history)
+        schedule = schedule_attrs(sim.run_state_dict())
+        write_snapshot(path, sim.state_dict(), sim.config, self.meta, schedule, kind,
+                       self.history)
         self.last_path, self.last_iteration = path, sim.iteration
+        self._last_schedule = schedule
         if kind == "scheduled":
             logger.info("t = %.6g, iteration %d, dt = %.4g: wrote %s", sim.t, sim.iteration,
                         sim.dt, os.path.basename(path))
         return path
 
     def finalize(self, sim, reason):
-        if reason == "done" and self.last_iteration == sim.iteration:
-            return
+        if reason == "done" and self.last_iteration == sim.iteration and \
+                self._last_schedule == schedule_attrs(sim.run_state_dict()):
+            return          # this iteration's snapshot is written and still up to date
         if reason != "error":
             self.write(sim, self._KINDS[reason])
             return
@@ -215,7 +220,7 @@ class SnapshotWriter:
                 path = os.fspath(source)
             snap = read_snapshot(path)
         self.last_iteration = snap.iteration      # that checkpoint exists: not rewritten
-        self.last_path = snap.path
+        self.last_path, self._last_schedule = snap.path, dict(snap.schedule)
         return {"state": snap.state, "run": run_state_from_schedule(snap.schedule),
                 "path": snap.path}
 
