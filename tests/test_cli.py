@@ -144,6 +144,21 @@ def test_resolved_config_repeats_the_run(tmp_path):
                                  "snapshot_00000006.nc"]  # steps shortened at t = 0.1, 0.2
 
 
+def test_last_snapshot_restarts_when_the_end_is_no_diagnostics_time(tmp_path):
+    """t_end = 0.4 is a snapshot time but not a diagnostics time: the final row comes after
+    the scheduled snapshot, which is then rewritten so that its row count holds."""
+    out = tmp_path / "r"
+    assert main(["run", "single_ring", *TINY, "--t-end", "0.4", "--set",
+                 "snapshot_interval=0.2", "--set", "diagnostics_interval=0.15",
+                 "--out", str(out)]) == 0
+    last = out / "snapshot_00000008.nc"
+    with xr.open_dataset(last) as ds, xr.open_dataset(out / "diagnostics.nc") as d:
+        assert ds.attrs["run_diagnostics_rows"] == d.sizes["time"] == 4
+    assert main(["restart", str(last), "--t-end", "0.5", "-q"]) == 0
+    with xr.open_dataset(out / "diagnostics.nc") as d:
+        assert list(d["iteration"].values) == [0, 3, 6, 8, 9, 10]
+
+
 @pytest.mark.gpu
 def test_restart_is_bitwise_identical_on_the_gpu(tmp_path):
     """The same check on the GPU with the FMM (2 x 512 x 7 elements, 2^16 tracers);

@@ -7,8 +7,12 @@ FMM               reusable fast multipole evaluator (CPU and GPU)
 KERNELS           the cutoff kernels (physics.md)
 stretching        vortex-stretching right-hand side (classical | transpose)
 Device            compute device (cpu | gpu)
-Simulation        time integration of vortex elements and tracers (vortexsim.simulation)
+Simulation        time integration of vortex elements and tracers (vortexsim.simulation);
+                  owns the run loop: stop criteria, callbacks, output writers, run(pickup=)
 SimulationError   a failed safety check (carries the last good state)
+Callback          a function and its schedule, for Simulation.callbacks
+TimeInterval, IterationInterval, WallTimeInterval
+                  schedules of callbacks and writers (vortexsim.schedules)
 make_case         build a named case (single_ring, leapfrog, collision, oblique_collision,
                   ring_ground) as a Simulation; list_cases, from_config
 """
@@ -16,10 +20,12 @@ from .backend import Device
 from .kernels.cutoff import KERNELS, get_kernel, stretching
 from .fmm.evaluator import FMM
 from .summation import induced_velocity
-from .simulation import Simulation, SimulationError
+from .schedules import IterationInterval, TimeInterval, WallTimeInterval
+from .simulation import Callback, Simulation, SimulationError
 from .cases import from_config, list_cases, make_case
 
 __version__ = "0.1.0"
 
 __all__ = ["induced_velocity", "FMM", "KERNELS", "get_kernel", "stretching", "Device", "Simulation",
-           "SimulationError", "make_case", "list_cases", "from_config", "__version__"]
+           "SimulationError", "Callback", "TimeInterval", "IterationInterval",
+           "WallTimeInterval", "make_case", "list_cases", "from_config", "__version__"]

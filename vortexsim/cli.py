@@ -13,7 +13,13 @@ A run directory holds ``config.toml`` (the resolved case file: ``vortexsim run
 DIR/config.toml`` repeats the run), ``snapshot_<iteration>.nc`` (one per output time, each a
 checkpoint), ``diagnostics.nc`` (one row per diagnostic time), ``plot.png`` and ``run.log``.
 
-One run, in order::
+This module is wiring: it parses the command, builds the simulation
+(:func:`vortexsim.make_case`, or :func:`vortexsim.from_config` and
+:meth:`vortexsim.Simulation.pickup` of the snapshot for a restart), attaches the output
+writers (:func:`vortexsim.output.writers.run_writers`, intervals from
+:func:`~vortexsim.output.writers.output_intervals`), installs the SIGINT/SIGTERM handlers
+(they call :meth:`~vortexsim.Simulation.request_stop`) and runs
+(:meth:`vortexsim.Simulation.run`, which owns the loop).  One run, in order::
 
     t0: diagnostics row, snapshot
     until t_end (or N steps):
@@ -22,6 +28,7 @@ One run, in order::
         on a snapshot time: write snapshot_<iteration>.nc (atomically)
         on SIGINT/SIGTERM (after the step in progress): write a checkpoint, exit 130/143
         on a failed safety check (NaN/inf, blow-up): write the last good state, exit 1
+        on any other error: write the state of the last completed step, re-raise
     end: final diagnostics row and snapshot, plot.png
 
 Exit codes: 0 done; 1 the simulation failed (the last good state is written); 2 bad input
@@ -39,10 +46,10 @@ import os
 import shlex
 import signal
 import sys
-import time
 
 from .config import (CLI_ONLY, OUTPUT_DEFAULTS, PARAMETERS, ConfigError, check_params, closest,
                      load_case_file, parse_assignments, to_toml)
+from .schedules import due
 
 logger = logging.getLogger("vortexsim.cli")
 
@@ -240,62 +247,13 @@ def _add_file_log(run_dir):
     logging.getLogger("vortexsim").addHandler(handler)
 
 
-class _Progress:
-    """tqdm bar over simulated time (or steps) with t, steps/s and the ETA."""
-
-    def __init__(self, enabled, t0, t_start, stop_time, it_start, stop_iteration):
-        self.bar = None
-        self.by_steps = stop_iteration is not None
-        self.t_start, self.it_start, self.wall = t_start, it_start, time.perf_counter()
-        if not enabled:
-            return
-        from tqdm.auto import tqdm  # noqa: PLC0415
-        if self.by_steps:
-            self.bar = tqdm(total=stop_iteration - it_start, unit="step", file=sys.stderr,
-                            desc=f"t = {t_start:.5g}",
-                            disable=None, dynamic_ncols=True,
-                            bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
-                                       "steps, ETA {remaining} (elapsed {elapsed})")
-        else:
-            self.t0, self.total = t0, stop_time - t0
-            self.bar = tqdm(total=self.total, initial=t_start - t0, file=sys.stderr,
-                            desc=f"t = {t_start:.5g} / {stop_time:.5g}",
-                            disable=None, dynamic_ncols=True,
-                            bar_format="{desc} {percentage:3.0f}%|{bar}| ETA {remaining} "
-                                       "(elapsed {elapsed})")
-            self.stop_time = stop_time
-
-    def update(self, sim):
-        if self.bar is None:
-            return
-        steps = sim.iteration - self.it_start
-        rate = steps / max(time.perf_counter() - self.wall, 1e-9)
-        if self.by_steps:
-            self.bar.set_description_str(f"t = {sim.t:.5g}, {rate:.3g} steps/s", refresh=False)
-            self.bar.update(steps - self.bar.n)
-        else:
-            self.bar.set_description_str(f"t = {sim.t:.5g} / {self.stop_time:.5g}, "
-                                         f"{rate:.3g} steps/s", refresh=False)
-            self.bar.update(min(sim.t - self.t0, self.total) - self.bar.n)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
-
-
-# -- the run loop -------------------------------------------------------------------------
-def _snapshot_name(iteration):
-    return f"snapshot_{iteration:08d}.nc"
-
-
-def _due(t, target):
-    return t >= target - 1e-10 * max(1.0, abs(target))
-
-
+# -- running: signals and exit codes ---------------------------------------------------------
 class _Stop:
-    """SIGINT/SIGTERM → finish the step in progress, checkpoint, exit; a second SIGINT aborts."""
+    """SIGINT/SIGTERM → ``sim.request_stop()``: the run finishes the step in progress, its
+    writers checkpoint, and the command exits 128 + signal; a second SIGINT aborts."""
 
-    def __init__(self):
+    def __init__(self, sim):
+        self.sim = sim
         self.signum = None
         self._old = {}
 
@@ -312,146 +270,38 @@ class _Stop:
         if self.signum is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.signum = signum
+        self.sim.request_stop()
         logger.warning("%s received: finishing the current step, then writing a checkpoint "
                        "(press Ctrl-C again to abort without one)", signal.Signals(signum).name)
 
 
-class Runner:
-    """Steps a simulation and writes its run directory (see the module docstring).
+def _run(sim, progress, **stop):
+    """Run ``sim`` (its output writers attached) with the signal handlers; the exit code.
 
-    Parameters
-    ----------
-    sim : vortexsim.Simulation
-    run_dir : str
-    meta : dict, global attributes of every file (case, config TOML, version, device, …)
-    schedule : dict: t0, snapshot_interval, diagnostics_interval [T], next_snapshot,
-        next_diagnostics (indices of the next scheduled times t0 + k·interval),
-        diagnostics_rows, stop_time [T] or None, stop_iteration or None
-    diag : :class:`vortexsim.output.DiagnosticsLog`
-    history : str, CF history of the files
-    plot : bool, write plot.png at the end
+    The run loop writes the checkpoints (:meth:`vortexsim.Simulation.run`); this maps its
+    outcome to the command's messages and exit codes: done 0, a failed safety check 1
+    (the last good state written), SIGINT/SIGTERM 128 + signal (a checkpoint written).
     """
-
-    def __init__(self, sim, run_dir, meta, schedule, diag, history, plot=True):
-        self.sim, self.run_dir, self.meta, self.schedule = sim, run_dir, meta, dict(schedule)
-        self.diag, self.history, self.plot = diag, history, plot
-        self.last_snapshot = None
-        self._snap_iteration = None
-
-    # schedule
-    def _time(self, which):
-        s = self.schedule
-        return s["t0"] + s[f"next_{which}"] * s[f"{which}_interval"]
-
-    def _done(self):
-        s, sim = self.schedule, self.sim
-        if s["stop_iteration"] is not None:
-            return sim.iteration >= s["stop_iteration"]
-        return _due(sim.t, s["stop_time"])
-
-    def _record(self):
-        row = self.sim.diagnostics()
-        row["dt_next"] = self.sim.dt
-        self.diag.append(row)
-        self.schedule["diagnostics_rows"] = len(self.diag)
-
-    def _snapshot(self, kind):
-        from .output import write_snapshot  # noqa: PLC0415
-        sim = self.sim
-        path = os.path.join(self.run_dir, _snapshot_name(sim.iteration))
-        write_snapshot(path, sim.state_dict(), sim.config, self.meta, self.schedule, kind,
-                       self.history)
-        self.last_snapshot, self._snap_iteration = path, sim.iteration
-        return path
-
-    def _advance_schedule(self):
-        """Indices past the current time (after a restart with another interval)."""
-        for which in ("snapshot", "diagnostics"):
-            while self._time(which) < self.sim.t and not _due(self.sim.t, self._time(which)):
-                self.schedule[f"next_{which}"] += 1
-
-    def run(self, progress):
-        """Run to the stop criterion; return the exit code."""
-        from .simulation import SimulationError  # noqa: PLC0415
-        sim, s = self.sim, self.schedule
-        self._advance_schedule()
-        bar = _Progress(False, 0, 0, None, 0, None)
-        wall, it0, t_start = time.perf_counter(), sim.iteration, sim.t
+    from .simulation import SimulationError  # noqa: PLC0415
+    snapshots = sim.output_writers["snapshots"]
+    with _Stop(sim) as stop_signal:
         try:
-            with _Stop() as stop:
-                self._events()  # t0 of a fresh run (or a row an error checkpoint still owes)
-                bar = _Progress(progress, s["t0"], sim.t, s["stop_time"], sim.iteration,
-                                s["stop_iteration"])
-                while not self._done():
-                    if stop.signum is not None:
-                        return self._interrupted(stop.signum, bar)
-                    target = min(self._time("snapshot"), self._time("diagnostics"))
-                    if s["stop_time"] is not None:
-                        target = min(target, s["stop_time"])
-                    try:
-                        sim.step(t_end=target)
-                    except SimulationError as exc:
-                        bar.close()
-                        path = self._snapshot("last_good_state")
-                        logger.error("run stopped: %s", exc)
-                        _say(f"vortexsim: the simulation failed at step {exc.step} (t = "
-                             f"{exc.t:.6g}); the last good state is in {path}. {_first(exc)}")
-                        return EXIT_FAILED
-                    self._events()
-                    bar.update(sim)
-                bar.close()  # (a signal during the last step: the run is complete anyway)
-                if not self.diag.rows or self.diag.rows[-1]["iteration"] != sim.iteration:
-                    self._record()
-                if self._snap_iteration != sim.iteration:
-                    self._snapshot("final")
-        except KeyboardInterrupt:
-            bar.close()
-            raise
-        except Exception:
-            bar.close()
-            try:
-                path = self._snapshot("error")
-                logger.error("unexpected error; the state of the last completed step is in %s",
-                             path)
-            except Exception:  # noqa: BLE001
-                logger.error("unexpected error; no checkpoint could be written")
-            raise
-        wall = time.perf_counter() - wall
-        steps = sim.iteration - it0
-        if steps:
-            logger.info("done: %d steps (t %.6g → %.6g) in %.1f s, %.3g steps/s; last snapshot "
-                        "%s", steps, t_start, sim.t, wall, steps / wall, self.last_snapshot)
-        if self.plot:
-            self._plot()
-        return EXIT_OK
-
-    def _events(self):
-        sim = self.sim
-        if _due(sim.t, self._time("diagnostics")):
-            self._record()
-            self.schedule["next_diagnostics"] += 1
-        if _due(sim.t, self._time("snapshot")):
-            self.schedule["next_snapshot"] += 1
-            path = self._snapshot("scheduled")
-            logger.info("t = %.6g, iteration %d, dt = %.4g: wrote %s", sim.t, sim.iteration,
-                        sim.dt, os.path.basename(path))
-        self._advance_schedule()
-
-    def _interrupted(self, signum, bar):
-        bar.close()
-        path = self._snapshot("interrupted")
-        name = signal.Signals(signum).name
-        _say(f"vortexsim: interrupted by {name} at t = {self.sim.t:.6g} (iteration "
-             f"{self.sim.iteration}); checkpoint written: {path}. Continue with: vortexsim "
-             f"restart {shlex.quote(path)}")
-        return 128 + signum
-
-    def _plot(self):
-        from .output.plot import plot_run  # noqa: PLC0415
-        try:
-            plot_run(self.run_dir)
-        except Exception as exc:  # noqa: BLE001 - a plot never fails a finished run
-            logger.warning("could not write the plot: %s", exc)
+            sim.run(progress=progress, **stop)
+        except SimulationError as exc:
+            logger.error("run stopped: %s", exc)
+            _say(f"vortexsim: the simulation failed at step {exc.step} (t = {exc.t:.6g}); the "
+                 f"last good state is in {snapshots.last_path}. {_first(exc)}")
+            return EXIT_FAILED
+        if sim.stop_reason == "interrupted":
+            path = snapshots.last_path
+            name = signal.Signals(stop_signal.signum).name
+            _say(f"vortexsim: interrupted by {name} at t = {sim.t:.6g} (iteration "
+                 f"{sim.iteration}); checkpoint written: {path}. Continue with: vortexsim "
+                 f"restart {shlex.quote(path)}")
+            return 128 + stop_signal.signum
+    logger.info("done at t = %.6g, iteration %d; last snapshot %s", sim.t, sim.iteration,
+                snapshots.last_path)
+    return EXIT_OK
 
 
 def _first(exc):
@@ -529,13 +379,11 @@ def cmd_run(args, argv):
         sim = make_case(case, **params, progress=False)
     except (ValueError, TypeError) as exc:
         raise UsageError(f"case {case}: {_first(exc)}") from None
-    # auto intervals: whole multiples of dt (so that no step is shortened for them), about
-    # t_end/10 between snapshots and snapshot_interval/10 between diagnostics rows
-    dt = sim.config["dt"]
-    snap_dt = output["snapshot_interval"] or \
-        dt * max(1, round((sim.config["t_end"] - sim.t) / (10 * dt)))
-    diag_dt = output["diagnostics_interval"] or dt * max(1, round(snap_dt / (10 * dt)))
-    output.update(snapshot_interval=float(snap_dt), diagnostics_interval=float(diag_dt))
+    from .output import output_intervals, run_writers  # noqa: PLC0415
+    snap_dt, diag_dt = output_intervals(sim.config["dt"], sim.config["t_end"] - sim.t,
+                                        output["snapshot_interval"],
+                                        output["diagnostics_interval"])
+    output.update(snapshot_interval=snap_dt, diagnostics_interval=diag_dt)
 
     os.makedirs(run_dir, exist_ok=True)
     if args.overwrite:
@@ -550,33 +398,26 @@ def cmd_run(args, argv):
             fh.write(config_toml)
     meta = _meta(sim, config_toml)
     history = _history_line(argv)
-    schedule = {"t0": sim.t, "snapshot_interval": output["snapshot_interval"],
-                "diagnostics_interval": output["diagnostics_interval"], "next_snapshot": 0,
-                "next_diagnostics": 0, "diagnostics_rows": 0,
-                "stop_time": None if args.steps else float(sim.config["t_end"]),
-                "stop_iteration": args.steps if args.steps else None,
-                "plot": int(bool(output["plot"]))}
-    from .output import DiagnosticsLog  # noqa: PLC0415
-    diag = DiagnosticsLog(os.path.join(run_dir, "diagnostics.nc"), meta, history=history)
+    sim.output_writers.update(run_writers(run_dir, meta, history, snap_dt, diag_dt,
+                                          plot=bool(output["plot"])))
     logger.info("run %s (%s) → %s: %d elements, %d tracers, %s, %s on %s; snapshots every %g, "
                 "diagnostics every %g", case, source, run_dir, sim.config["n_elements"],
                 sim.config["n_tracers"], sim.config["method"], sim.config["precision"],
                 sim.device.describe(), snap_dt, diag_dt)
-    runner = Runner(sim, run_dir, meta, schedule, diag, history, plot=bool(output["plot"]))
-    return runner.run(progress=args.quiet == 0)
+    stop = {"steps": args.steps} if args.steps else {"t_end": float(sim.config["t_end"])}
+    return _run(sim, args.quiet == 0, **stop)
 
 
 def cmd_restart(args, argv):
-    from .output import DiagnosticsLog, SnapshotError, read_snapshot  # noqa: PLC0415
+    from .output import SnapshotError, read_snapshot, run_writers  # noqa: PLC0415
+    from .output.writers import SCHEDULE_KEYS, snapshot_name  # noqa: PLC0415
     try:
         snap = read_snapshot(args.snapshot)
     except SnapshotError as exc:
         raise UsageError(f"cannot restart: {_first(exc)}") from None
     config = dict(snap.config)
     s = dict(snap.schedule)
-    needed = ("t0", "snapshot_interval", "diagnostics_interval", "next_snapshot",
-              "next_diagnostics", "diagnostics_rows")
-    if any(s.get(k) is None for k in needed):
+    if any(s.get(k) is None for k in SCHEDULE_KEYS):
         raise UsageError(f"cannot restart: {args.snapshot} has no output schedule (run_* "
                          "attributes); it was not written by vortexsim run.")
     original = config.get("device", "auto")
@@ -589,17 +430,18 @@ def cmd_restart(args, argv):
                 "cpu to continue on the CPU, not bitwise equal)" if not args.device else "")
         raise UsageError(f"{exc}{hint}") from None
     t = snap.t
+    stop = {}      # without --t-end/--steps: the stop criterion stored in the snapshot
     if args.t_end is not None:
         if not (math.isfinite(args.t_end) and args.t_end > t):
             raise UsageError(f"--t-end {args.t_end:g} is not after the snapshot's time "
                              f"t = {t:.10g}.")
-        s["stop_time"], s["stop_iteration"] = float(args.t_end), None
+        stop = {"t_end": float(args.t_end)}
     elif args.steps is not None:
         if args.steps <= 0:
             raise UsageError(f"--steps must be a positive integer, got {args.steps}.")
-        s["stop_time"], s["stop_iteration"] = None, snap.iteration + args.steps
+        stop = {"steps": args.steps}
     elif (s.get("stop_iteration") is not None and snap.iteration >= s["stop_iteration"]) or \
-            (s.get("stop_time") is not None and _due(t, float(s["stop_time"]))):
+            (s.get("stop_time") is not None and due(t, float(s["stop_time"]))):
         end = (f"iteration {s['stop_iteration']}" if s.get("stop_iteration") is not None
                else f"t_end = {s['stop_time']:g}")
         raise UsageError(f"{args.snapshot} is the end of its run ({end}); pass --t-end T "
@@ -609,36 +451,29 @@ def cmd_restart(args, argv):
     from .cases import from_config  # noqa: PLC0415
     try:
         sim = from_config({**config, "progress": False})
-        sim.load_state_dict(snap.state)
     except (ValueError, TypeError) as exc:
         raise UsageError(f"cannot restart from {args.snapshot}: {_first(exc)}") from None
     meta = {k: snap.attrs.get(k) for k in ("case", "config", "vortexsim_version", "precision",
                                            "kernel", "method", "tolerance", "integrator")}
     meta.update(_meta(sim, snap.attrs.get("config", "")))
     history = (str(snap.attrs.get("history", "")) + "\n" + _history_line(argv)).strip()
-    try:
-        diag = DiagnosticsLog.resume(os.path.join(run_dir, "diagnostics.nc"), meta,
-                                     snap.iteration, int(s["diagnostics_rows"]), history)
+    sim.output_writers.update(run_writers(
+        run_dir, meta, history, float(s["snapshot_interval"]), float(s["diagnostics_interval"]),
+        plot=bool(s.get("plot", 1))))
+    try:     # the state, the schedules, the stop criterion; diagnostics.nc resumed
+        sim.pickup(snap)
     except SnapshotError as exc:
         raise UsageError(f"cannot restart: {_first(exc)}") from None
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"cannot restart from {args.snapshot}: {_first(exc)}") from None
     later = [f for f in sorted(glob.glob(os.path.join(run_dir, "snapshot_*.nc")))
-             if f > os.path.join(run_dir, _snapshot_name(snap.iteration))]
+             if f > os.path.join(run_dir, snapshot_name(snap.iteration))]
     if later:
         logger.info("restart: %d later snapshot(s) in %s will be rewritten as the run reaches "
                     "them (or left as they are beyond its end)", len(later), run_dir)
     logger.info("restart %s from %s: t = %.10g, iteration %d, on %s", config.get("case"),
                 args.snapshot, t, snap.iteration, sim.device.describe())
-    schedule = {k: s.get(k) for k in needed + ("stop_time", "stop_iteration", "plot")}
-    for k in ("next_snapshot", "next_diagnostics", "diagnostics_rows"):
-        schedule[k] = int(schedule[k])
-    for k in ("t0", "snapshot_interval", "diagnostics_interval"):
-        schedule[k] = float(schedule[k])
-    if schedule["stop_iteration"] is not None:
-        schedule["stop_iteration"] = int(schedule["stop_iteration"])
-    runner = Runner(sim, run_dir, meta, schedule, diag, history,
-                    plot=bool(s.get("plot", 1)))
-    runner._snap_iteration = snap.iteration
-    return runner.run(progress=args.quiet == 0)
+    return _run(sim, args.quiet == 0, **stop)
 
 
 def cmd_cases(args, argv):

@@ -4,6 +4,14 @@ r"""The simulation driver: state, right-hand side, integrator, time step, safety
     sim.run(t_end=20.0)                              # or sim.step(), sim.run(steps=10)
     sim.t, sim.iteration, sim.elements.x, sim.tracers.x, sim.diagnostics()
 
+The run loop (:meth:`Simulation.run`, modelled on Oceananigans' ``Simulation``) owns the
+stop criteria (``stop_time``, ``stop_iteration``, ``wall_time_limit``), the ordered dicts
+``callbacks`` and ``output_writers`` (name → object with a schedule from
+:mod:`vortexsim.schedules`), one progress bar, and restarts: ``run(pickup=...)``
+restores the simulation and the state of every writer, callback and schedule.  It knows
+writers only through their protocol (``write(sim)``, ``schedule``, ``state_dict()``, ...;
+see :meth:`Simulation.run`); the netCDF writers are in :mod:`vortexsim.output.writers`.
+
 One step (:meth:`Simulation.step`), in this order::
 
     dt   = step size (fixed, or adaptive: C / max‖∇u‖ of the previous step), shortened to
@@ -18,7 +26,7 @@ One step (:meth:`Simulation.step`), in this order::
            ≤ max_speed, stage displacement dt·max|u| within the root slack, elements and
            tracers above a ground plane.  A failed check raises SimulationError and leaves
            the simulation at its last good state (t_n).
-    commit: t ← t_n + dt, iteration += 1, then callbacks
+    commit: t ← t_n + dt, iteration += 1
 
 Adaptive rule (``adaptive=True``): dt_{n+1} = min(dt_max, max(dt_min, C / G_n)) with
 G_n = max over the elements and the stages of step n of the Frobenius norm ‖∇u‖_F
@@ -45,12 +53,13 @@ from ._names import did_you_mean
 from .backend import Device, resolve_device, to_host
 from .integrators import get_scheme
 from .physics import FMMPlanner, Summation, VortexRHS, make_domain
+from .schedules import due
 from .state import ElementGroup, Elements, Tracers, group_labels, make_elements, make_tracers
 from . import diagnostics as D
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Simulation", "SimulationError", "RUN_DEFAULTS"]
+__all__ = ["Simulation", "SimulationError", "Callback", "RUN_DEFAULTS"]
 
 #: Run parameters of :class:`Simulation` and their defaults (everything but the state).
 RUN_DEFAULTS = {
@@ -74,7 +83,7 @@ RUN_DEFAULTS = {
     "root_slack": 0.05,            # FMM root cube margin, fraction of the box width
     #                                (a wider cube makes wider leaves: at 0.25 the leapfrog
     #                                GPU case had 0.40 instead of 0.32 and 1.8× the pairs)
-    "progress": True,              # tqdm bar in run()
+    "progress": True,              # progress bar in run()
 }
 
 
@@ -106,7 +115,12 @@ class Simulation:
     t0 : float [T], initial time
     case : str, optional, name of the case that built the state (recorded in ``config``)
     case_params : dict, optional, the case's resolved parameters (recorded in ``config``)
-    callbacks : sequence of callables ``f(sim)`` called after every step
+    callbacks : callables ``f(sim)`` called after every step, :class:`Callback` objects
+        (a function and its schedule), or a dict name → either; see :meth:`run`
+    output_writers : dict name → writer (an object with ``schedule`` and ``write(sim)``,
+        e.g. :mod:`vortexsim.output.writers`) or a sequence of writers
+    stop_iteration : int, optional, stop :meth:`run` at this iteration
+    wall_time_limit : float [s], optional, stop :meth:`run` after this much wall time
     **run : the run parameters of :data:`RUN_DEFAULTS`:
 
         dt [T] (required), t_end [T], integrator {"euler", "rk2", "rk4"},
@@ -114,16 +128,18 @@ class Simulation:
         "float32"}, device {"auto", "cpu", "gpu"}, stretching {"transpose",
         "classical"}, nu [L²/T], viscous {"core_spreading", "pse"}, boundary
         {"free", "ground"}, ground_z [L], adaptive, courant, dt_min [T],
-        max_speed [L/T], root_slack, progress
+        max_speed [L/T], root_slack, progress; ``t_end`` is the default ``stop_time``
 
     Attributes
     ----------
     t, iteration, dt (the next step's dt), elements, tracers, groups, config, device,
-    summation, rhs, scheme, callbacks
+    summation, rhs, scheme, callbacks, output_writers, stop_time, stop_iteration,
+    wall_time_limit, stop_reason (why the last run stopped)
     """
 
     def __init__(self, elements, tracers=None, *, groups=(), t0=0.0, case=None,
-                 case_params=None, callbacks=(), **run):
+                 case_params=None, callbacks=(), output_writers=None, stop_iteration=None,
+                 wall_time_limit=None, **run):
         unknown = sorted(set(run) - set(RUN_DEFAULTS))
         if unknown:
             hint = "; ".join(f"{k!r}{did_you_mean(k, RUN_DEFAULTS, parenthetical=True)}"
@@ -177,7 +193,6 @@ class Simulation:
         self.planner = FMMPlanner(self.domain, self.device.xp,
                                   active=self.summation.method == "fmm",
                                   root_slack=cfg["root_slack"])
-        self.callbacks = list(callbacks)
         self._run = cfg
         self.t = float(t0)
         self.iteration = 0
@@ -204,6 +219,7 @@ class Simulation:
         logger.info("Simulation %s: %d elements, %d tracers, %s on %s, %s dt=%g",
                     case or "", n, m, self.summation.method, self.device.describe(),
                     self.scheme.name, self.dt)
+        self._init_loop(callbacks, output_writers, stop_iteration, wall_time_limit)
 
     # -- host-side bookkeeping ------------------------------------------------
     def _host_sigma_range(self):
@@ -284,8 +300,6 @@ class Simulation:
         grad = float(np.sqrt(stats[2]))
         if self._run["adaptive"]:
             self.dt = self._adaptive_dt(grad)
-        for cb in self.callbacks:
-            cb(self)
         return self
 
     def _check(self, stats, dt, margin):
@@ -321,58 +335,253 @@ class Simulation:
             logger.error(msg)
             raise SimulationError(msg, step, t, self.state_dict())
 
-    def run(self, t_end=None, steps=None, progress=None):
-        """Step until ``t_end`` [T] is reached (last step shortened to land on it) or for
-        ``steps`` more steps, whichever comes first.
+    # -- the run loop ----------------------------------------------------------------
+    def _init_loop(self, callbacks, output_writers, stop_iteration, wall_time_limit):
+        """The run loop's part of the constructor: ``callbacks`` and ``output_writers``
+        become ordered dicts (:class:`Components`), and the stop criteria are set (the
+        config's ``t_end`` is the default ``stop_time``)."""
+        self.callbacks = Components("callback", callbacks)
+        self.output_writers = Components("output writer", output_writers or {})
+        t_end = self._run["t_end"]
+        self.stop_time = None if t_end is None else float(t_end)
+        self.stop_iteration = None if stop_iteration is None else \
+            _whole("stop_iteration", stop_iteration)
+        if wall_time_limit is not None and not (math.isfinite(float(wall_time_limit))
+                                                and float(wall_time_limit) > 0):
+            raise ValueError(f"wall_time_limit must be a number of seconds > 0 or None, got "
+                             f"{wall_time_limit!r}.")
+        self.wall_time_limit = None if wall_time_limit is None else float(wall_time_limit)
+        self.stop_reason = None
+        self._stop_requested = False
 
-        With neither, the config's ``t_end`` is used; without that either, ValueError
-        ("no stopping criterion").  ``progress`` (default: the config's) shows a tqdm bar.
+    def run(self, t_end=None, steps=None, progress=None, *, pickup=None):
+        """Step until a stop criterion is met; callbacks and output writers act on their
+        schedules after each step, and each step is shortened so as to land exactly on
+        the stop time and on the next time of every time-based schedule.
 
-        Pseudocode::
+        Parameters
+        ----------
+        t_end : float [T], optional, stop at this time (``stop_time``)
+        steps : int, optional, stop after this many more steps (``stop_iteration =
+            iteration + steps``).  Given ``t_end`` or ``steps``, both criteria are set
+            from them (None where not given); with neither, the criteria stay as they
+            are: the config's ``t_end``, those set on the simulation, or those restored
+            by ``pickup``.  ``wall_time_limit`` [s] always applies when set.
+        progress : bool, a progress bar (t, steps/s, ETA); default: the config's
+        pickup : continue from a checkpoint first (:meth:`pickup`): a snapshot path,
+            ``"latest"``/True or an iteration (read by the output writer with
+            ``read_checkpoint``), or a dict (:meth:`checkpoint_state`, or a
+            :meth:`state_dict` alone).  ``run(pickup=p)`` is ``pickup(p); run()``.
 
-            while not (t >= t_end or n >= steps):
-                step(t_end)           # checks, then callbacks
+        Returns self; :attr:`stop_reason` says why the run stopped: ``"stop_time"``,
+        ``"stop_iteration"``, ``"wall_time_limit"`` or ``"interrupted"`` (after
+        :meth:`request_stop`, e.g. from a signal handler).
+
+        Raises ValueError("No stopping criterion ...") when nothing would stop the run,
+        and :class:`SimulationError` when a step fails a safety check (the simulation
+        stays at its last good state, which the writers have checkpointed).
+
+        Order of operations::
+
+            pickup(pickup)                       # if given
+            stop_time, stop_iteration ← t_end, iteration + steps   # if given
+            initialize()                         # schedules, callbacks, writers
+            for each writer:   if writer.schedule(sim): writer.write(sim)   # initial output
+            for each callback: callback.schedule(sim)    # brought up to date, not called
+            while not (t ≥ stop_time or iteration ≥ stop_iteration or wall ≥ limit):
+                if request_stop() was called: finalize("interrupted"); return
+                target = min(stop_time, next_time of every schedule after t)
+                step(target)                     # dt shortened to land on target
+                    SimulationError: finalize("failed"); raise
+                for each callback: if schedule is None or schedule(sim): callback(sim)
+                for each writer:   if schedule is not None and schedule(sim): write(sim)
+            finalize("done")
+            any other exception: finalize("error"); raise
+
+        "t ≥ stop_time" and the schedules' times count as reached within a relative
+        1e-10 (:func:`vortexsim.schedules.due`).  ``finalize(reason)`` calls
+        ``finalize(sim, reason)`` of every callback and writer that has one, in order
+        (the snapshot writer writes the final, interrupted, last good or error state;
+        the diagnostics writer a final row; the plot writer the plot).  Callbacks are
+        ``func(sim)`` (plain callables: after every step) or :class:`Callback`; writers
+        have ``schedule`` (None: acts only in ``finalize``) and ``write(sim)``, and
+        optionally ``initialize(sim)``, ``finalize(sim, reason)``, ``state_dict()`` and
+        ``load_state_dict(state)`` (what checkpoints store and :meth:`pickup` restores).
         """
-        if t_end is None and steps is None:
-            t_end = self._run["t_end"]
-            if t_end is None:
-                raise ValueError("No stopping criterion: pass t_end or steps (or set t_end "
-                                 "in the config).")
+        if pickup is not None:
+            self.pickup(pickup)
         if steps is not None and (int(steps) != steps or steps < 0):
             raise ValueError(f"steps must be an integer >= 0, got {steps!r}.")
         if t_end is not None and not math.isfinite(float(t_end)):
             raise ValueError(f"t_end must be finite, got {t_end!r}.")
+        if t_end is not None or steps is not None:
+            self.stop_time = None if t_end is None else float(t_end)
+            self.stop_iteration = None if steps is None else self.iteration + int(steps)
+        if self.stop_time is None and self.stop_iteration is None and \
+                self.wall_time_limit is None:
+            raise ValueError("No stopping criterion: pass t_end or steps (or set t_end in the "
+                             "config, or stop_time, stop_iteration or wall_time_limit on the "
+                             "simulation).")
         show = self._run["progress"] if progress is None else progress
-        bar = None
-        if show:
-            from tqdm.auto import tqdm  # noqa: PLC0415
-            if steps is not None:
-                bar = tqdm(total=int(steps), unit="step", leave=False)
-            else:
-                bar = tqdm(total=round(float(t_end) - self.t, 12), unit="T", leave=False,
-                           bar_format="{l_bar}{bar}| t={postfix}")
+        self.initialize()
+        self.stop_reason = None
         start, n0, t_start = time.perf_counter(), self.iteration, self.t
-        done = 0
+        bar = _ProgressBar(False, self)
         try:
-            while True:
-                if steps is not None and done >= steps:
-                    break
-                if t_end is not None and self.t >= float(t_end) - 1e-12 * max(1.0, abs(float(t_end))):
-                    break
-                t_before = self.t
-                self.step(t_end)
-                done += 1
-                if bar is not None:
-                    bar.update(1 if steps is not None else self.t - t_before)
-                    bar.set_postfix_str(f"{self.t:.4g}", refresh=False)
-        finally:
-            if bar is not None:
-                bar.close()
+            for writer in self.output_writers.values():      # the state at the start
+                if writer.schedule is not None and writer.schedule(self):
+                    writer.write(self)
+            for callback in self.callbacks.values():
+                if callback.schedule is not None:
+                    callback.schedule(self)
+            bar = _ProgressBar(show, self)
+            while not self._stop_criterion(start):
+                if self._stop_requested:
+                    self._stop_requested = False
+                    self.stop_reason = "interrupted"
+                    bar.close()
+                    self._finalize("interrupted")
+                    return self
+                try:
+                    self.step(self._next_target())
+                except SimulationError:
+                    bar.close()
+                    self._finalize("failed")
+                    raise
+                for callback in self.callbacks.values():
+                    if callback.schedule is None or callback.schedule(self):
+                        callback(self)
+                for writer in self.output_writers.values():
+                    if writer.schedule is not None and writer.schedule(self):
+                        writer.write(self)
+                bar.update(self)
+            bar.close()      # (a stop requested during the last step: the run is complete)
+            self._finalize("done")
+        except (SimulationError, KeyboardInterrupt):
+            bar.close()
+            raise
+        except Exception:
+            bar.close()
+            self._finalize("error")
+            raise
         wall = time.perf_counter() - start
+        done = self.iteration - n0
         if done:
             logger.info("ran %d steps (t %.6g → %.6g) in %.3g s: %.3g steps/s, %.3g element "
-                        "steps/s", self.iteration - n0, t_start, self.t, wall, done / wall,
+                        "steps/s", done, t_start, self.t, wall, done / wall,
                         done * len(self.elements) / wall)
+        return self
+
+    def _stop_criterion(self, start):
+        """Set and return :attr:`stop_reason` when a stop criterion is met (else None)."""
+        if self.stop_iteration is not None and self.iteration >= self.stop_iteration:
+            self.stop_reason = "stop_iteration"
+        elif self.stop_time is not None and due(self.t, self.stop_time):
+            self.stop_reason = "stop_time"
+        elif self.wall_time_limit is not None and \
+                time.perf_counter() - start >= self.wall_time_limit:
+            self.stop_reason = "wall_time_limit"
+        return self.stop_reason
+
+    def _next_target(self):
+        """The time the next step must not pass: the stop time and the next time of every
+        time-based schedule (None: no such time)."""
+        target = self.stop_time
+        for comp in (*self.callbacks.values(), *self.output_writers.values()):
+            t_next = getattr(comp.schedule, "next_time", None)
+            if t_next is not None and t_next > self.t and (target is None or t_next < target):
+                target = t_next
+        return target
+
+    def _finalize(self, reason):
+        for comp in (*self.callbacks.values(), *self.output_writers.values()):
+            finalize = getattr(comp, "finalize", None)
+            if finalize is None:
+                continue
+            if reason != "error":
+                finalize(self, reason)
+                continue
+            try:                      # the run's own exception is the one to report
+                finalize(self, reason)
+            except Exception as exc:  # noqa: BLE001
+                logger.error("%s could not finalize after the error: %s",
+                             type(comp).__name__, exc)
+
+    def request_stop(self):
+        """Ask the running :meth:`run` to stop after the step in progress: the writers
+        then checkpoint (``finalize(sim, "interrupted")``) and ``run`` returns with
+        ``stop_reason == "interrupted"``.  Safe to call from a signal handler."""
+        self._stop_requested = True
+
+    def initialize(self):
+        """Prepare a run: ``initialize(sim)`` of every callback's and writer's schedule and
+        of the callbacks and writers themselves (fill in start times, open or resume
+        files).  Idempotent; :meth:`run` and :meth:`pickup` call it."""
+        for comp in (*self.callbacks.values(), *self.output_writers.values()):
+            for obj in (comp.schedule, comp):
+                init = getattr(obj, "initialize", None)
+                if init is not None:
+                    init(self)
+        return self
+
+    def pickup(self, source):
+        """Continue from a checkpoint: restore the state (:meth:`load_state_dict`), the
+        stop criteria and the state of every callback, output writer and schedule
+        (:meth:`load_run_state_dict`), then :meth:`initialize`.
+
+        ``source``: a dict ``{"state": ..., "run": ...}`` (:meth:`checkpoint_state`) or a
+        :meth:`state_dict` alone (the writers keep their state); anything else (a
+        snapshot path, ``"latest"`` or True, an iteration, a read snapshot) is handed to
+        the first output writer with ``read_checkpoint(source)``, which returns such a
+        dict (:class:`vortexsim.output.writers.SnapshotWriter`).
+        """
+        if isinstance(source, dict):
+            checkpoint = source if "state" in source else {"state": source}
+        else:
+            readers = [w for w in self.output_writers.values() if hasattr(w, "read_checkpoint")]
+            if not readers:
+                raise ValueError(f"pickup={source!r} needs an output writer that reads "
+                                 "checkpoints (read_checkpoint(source), e.g. vortexsim.output."
+                                 "writers.SnapshotWriter); attach one, or pass a state dict.")
+            checkpoint = readers[0].read_checkpoint(source)
+        self.load_state_dict(checkpoint["state"])
+        if checkpoint.get("run") is not None:
+            self.load_run_state_dict(checkpoint["run"])
+        self.initialize()
+        logger.info("picked up t = %.10g, iteration %d", self.t, self.iteration)
+        return self
+
+    def checkpoint_state(self):
+        """Everything a restart needs: ``{"state": state_dict(), "run": run_state_dict()}``."""
+        return {"state": self.state_dict(), "run": self.run_state_dict()}
+
+    def run_state_dict(self):
+        """The run loop's state: the stop criteria and ``state_dict()`` of every callback and
+        output writer (with their schedules' states), by name."""
+        def states(components):
+            return {name: c.state_dict() for name, c in components.items()
+                    if hasattr(c, "state_dict")}
+        return {"stop_time": self.stop_time, "stop_iteration": self.stop_iteration,
+                "output_writers": states(self.output_writers),
+                "callbacks": states(self.callbacks)}
+
+    def load_run_state_dict(self, run):
+        """Restore a :meth:`run_state_dict`: the stop criteria it holds, and each callback's
+        and writer's state under its name (names it lacks keep their state)."""
+        if "stop_time" in run:
+            self.stop_time = None if run["stop_time"] is None else float(run["stop_time"])
+        if "stop_iteration" in run:
+            self.stop_iteration = None if run["stop_iteration"] is None else \
+                int(run["stop_iteration"])
+        for key, components in (("output_writers", self.output_writers),
+                                ("callbacks", self.callbacks)):
+            for name, state in (run.get(key) or {}).items():
+                comp = components.get(name)
+                if comp is None:
+                    logger.info("pickup: no %s named %r here; its state is ignored",
+                                components.kind, name)
+                elif hasattr(comp, "load_state_dict"):
+                    comp.load_state_dict(state)
         return self
 
     # -- diagnostics -----------------------------------------------------------
@@ -505,3 +714,148 @@ class Simulation:
         self.planner.load_state_dict(state)
         self.planner.observe_box(self._host_box_stats())
         return self
+
+
+def _whole(name, value):
+    if isinstance(value, bool) or int(value) != value or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0 or None, got {value!r}.")
+    return int(value)
+
+
+class Callback:
+    """A function and its schedule (Oceananigans' ``Callback``): ``func(sim)``, or
+    ``func(sim, parameters)`` when ``parameters`` is given, after each step at which
+    ``schedule(sim)`` is True; ``schedule=None``: after every step.
+
+    Example::
+
+        sim.callbacks["log"] = Callback(lambda s: print(s.t), TimeInterval(1.0))
+    """
+
+    def __init__(self, func, schedule=None, parameters=None):
+        if not callable(func):
+            raise TypeError(f"Callback needs a callable func(sim), got {type(func).__name__}.")
+        if schedule is not None and not callable(schedule):
+            raise TypeError(f"Callback schedule must be a schedule (callable schedule(sim) -> "
+                            f"bool, vortexsim.schedules) or None, got {type(schedule).__name__}.")
+        self.func, self.schedule, self.parameters = func, schedule, parameters
+
+    def __call__(self, sim):
+        if self.parameters is None:
+            return self.func(sim)
+        return self.func(sim, self.parameters)
+
+    def state_dict(self):
+        state = getattr(self.schedule, "state_dict", None)
+        return {"schedule": state()} if state is not None else {}
+
+    def load_state_dict(self, state):
+        if "schedule" in state and hasattr(self.schedule, "load_state_dict"):
+            self.schedule.load_state_dict(state["schedule"])
+        return self
+
+    def __repr__(self):
+        name = getattr(self.func, "__name__", type(self.func).__name__)
+        return f"Callback({name}, schedule={self.schedule!r})"
+
+
+class Components(dict):
+    """An ordered dict name → callback or output writer (:attr:`Simulation.callbacks`,
+    :attr:`Simulation.output_writers`) that checks what it is given.
+
+    Callbacks: a :class:`Callback` (or any callable with a ``schedule`` attribute) or a
+    plain callable ``f(sim)``, stored as ``Callback(f)`` (after every step).  Output
+    writers: objects with ``schedule`` and ``write(sim)``.  ``append(obj)`` adds under
+    a generated name (``f.__name__`` or the class name, made unique).
+    """
+
+    def __init__(self, kind, items=()):
+        super().__init__()
+        self.kind = kind
+        if isinstance(items, dict):
+            self.update(items)
+        else:
+            for obj in items:
+                self.append(obj)
+
+    def _checked(self, obj):
+        if self.kind == "callback":
+            if not callable(obj):
+                raise TypeError(f"a callback must be callable (f(sim) or a Callback), got "
+                                f"{type(obj).__name__}.")
+            return obj if hasattr(obj, "schedule") else Callback(obj)
+        if not (callable(getattr(obj, "write", None)) and hasattr(obj, "schedule")):
+            raise TypeError(f"an output writer needs write(sim) and a schedule attribute "
+                            f"(e.g. vortexsim.output.writers), got {type(obj).__name__}.")
+        return obj
+
+    def __setitem__(self, name, obj):
+        super().__setitem__(str(name), self._checked(obj))
+
+    def update(self, *args, **kwargs):
+        for name, obj in dict(*args, **kwargs).items():
+            self[name] = obj
+
+    def setdefault(self, name, obj=None):
+        if name not in self:
+            self[name] = obj
+        return self[name]
+
+    def append(self, obj, name=None):
+        """Add ``obj`` under ``name`` (default: generated, unique); returns the name."""
+        if name is None:
+            base = getattr(obj, "__name__", None) or type(obj).__name__
+            base = base.strip("<>") or self.kind
+            name, k = base, 1
+            while name in self:
+                k += 1
+                name = f"{base}_{k}"
+        self[name] = obj
+        return name
+
+
+class _ProgressBar:
+    """The run's one progress bar (tqdm, on stderr, only on a terminal): simulated time
+    towards the stop time (or steps towards the stop iteration), steps/s and the ETA."""
+
+    def __init__(self, enabled, sim):
+        self.bar = None
+        self.by_steps = sim.stop_iteration is not None or sim.stop_time is None
+        self.it_start, self.wall = sim.iteration, time.perf_counter()
+        if not enabled:
+            return
+        import sys  # noqa: PLC0415
+        from tqdm.auto import tqdm  # noqa: PLC0415
+        if self.by_steps:
+            total = None if sim.stop_iteration is None else sim.stop_iteration - sim.iteration
+            self.bar = tqdm(total=total, unit="step", file=sys.stderr, desc=f"t = {sim.t:.5g}",
+                            disable=None, dynamic_ncols=True,
+                            bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+                                       "steps, ETA {remaining} (elapsed {elapsed})")
+        else:
+            t0 = sim.config.get("t0", sim.t)
+            t0 = sim.t if t0 is None or t0 > sim.t else float(t0)
+            self.t0, self.total, self.stop_time = t0, sim.stop_time - t0, sim.stop_time
+            self.bar = tqdm(total=self.total, initial=sim.t - t0, file=sys.stderr,
+                            desc=f"t = {sim.t:.5g} / {sim.stop_time:.5g}",
+                            disable=None, dynamic_ncols=True,
+                            bar_format="{desc} {percentage:3.0f}%|{bar}| ETA {remaining} "
+                                       "(elapsed {elapsed})")
+
+    def update(self, sim):
+        if self.bar is None:
+            return
+        steps = sim.iteration - self.it_start
+        rate = steps / max(time.perf_counter() - self.wall, 1e-9)
+        if self.by_steps:
+            self.bar.set_description_str(f"t = {sim.t:.5g}, {rate:.3g} steps/s", refresh=False)
+            self.bar.update(steps - self.bar.n)
+        else:
+            self.bar.set_description_str(f"t = {sim.t:.5g} / {self.stop_time:.5g}, "
+                                         f"{rate:.3g} steps/s", refresh=False)
+            self.bar.update(min(sim.t - self.t0, self.total) - self.bar.n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

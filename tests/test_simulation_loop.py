@@ -1,0 +1,163 @@
+"""The run loop of Simulation (vortexsim/simulation.py): stop criteria, callbacks and
+writers on schedules, steps landing on scheduled times, pickup, request_stop, the
+checkpoints of a failed or broken run."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vortexsim
+from vortexsim import Callback, IterationInterval, SimulationError, TimeInterval
+from vortexsim.output.writers import SnapshotWriter
+from vortexsim.output import read_snapshot
+
+TINY = dict(n_phi=6, layers=1, tracers_per_ring=6, device="cpu", progress=False)
+
+
+def _sim(**kw):
+    return vortexsim.make_case("single_ring", **{**TINY, **kw})
+
+
+class Recorder:
+    """A writer that records (t, iteration) of every write and the finalize reasons."""
+
+    def __init__(self, schedule):
+        self.schedule, self.seen, self.reasons = schedule, [], []
+
+    def write(self, sim):
+        self.seen.append((sim.t, sim.iteration))
+
+    def finalize(self, sim, reason):
+        self.reasons.append(reason)
+
+
+def test_no_stopping_criterion_and_what_counts_as_one():
+    x, a, s = vortexsim.cases.vortex_ring(n_phi=8, core=0.0)
+    sim = vortexsim.Simulation((x, a, s), dt=0.1, device="cpu", progress=False)
+    assert sim.stop_time is None
+    with pytest.raises(ValueError, match="No stopping criterion"):
+        sim.run()
+    sim.stop_iteration = 2
+    assert sim.run().iteration == 2 and sim.stop_reason == "stop_iteration"
+    sim.stop_iteration, sim.wall_time_limit = None, 1e-9
+    sim.run()
+    assert sim.stop_reason == "wall_time_limit"
+    with pytest.raises(ValueError, match="wall_time_limit"):
+        vortexsim.Simulation((x, a, s), dt=0.1, device="cpu", wall_time_limit=-1)
+
+
+def test_run_arguments_replace_the_stop_criteria():
+    sim = _sim()
+    assert sim.stop_time == sim.config["t_end"] and sim.stop_iteration is None
+    sim.run(steps=2)
+    assert (sim.stop_time, sim.stop_iteration, sim.stop_reason) == (None, 2, "stop_iteration")
+    sim.run(t_end=0.12)
+    assert (sim.stop_time, sim.stop_iteration, sim.stop_reason) == (0.12, None, "stop_time")
+    assert sim.t == 0.12 and sim.iteration == 3
+    sim.run()                                     # met already: no step
+    assert sim.iteration == 3
+
+
+def test_steps_land_on_schedule_times_and_callbacks_act_after_steps():
+    """dt 0.05 with a 0.07 callback and a 0.13 writer: every scheduled time is hit exactly
+    (t0 + k·interval); plain callbacks act after every step, never at the start."""
+    sim = _sim(dt=0.05)
+    every, timed = [], []
+    sim.callbacks.append(lambda s: every.append(s.iteration))
+    sim.callbacks["timed"] = Callback(lambda s, p: timed.append((p, s.t)), TimeInterval(0.07),
+                                      parameters="p")
+    rec = Recorder(TimeInterval(0.13))
+    sim.output_writers["rec"] = rec
+    sim.run(t_end=0.3)
+    assert [t for t, _ in rec.seen] == [0.0, 0.13, 2 * 0.13]
+    assert timed == [("p", k * 0.07) for k in range(1, 5)]    # t0 itself: not called
+    assert every == list(range(1, sim.iteration + 1))
+    assert rec.reasons == ["done"] and sim.t == 0.3
+    # 0.05, 0.07, 0.12, 0.13, 0.14, 0.19, 0.21, 0.26, 0.28, 0.3
+    assert sim.iteration == 10
+
+
+def test_iteration_schedules_do_not_shorten_steps():
+    sim = _sim(dt=0.05)
+    rec = Recorder(IterationInterval(2))
+    sim.output_writers["rec"] = rec
+    sim.run(steps=5)
+    assert [i for _, i in rec.seen] == [0, 2, 4]
+    assert sim.t == pytest.approx(0.25, abs=1e-15)
+
+
+def test_components_check_what_they_get():
+    sim = _sim()
+    with pytest.raises(TypeError, match="output writer needs write"):
+        sim.output_writers["bad"] = object()
+    with pytest.raises(TypeError, match="callable"):
+        sim.callbacks["bad"] = 3
+    with pytest.raises(TypeError, match="schedule"):
+        Callback(print, schedule=3)
+    sim.callbacks.append(print)
+    sim.callbacks.append(print)
+    assert list(sim.callbacks) == ["print", "print_2"]
+    assert isinstance(sim.callbacks["print"], Callback)
+    other = vortexsim.make_case("single_ring", **TINY)
+    assert len(other.callbacks) == 0 and len(other.output_writers) == 0
+
+
+def test_pickup_of_a_checkpoint_dict_is_bitwise():
+    kw = dict(adaptive=True, courant=0.02, nu=1e-3)
+    a = _sim(**kw)
+    a.callbacks["c"] = Callback(lambda s: None, TimeInterval(0.07))
+    a.run(t_end=0.2)
+    saved = a.checkpoint_state()
+    a.run(t_end=0.4)
+    b = vortexsim.from_config(a.config)
+    b.callbacks["c"] = Callback(lambda s: None, TimeInterval(1.0))
+    b.run(pickup=saved, t_end=0.4)
+    assert b.callbacks["c"].schedule.state_dict() == a.callbacks["c"].schedule.state_dict()
+    assert (b.t, b.iteration, b.dt) == (a.t, a.iteration, a.dt)
+    for name in ("x", "alpha", "sigma"):
+        assert getattr(b.elements, name).tobytes() == getattr(a.elements, name).tobytes()
+    assert b.tracers.x.tobytes() == a.tracers.x.tobytes()
+
+
+def test_request_stop_checkpoints_and_the_run_can_go_on(tmp_path):
+    sim = _sim()
+    snaps = SnapshotWriter(tmp_path, None)
+    sim.output_writers["snapshots"] = snaps
+    sim.callbacks["stop"] = Callback(lambda s: s.request_stop(), IterationInterval(3))
+    sim.run(steps=10)
+    assert sim.stop_reason == "interrupted" and sim.iteration == 3
+    snap = read_snapshot(snaps.last_path)
+    assert snap.attrs["snapshot_kind"] == "interrupted" and snap.iteration == 3
+    assert snap.schedule["stop_iteration"] == 10
+    del sim.callbacks["stop"]
+    sim.run()                                      # towards the same stop iteration
+    assert sim.iteration == 10 and sim.stop_reason == "stop_iteration"
+    assert read_snapshot(snaps.last_path).attrs["snapshot_kind"] == "final"
+
+
+def test_failed_check_writes_the_last_good_state(tmp_path):
+    sim = _sim(max_speed=1e-6)
+    snaps = SnapshotWriter(tmp_path, None)
+    sim.output_writers["snapshots"] = snaps
+    with pytest.raises(SimulationError):
+        sim.run(steps=3)
+    snap = read_snapshot(snaps.last_path)
+    assert snap.attrs["snapshot_kind"] == "last_good_state" and snap.iteration == 0
+    np.testing.assert_array_equal(snap.state["elements"]["x"], sim.elements.x)
+
+
+def test_unexpected_error_writes_the_last_completed_step(tmp_path):
+    sim = _sim()
+    snaps = SnapshotWriter(tmp_path, None)
+    rec = Recorder(None)
+    sim.output_writers.update(snapshots=snaps, rec=rec)
+
+    def broken(s):
+        if s.iteration == 2:
+            raise RuntimeError("boom")
+    sim.callbacks.append(broken)
+    with pytest.raises(RuntimeError, match="boom"):
+        sim.run(steps=5, progress=True)
+    assert rec.reasons == ["error"]
+    snap = read_snapshot(snaps.last_path)
+    assert snap.attrs["snapshot_kind"] == "error" and snap.iteration == 2

@@ -1,0 +1,347 @@
+r"""Output writers of a run: snapshots (each a checkpoint), the diagnostics file, the plot.
+
+Each writer is attached to :attr:`vortexsim.Simulation.output_writers` under a name and
+follows the run loop's protocol (:meth:`vortexsim.Simulation.run`): ``schedule`` (a
+:mod:`vortexsim.schedules` schedule; None: acts only at the end), ``write(sim)``,
+``initialize(sim)``, ``finalize(sim, reason)`` and ``state_dict()`` /
+``load_state_dict(state)``.  What ``vortexsim run`` attaches (:func:`run_writers`)::
+
+    "diagnostics": DiagnosticsWriter   diagnostics.nc, a row at t0 + k·diagnostics_interval
+                                       and at the end
+    "snapshots":   SnapshotWriter      snapshot_<iteration>.nc at t0 + k·snapshot_interval,
+                                       at the end, on an interruption, a failed check
+                                       (last good state) or an error; reads them back
+                                       for a pickup
+    "plot":        PlotWriter          plot.png at the end
+
+At a time that is both, the diagnostics row comes first, so the snapshot's row count
+includes it.  Each snapshot stores the run's state (:meth:`Simulation.run_state_dict`:
+stop criteria, schedules, the number of diagnostics rows) as its ``run_*`` global
+attributes, in the form of snapshot format 1 (:func:`schedule_attrs`,
+:func:`run_state_from_schedule`), so that old and new snapshots restart alike.
+
+This module knows the simulation only through that protocol (``sim.t``,
+``sim.iteration``, ``sim.dt``, ``sim.config``, ``state_dict()``, ``diagnostics()``,
+``run_state_dict()``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+from ..schedules import TimeInterval
+from .diagnostics import DiagnosticsLog
+from .plot import latest_snapshot, plot_run
+from .snapshot import Snapshot, SnapshotError, read_snapshot, write_snapshot
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SnapshotWriter", "DiagnosticsWriter", "PlotWriter", "run_writers",
+           "output_intervals", "schedule_attrs", "run_state_from_schedule", "snapshot_name",
+           "SCHEDULE_KEYS"]
+
+#: the ``run_*`` attributes that ``vortexsim restart`` needs (snapshot format 1)
+SCHEDULE_KEYS = ("t0", "snapshot_interval", "diagnostics_interval", "next_snapshot",
+                 "next_diagnostics", "diagnostics_rows")
+#: writer name → (its interval key, its next-index key) in the ``run_*`` attributes
+_LEGACY = {"snapshots": ("snapshot_interval", "next_snapshot"),
+           "diagnostics": ("diagnostics_interval", "next_diagnostics")}
+
+
+def snapshot_name(iteration):
+    """``snapshot_<iteration:08d>.nc``."""
+    return f"snapshot_{iteration:08d}.nc"
+
+
+def output_intervals(dt, duration, snapshot_interval=None, diagnostics_interval=None):
+    """The snapshot and diagnostics intervals [T] of a run, the automatic ones (None or 0)
+    derived as whole multiples of ``dt`` (so that no step is shortened for them): about
+    ``duration``/10 between snapshots and snapshot_interval/10 between diagnostics rows.
+
+    Returns (snapshot_interval, diagnostics_interval) as floats.
+    """
+    snap_dt = snapshot_interval or dt * max(1, round(duration / (10 * dt)))
+    diag_dt = diagnostics_interval or dt * max(1, round(snap_dt / (10 * dt)))
+    return float(snap_dt), float(diag_dt)
+
+
+# -- the run state in the snapshot's run_* attributes -----------------------------------------
+def _is_interval(state):
+    return isinstance(state, dict) and set(state) == {"t0", "interval", "next_index"}
+
+
+def _empty(value):
+    return isinstance(value, dict) and all(_empty(v) for v in value.values())
+
+
+def schedule_attrs(run):
+    """The ``run_*`` attributes (prefix dropped) of a :meth:`Simulation.run_state_dict`.
+
+    The time-interval schedules of the writers named ``snapshots`` and ``diagnostics``
+    and the diagnostics row count become the format-1 keys (``t0``,
+    ``snapshot_interval``, ``next_snapshot``, ``diagnostics_interval``,
+    ``next_diagnostics``, ``diagnostics_rows``), with ``stop_time``, ``stop_iteration``
+    and ``plot`` (1 when a writer named ``plot`` is attached); any other non-empty state
+    (other writers, callbacks, other schedules) goes into ``state_json``.
+    """
+    writers = {k: dict(v) for k, v in (run.get("output_writers") or {}).items()}
+    out, t0 = {}, None
+    legacy = {}
+    for name, (interval_key, next_key) in _LEGACY.items():
+        sched = writers.get(name, {}).get("schedule")
+        if _is_interval(sched) and sched["t0"] is not None and t0 in (None, sched["t0"]):
+            t0 = sched["t0"]
+            legacy[name] = (interval_key, next_key, sched)
+            del writers[name]["schedule"]
+    if legacy:
+        out["t0"] = float(t0)
+        for interval_key, _, sched in legacy.values():
+            out[interval_key] = float(sched["interval"])
+        for _, next_key, sched in legacy.values():
+            out[next_key] = int(sched["next_index"])
+    if "diagnostics" in legacy and "rows" in writers["diagnostics"]:
+        out["diagnostics_rows"] = int(writers["diagnostics"].pop("rows"))
+    out["stop_time"] = None if run.get("stop_time") is None else float(run["stop_time"])
+    out["stop_iteration"] = None if run.get("stop_iteration") is None else \
+        int(run["stop_iteration"])
+    out["plot"] = int("plot" in writers)
+    rest = {"output_writers": {k: v for k, v in writers.items() if not _empty(v)},
+            "callbacks": {k: v for k, v in (run.get("callbacks") or {}).items()
+                          if not _empty(v)}}
+    if not _empty(rest):
+        out["state_json"] = json.dumps(rest, sort_keys=True)
+    return out
+
+
+def run_state_from_schedule(schedule):
+    """The :meth:`Simulation.run_state_dict` stored in a snapshot's ``run_*`` attributes
+    (:attr:`Snapshot.schedule`; inverse of :func:`schedule_attrs`)."""
+    s = dict(schedule)
+    writers = {}
+    for name, (interval_key, next_key) in _LEGACY.items():
+        if s.get(interval_key) is not None and s.get(next_key) is not None and \
+                s.get("t0") is not None:
+            writers[name] = {"schedule": {"t0": float(s["t0"]),
+                                          "interval": float(s[interval_key]),
+                                          "next_index": int(s[next_key])}}
+    if "diagnostics" in writers and s.get("diagnostics_rows") is not None:
+        writers["diagnostics"]["rows"] = int(s["diagnostics_rows"])
+    run = {"stop_time": None if s.get("stop_time") is None else float(s["stop_time"]),
+           "stop_iteration": None if s.get("stop_iteration") is None else
+           int(s["stop_iteration"]),
+           "output_writers": writers, "callbacks": {}}
+    if s.get("plot", 1):
+        writers.setdefault("plot", {})
+    if s.get("state_json"):
+        rest = json.loads(s["state_json"])
+        for key in ("output_writers", "callbacks"):
+            for name, state in rest.get(key, {}).items():
+                run[key].setdefault(name, {}).update(state)
+    return run
+
+
+# -- the writers ----------------------------------------------------------------------------
+class SnapshotWriter:
+    """``snapshot_<iteration:08d>.nc`` in ``run_dir`` on its schedule and at the end of a
+    run; each snapshot is a complete checkpoint (:func:`write_snapshot`).
+
+    Parameters
+    ----------
+    run_dir : str, the directory of the snapshots
+    schedule : schedule (e.g. ``TimeInterval(snapshot_interval)``) or None (only at the end)
+    meta : dict, global attributes (case, config TOML, version, device, …)
+    history : str, the CF ``history`` text
+
+    ``finalize(sim, reason)`` writes the kind of snapshot ``reason`` calls for:
+    ``"done"`` → ``final`` (unless this iteration's is written and its run state is still
+    current: a final diagnostics row after it makes it rewritten), ``"interrupted"`` →
+    ``interrupted``, ``"failed"`` → ``last_good_state``, ``"error"`` → ``error``.
+    :attr:`last_path` is the newest file written; :meth:`read_checkpoint` reads one
+    back for :meth:`vortexsim.Simulation.pickup`.
+    """
+
+    _KINDS = {"done": "final", "interrupted": "interrupted", "failed": "last_good_state",
+              "error": "error"}
+
+    def __init__(self, run_dir, schedule=None, meta=None, history=""):
+        self.run_dir = os.fspath(run_dir)
+        self.schedule = schedule
+        self.meta, self.history = dict(meta or {}), history
+        self.last_path = None
+        self.last_iteration = None
+        self._last_schedule = None
+
+    def path(self, iteration):
+        return os.path.join(self.run_dir, snapshot_name(iteration))
+
+    def write(self, sim, kind="scheduled"):
+        """Write the snapshot of the current state; returns its path."""
+        path = self.path(sim.iteration)
+        schedule = schedule_attrs(sim.run_state_dict())
+        write_snapshot(path, sim.state_dict(), sim.config, self.meta, schedule, kind,
+                       self.history)
+        self.last_path, self.last_iteration = path, sim.iteration
+        self._last_schedule = schedule
+        if kind == "scheduled":
+            logger.info("t = %.6g, iteration %d, dt = %.4g: wrote %s", sim.t, sim.iteration,
+                        sim.dt, os.path.basename(path))
+        return path
+
+    def finalize(self, sim, reason):
+        if reason == "done" and self.last_iteration == sim.iteration and \
+                self._last_schedule == schedule_attrs(sim.run_state_dict()):
+            return          # this iteration's snapshot is written and still up to date
+        if reason != "error":
+            self.write(sim, self._KINDS[reason])
+            return
+        try:
+            path = self.write(sim, "error")
+            logger.error("unexpected error; the state of the last completed step is in %s",
+                         path)
+        except Exception:  # noqa: BLE001 - the run's own error is the one to report
+            logger.error("unexpected error; no checkpoint could be written")
+
+    def read_checkpoint(self, source):
+        """The checkpoint of ``source`` for :meth:`vortexsim.Simulation.pickup`: a snapshot
+        path, ``"latest"`` or True (the newest in ``run_dir``), an iteration, or a
+        :class:`Snapshot` already read.  Returns ``{"state", "run", "path"}``; raises
+        :class:`SnapshotError` for a missing, corrupted or foreign file."""
+        if isinstance(source, Snapshot):
+            snap = source
+        else:
+            if source is True or source == "latest":
+                path = latest_snapshot(self.run_dir)
+                if path is None:
+                    raise SnapshotError(f"no snapshot_*.nc in {self.run_dir} to pick up from.")
+            elif isinstance(source, int) and not isinstance(source, bool):
+                path = self.path(source)
+            else:
+                path = os.fspath(source)
+            snap = read_snapshot(path)
+        self.last_iteration = snap.iteration      # that checkpoint exists: not rewritten
+        self.last_path, self._last_schedule = snap.path, dict(snap.schedule)
+        return {"state": snap.state, "run": run_state_from_schedule(snap.schedule),
+                "path": snap.path}
+
+    def state_dict(self):
+        state = getattr(self.schedule, "state_dict", None)
+        return {"schedule": state()} if state is not None else {}
+
+    def load_state_dict(self, state):
+        if "schedule" in state and hasattr(self.schedule, "load_state_dict"):
+            self.schedule.load_state_dict(state["schedule"])
+        return self
+
+
+class DiagnosticsWriter:
+    """A row of :meth:`vortexsim.Simulation.diagnostics` (and ``dt_next``, the next step's
+    dt) in ``path`` (``diagnostics.nc``, :class:`DiagnosticsLog`, rewritten atomically)
+    on its schedule, and a final row at the end of a run (unless this iteration has one).
+
+    Parameters
+    ----------
+    path : str, the diagnostics file
+    schedule : schedule, e.g. ``TimeInterval(diagnostics_interval)``
+    meta : dict, global attributes; history : str, the CF ``history`` text
+
+    The state is the schedule's and the number of rows.  After
+    :meth:`load_state_dict` (a pickup) :meth:`initialize` resumes the file: it keeps the
+    rows up to the current iteration (there must be as many as the state says) and
+    drops later ones, so the file continues without duplicated or missing rows.
+    """
+
+    def __init__(self, path, schedule=None, meta=None, history=""):
+        self.path = os.fspath(path)
+        self.schedule = schedule
+        self.meta, self.history = dict(meta or {}), history
+        self.log = None
+        self._resume_rows = None
+
+    def initialize(self, sim):
+        if self.log is not None:
+            return
+        if self._resume_rows is None:
+            self.log = DiagnosticsLog(self.path, self.meta, history=self.history)
+        else:
+            self.log = DiagnosticsLog.resume(self.path, self.meta, sim.iteration,
+                                             self._resume_rows, self.history)
+            self._resume_rows = None
+
+    def write(self, sim):
+        self.initialize(sim)
+        row = sim.diagnostics()
+        row["dt_next"] = sim.dt
+        self.log.append(row)
+
+    def finalize(self, sim, reason):
+        if reason != "done":
+            return
+        self.initialize(sim)
+        rows = self.log.rows
+        if not rows or rows[-1]["iteration"] != sim.iteration:
+            self.write(sim)
+
+    @property
+    def rows(self):
+        """The number of rows written (or to be resumed)."""
+        if self.log is not None:
+            return len(self.log)
+        return self._resume_rows or 0
+
+    def state_dict(self):
+        state = {"rows": self.rows}
+        if hasattr(self.schedule, "state_dict"):
+            state["schedule"] = self.schedule.state_dict()
+        return state
+
+    def load_state_dict(self, state):
+        if "schedule" in state and hasattr(self.schedule, "load_state_dict"):
+            self.schedule.load_state_dict(state["schedule"])
+        self._resume_rows = int(state.get("rows", 0))
+        self.log = None
+        return self
+
+
+class PlotWriter:
+    """``plot.png`` of the run directory at the end of a completed run
+    (:func:`vortexsim.output.plot.plot_run`); a plot never fails a run (a problem is a
+    warning).  No schedule, no state."""
+
+    schedule = None
+
+    def __init__(self, run_dir, path=None):
+        self.run_dir, self.path_ = os.fspath(run_dir), path
+
+    def write(self, sim):
+        try:
+            return plot_run(self.run_dir, self.path_)
+        except Exception as exc:  # noqa: BLE001 - a plot never fails a finished run
+            logger.warning("could not write the plot: %s", exc)
+            return None
+
+    def finalize(self, sim, reason):
+        if reason == "done":
+            self.write(sim)
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        return self
+
+
+def run_writers(run_dir, meta, history, snapshot_interval, diagnostics_interval, plot=True,
+                t0=None):
+    """The writers of ``vortexsim run`` in their order: ``diagnostics``, ``snapshots`` and
+    (with ``plot``) ``plot``, writing into ``run_dir`` at ``t0 + k·interval`` (t0 None:
+    the start of the run)."""
+    writers = {
+        "diagnostics": DiagnosticsWriter(os.path.join(run_dir, "diagnostics.nc"),
+                                         TimeInterval(diagnostics_interval, t0), meta, history),
+        "snapshots": SnapshotWriter(run_dir, TimeInterval(snapshot_interval, t0), meta,
+                                    history),
+    }
+    if plot:
+        writers["plot"] = PlotWriter(run_dir)
+    return writers
