@@ -48,8 +48,9 @@ from . import expansions as E
 from .downward import TargetPart
 from .tree import morton_decode, morton_encode, stable_argsort
 
-__all__ = ["AdaptiveTree", "AdaptiveLevel", "build_adaptive", "adaptive_fmm",
-           "near_adaptive", "far_adaptive", "LevelTargets", "decode_tagged", "shifted", "centres", "ADAPTIVE_MAX_DEPTH"]
+__all__ = ["AdaptiveTree", "AdaptiveLevel", "LevelTargets", "build_adaptive", "adaptive_fmm",
+           "near_adaptive", "far_adaptive", "decode_tagged", "shifted", "centres",
+           "ADAPTIVE_MAX_DEPTH"]
 
 #: deepest level of an adaptive tree (keys of 3 × 10 bits)
 ADAPTIVE_MAX_DEPTH = 10

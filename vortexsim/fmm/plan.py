@@ -32,10 +32,11 @@ from . import expansions as E
 from .near import near_field_reach
 
 __all__ = ["Plan", "Planner", "FMMConfig", "M2LPlan", "order_for_tol", "shallow_order",
-           "fmm_delivers", "near_pairs_by_depth", "stretched_width",
-           "gradient_count", "target_sets", "default_separation", "default_memory_budget", "default_near_radius",
-           "WIDE_BELOW", "WIDE_CPU_BELOW", "FLOAT32_TOL_MIN", "COST_RATES",
-           "ADAPTIVE_LEAF_SIZE", "AUTO_TREE_FACTOR", "CAPACITY_SLACK", "CHUNK_BYTES"]
+           "fmm_delivers", "near_pairs_by_depth", "stretched_width", "gradient_count",
+           "target_sets", "default_separation", "default_near_radius",
+           "default_memory_budget", "host_memory", "WIDE_BELOW", "WIDE_CPU_BELOW",
+           "FLOAT32_TOL_MIN", "COST_RATES", "ADAPTIVE_LEAF_SIZE", "AUTO_TREE_FACTOR",
+           "CAPACITY_SLACK", "CHUNK_BYTES"]
 
 #: (tol, P): the expansion order of the standard separation for tol down to that row,
 #: the smallest P whose measured errors meet err_u ≤ tol/2 and err_∇u ≤ 5·tol with a
