@@ -172,7 +172,7 @@ def test_memory_budget_caps_the_depth_not_the_accuracy():
 
 def test_near_pair_counts_match_the_trees():
     """The depth model's pair counts equal Σ_leaf targets × stencil sources of real trees."""
-    from vortexsim.fmm.evaluator import _near_pairs_by_depth
+    from vortexsim.fmm.plan import near_pairs_by_depth as _near_pairs_by_depth
     from vortexsim.fmm.tree import build_tree, neighbor_table
     rng = np.random.default_rng(3)
     x, y = rng.random((3000, 3)) ** 2, rng.random((2000, 3))        # clustered sources
@@ -207,7 +207,8 @@ def test_gpu_l2p_tables_reproduce_l2p_box(order):
     """The GPU L2P's coefficient tables, evaluated here in NumPy exactly as l2p_targets
     does (ĥ monomials, 12 values per monomial), equal expansions.l2p_box."""
     from vortexsim.fmm import expansions as E
-    from vortexsim.fmm.evaluator import _l2p_coefficient_tables, _l2p_loop_order
+    from vortexsim.fmm.downward import l2p_coefficient_tables as _l2p_coefficient_tables
+    from vortexsim.fmm.downward import l2p_loop_order as _l2p_loop_order
     rng = np.random.default_rng(order)
     n = E.multi_indices(order).n
     Lt = rng.normal(size=(n, 3))                         # normalized local expansion L̃
@@ -227,14 +228,14 @@ def test_sparse_m2l_tables_reproduce_the_dense_classes():
     """The sparse M2L's tables (source-class stacked cores, per-target-class source class
     and row block), applied here in NumPy as the GPU does, give the dense class GEMMs."""
     from vortexsim.fmm import expansions as E
-    from vortexsim.fmm.evaluator import _class_cores
+    from vortexsim.fmm.m2l import class_cores as _class_cores
     P, level, sep = 4, 3, 2
     fmm = FMM("singular", tol=1e-2, order=P)
     K = E.unit_m2l_cores(P)
     r, B = K.shape[0], 8 ** level
     rng = np.random.default_rng(8)
     Mt = rng.normal(size=(r, B, 3)) * (rng.random(B) < 0.3)[None, :, None]  # sparse sources
-    classes = fmm._m2l_classes(level, sep)
+    classes = fmm.stages.m2l.classes(level, sep)
     # dense reference: per target class, cores (k-major) against gathered multipoles
     Mcm = np.concatenate([Mt, np.zeros((r, 1, 3))], axis=1)
     dense = np.zeros((r, B, 3))
@@ -242,7 +243,7 @@ def test_sparse_m2l_tables_reproduce_the_dense_classes():
         X = Mcm[:, gather.T, :].reshape(r * len(offsets), -1)
         dense[:, p::8, :] = (_class_cores(K, offsets) @ X).reshape(r, -1, 3)
     # sparse: Y_c for every box of source class c, then sum each target's blocks
-    tables = fmm._sparse_m2l_tables(P, sep)
+    tables = fmm.stages.m2l.sparse_tables(P, sep)
     Y = [Mt[:, c::8, :].transpose(1, 2, 0).reshape(-1, r) @ tables["Kt"][c] for c in range(8)]
     sparse = np.zeros((r, B, 3))
     for p, (offsets, gather) in enumerate(classes):
@@ -330,7 +331,7 @@ def test_sparse_m2l_levels_follow_each_levels_box_counts():
     P = 4
     counts = np.array([[1] * 8, [60] * 8, [20] * 8])      # levels 2, 3 (94 % full), 4
     cap = counts + 4
-    out = fmm._m2l_sparsity(tree, P, capacity=cap, counts=counts)
+    out = fmm.stages.m2l.sparsity(tree, P, capacity=cap, counts=counts)
     assert out[2] is not None and out[4] is not None
     assert out[3] is None, "level 3 holds sources in 94 % of its boxes: dense"
     classes = out[4][0]
@@ -350,11 +351,11 @@ def test_sparse_m2l_lists_from_a_plans_layouts_equal_those_made_in_the_call():
     cap = counts + 2
     prepared = {}
     for row, level in enumerate(range(2, 5)):
-        lay = fmm._sparse_layout(4, level, P, cap[row], int(counts[row].sum()))
+        lay = fmm.stages.m2l.sparse_layout(4, level, P, cap[row], int(counts[row].sum()))
         prepared[level] = None if lay is None else (lay, lay["tables"])
     assert prepared[3] is None and prepared[4] is not None
-    own = fmm._m2l_sparsity(tree, P, capacity=cap, counts=counts)
-    planned = fmm._m2l_sparsity(tree, P, capacity=cap, counts=counts, prepared=prepared)
+    own = fmm.stages.m2l.sparsity(tree, P, capacity=cap, counts=counts)
+    planned = fmm.stages.m2l.sparsity(tree, P, capacity=cap, counts=counts, prepared=prepared)
     assert own.keys() == planned.keys()
     for level in own:
         assert (own[level] is None) == (planned[level] is None)
@@ -377,8 +378,8 @@ def test_compressed_m2m_l2l_equal_the_cartesian_shifts(P):
     and harmonic locals harmonic.  Any multipoles, also with potential-free parts."""
     from vortexsim.fmm import expansions as E
     fmm = FMM("singular", tol=1e-6)
-    T, R = fmm._shift_operators(P)
-    Tc, Rc = fmm._compressed_shift_operators(P)
+    T, R = fmm.stages.operators.shift(P)
+    Tc, Rc = fmm.stages.operators.compressed_shift(P)
     U, V = E.harmonic_bases(P)
     n, r = U.shape
     rng = np.random.default_rng(P)
@@ -397,7 +398,8 @@ def test_wide_separation_rules():
     per box at every level, 5³ near stencil at the leaves); its order table goes to 1e-9,
     and below that it refuses with the direct sum named."""
     from vortexsim.fmm import expansions as E
-    from vortexsim.fmm.evaluator import WIDE_BELOW, _interacts, fmm_delivers
+    from vortexsim.fmm.evaluator import WIDE_BELOW, fmm_delivers
+    from vortexsim.fmm.m2l import interacts as _interacts
     assert order_for_tol(1e-7, "gaussian", 2) < order_for_tol(1e-8, "gaussian", 2) \
         < order_for_tol(1e-9, "gaussian", 2)
     assert order_for_tol(1e-6, "gaussian", 2) < order_for_tol(1e-6, "gaussian", 1)

@@ -144,7 +144,7 @@ def test_gpu_sparse_m2l_equals_dense(unified):
     us, gs = (a.get() for a in sparse.evaluate(x, alpha, sigma, tracers, depth=4))
     assert sparse.config.depth == 4
     tree = build_tree(x, tracers, 4, cp)
-    assert sparse._m2l_sparsity(tree, sparse.config.order)[4] is not None, "the input must exercise the sparse path"
+    assert sparse.stages.m2l.sparsity(tree, sparse.config.order)[4] is not None, "the input must exercise the sparse path"
     ud, gd = (a.get() for a in dense.evaluate(x, alpha, sigma, tracers, depth=4))
     assert _rel(us, ud) <= 1e-12 and _rel(gs, gd) <= 1e-12
 
@@ -152,7 +152,7 @@ def test_gpu_sparse_m2l_equals_dense(unified):
 def test_gpu_near_pair_counts_equal_numpy():
     """The depth model's CUDA counting kernel gives the NumPy counts exactly."""
     import cupy as cp
-    from vortexsim.fmm.evaluator import _near_pairs_by_depth
+    from vortexsim.fmm.plan import near_pairs_by_depth as _near_pairs_by_depth
     rng = np.random.default_rng(12)
     x, y = rng.random((20000, 3)) ** 3, rng.random((7000, 3))        # clustered sources
     for radius in (1, 2):
@@ -263,7 +263,7 @@ def test_gpu_sync_free_sparse_m2l_with_capacities(unified, shrink):
     # sparse really ran (the level-4 lists exist with these capacities)
     from vortexsim.fmm.tree import build_tree
     tree = build_tree(x, tracers, 4, cp, lo=root[0], width=root[1], check=False)
-    assert fmm._m2l_sparsity(tree, fmm.config.order, cap)[4] is not None
+    assert fmm.stages.m2l.sparsity(tree, fmm.config.order, cap)[4] is not None
     # twice the same call: bitwise the same
     u2, g2 = (a.get() for a in fmm.evaluate(x, alpha, sigma, tracers, **kw,
                                             m2l_capacity=(depth, cap, occ)))
@@ -300,7 +300,7 @@ def test_gpu_near_field_uniform_records_are_bitwise_the_per_source_ones(kernel, 
         xs, a_s, s_s = x[tree.src_order], alpha[tree.src_order], sigma[tree.src_order]
         ys = xs if exclude else targets[tree.tgt_order]
         for grad in (True, False):
-            out = [fmm._near(tree, xs, a_s, s_s, ys, exclude, grad, uniform=uni)
+            out = [fmm.stages.near(tree, xs, a_s, s_s, ys, exclude, grad, uniform=uni)
                    for uni in (False, True)]
             assert np.array_equal(out[0][0].get(), out[1][0].get())
             if grad:

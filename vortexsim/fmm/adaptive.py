@@ -39,15 +39,17 @@ level, which a level-by-level source set makes possible without 2:1 balancing.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 
 from ..kernels.morton import morton_keys
+from . import cuda
 from . import expansions as E
-from .tree import _stable_argsort, morton_decode, morton_encode
+from .downward import TargetPart
+from .tree import morton_decode, morton_encode, stable_argsort
 
-__all__ = ["AdaptiveTree", "AdaptiveLevel", "build_adaptive", "adaptive_fmm",
+__all__ = ["AdaptiveTree", "AdaptiveLevel", "LevelTargets", "build_adaptive", "adaptive_fmm",
+           "near_adaptive", "far_adaptive", "decode_tagged", "shifted", "centres",
            "ADAPTIVE_MAX_DEPTH"]
 
 #: deepest level of an adaptive tree (keys of 3 × 10 bits)
@@ -122,58 +124,22 @@ def _level_of(tagged, tags, xp):
     return xp.searchsorted(tags, tagged, side="right") + 1
 
 
-#: CUDA of a level-tagged key's level (highest set bit / 3) and cell coordinates,
-#: shared by the adaptive tree's elementwise kernels (as :func:`_decode_tagged`)
-_DECODE_TAGGED_CUDA = """
-__device__ int decode_tagged(long long key, long long c[3]) {
-    const int level = (63 - __clzll(key)) / 3;
-    const long long k0 = key ^ (1LL << (3 * level));
-    c[0] = c[1] = c[2] = 0;
-    for (int b = 0; b < level; ++b)
-        for (int a = 0; a < 3; ++a) c[a] |= ((k0 >> (3 * b + a)) & 1LL) << b;
-    return level;
-}
-"""
-
-
-def _decode_tagged(keys):
+def decode_tagged(keys):
     """(cell coordinates (n, 3) int64, levels (n,)) of level-tagged keys (NumPy; the
-    CUDA twin is ``_DECODE_TAGGED_CUDA``)."""
+    CUDA twin is ``decode_tagged`` in ``kernels/cuda/adaptive_keys.cuh``)."""
     lev = _level_of(keys, np.array([_tag(lv) for lv in range(1, 12)], dtype=np.int64), np) - 1
     k0 = keys ^ np.left_shift(np.int64(1), 3 * lev)
     ijk = np.stack(morton_decode(k0.astype(np.uint64), ADAPTIVE_MAX_DEPTH, np), axis=1)
     return ijk.astype(np.int64), lev
 
 
-@functools.lru_cache(maxsize=None)
-def _shift_kernel():
-    """CuPy elementwise kernel of :func:`_shifted` (one launch instead of ~60)."""
-    import cupy as cp  # noqa: PLC0415
-    return cp.ElementwiseKernel(
-        "int64 key, int64 dx, int64 dy, int64 dz", "int64 out",
-        """
-        long long c[3];
-        const int level = decode_tagged(key, c);
-        c[0] += dx; c[1] += dy; c[2] += dz;
-        const long long n = 1LL << level;
-        if (c[0] < 0 || c[0] >= n || c[1] < 0 || c[1] >= n || c[2] < 0 || c[2] >= n) {
-            out = -1;
-        } else {
-            long long k = 1LL << (3 * level);
-            for (int b = 0; b < level; ++b)
-                for (int a = 0; a < 3; ++a) k |= ((c[a] >> b) & 1LL) << (3 * b + a);
-            out = k;
-        }
-        """, "vortexsim_adaptive_shift_tagged", preamble=_DECODE_TAGGED_CUDA)
-
-
-def _shifted(keys, offsets, xp):
+def shifted(keys, offsets, xp):
     """Tagged keys (n, k) of the boxes at ``offsets`` (k, 3) from the boxes of tagged
-    keys ``keys`` (n,) (levels 1..10, each at its own level), −1 outside the grid."""
+    keys ``keys`` (n,) (levels 1..10, each at its own level), −1 outside the grid
+    (GPU: :func:`vortexsim.fmm.cuda.shifted_tagged`)."""
     if xp is not np:
-        d = xp.asarray(offsets, dtype=xp.int64)
-        return _shift_kernel()(keys[:, None], d[None, :, 0], d[None, :, 1], d[None, :, 2])
-    ijk, lev = _decode_tagged(keys)
+        return cuda.shifted_tagged(keys, offsets)
+    ijk, lev = decode_tagged(keys)
     q = ijk[:, None, :] + np.asarray(offsets, dtype=np.int64)[None, :, :]
     n = np.left_shift(np.int64(1), lev)[:, None, None]
     inside = np.all((q >= 0) & (q < n), axis=2)
@@ -255,7 +221,7 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     ``lap``: optional callable(name) called after each step (profiling).
     ``near``: optional callable(src_order, tgt_order, views) called as soon as the near
     field's lists exist, before the source side of the tree is built; views: level →
-    (:class:`_LevelTargets`, t0, t1, nbr) for the levels holding leaves with targets
+    (:class:`LevelTargets`, t0, t1, nbr) for the levels holding leaves with targets
     (so that the near field can run on the GPU while the host builds the rest).
     """
     lap = lap or (lambda name: None)
@@ -268,16 +234,16 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     F = ADAPTIVE_MAX_DEPTH
     shift = 3 * (F - L)
     ks = morton_keys(x, lo, width, F, xp).astype(xp.uint32)
-    src_order = _stable_argsort(ks, xp)
+    src_order = stable_argsort(ks, xp)
     ks = ks[src_order].astype(i64)
     kt = morton_keys(y, lo, width, F, xp).astype(xp.uint32)
-    by_key = _stable_argsort(kt, xp)                     # targets in key order
+    by_key = stable_argsort(kt, xp)                     # targets in key order
     kt = kt[by_key].astype(i64)
     lap("keys")
     box_s, cnt_s, _ = _runs(ks >> shift, xp)
     tgt_box, tgt_cnt, tgt_first = _runs(kt >> shift, xp)     # the targets' level-L boxes
     both = xp.concatenate([box_s, tgt_box])
-    by_box = _stable_argsort(both, xp)
+    by_box = stable_argsort(both, xp)
     box_a, cnt_a, _ = _runs(both[by_box], xp, xp.concatenate([cnt_s, tgt_cnt])[by_box])
     occ, src_cnt = _all_levels(box_s, cnt_s, L, xp)
     all_box, all_cnt = _all_levels(box_a, cnt_a, L, xp)
@@ -292,7 +258,7 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
         box_lev = xp.full(tgt_box.shape, 2, dtype=i64)
     lev_k = box_lev[xp.cumsum(tgt_first) - 1] if kt.shape[0] else box_lev
     # targets sorted by (leaf level, key): each level's leaves hold a contiguous block
-    tgt_order = by_key[_stable_argsort(lev_k, xp)]
+    tgt_order = by_key[stable_argsort(lev_k, xp)]
     # target boxes (holding targets whose leaf is there or below), the leaves and their
     # targets' CSR into the sorted targets (leaves sorted by level, then key, as these)
     a_all, _ = _all_levels(tgt_box, tgt_cnt, L, xp, box_lev, "ge")
@@ -305,7 +271,7 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     G = _csum0(src_cnt, xp)                     # CSR of occ into the sources, + N·(l − 2)
     ob, lb = xp.searchsorted(occ, tags), xp.searchsorted(leaf_all, tags)
     lev_l = _level_of(leaf_all, tags, xp)
-    found, idx = _member(occ, _shifted(leaf_all, E.offsets_cube(radius), xp), xp)
+    found, idx = _member(occ, shifted(leaf_all, E.offsets_cube(radius), xp), xp)
     nbr = xp.where(found, idx - ob[lev_l[:, None] - 2], i64(-1))   # (−1 is never found)
     sizes = xp.concatenate([ob, lb, tgt_start[lb]]).tolist()
     nl = L - 1
@@ -316,14 +282,14 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
         ss, ts = G[o0:o1 + 1], tgt_start[l0:l1 + 1]
         src_starts[level], tgt_starts[level] = ss - ss[:1], ts - ts[:1]
         if tb_h[i + 1] > tb_h[i]:
-            views[level] = (_LevelTargets(src_starts[level], tgt_starts[level], l1 - l0, level),
+            views[level] = (LevelTargets(src_starts[level], tgt_starts[level], l1 - l0, level),
                             int(tb_h[i]), int(tb_h[i + 1]), nbr[l0:l1])
     lap("near_lists")
     if near is not None:
         near(src_order, tgt_order, views)
     # boxes with multipoles: those of level 2 and those whose parent lies within ρ boxes
     # of a refined box; those within ρ of a refined box themselves get theirs by M2M
-    expand = (xp.sort(_shifted(refined, E.offsets_cube(radius), xp).ravel())
+    expand = (xp.sort(shifted(refined, E.offsets_cube(radius), xp).ravel())
               if refined.shape[0] else refined)
     s_idx = xp.nonzero((occ < _tag(3)) | _member(expand, occ >> 3, xp)[0])[0]
     s_all = occ[s_idx]
@@ -337,7 +303,7 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     mb, pb = xp.searchsorted(m2m_all, sb), xp.searchsorted(p2m_all, sb)
     lev_a = _level_of(a_all, tags, xp)
     cls_key = (a_all & 7) * 16 + lev_a
-    by_class = _stable_argsort(cls_key, xp)
+    by_class = stable_argsort(cls_key, xp)
     cls_n = (xp.bincount(cls_key, minlength=8 * 16) if a_all.shape[0]
              else xp.zeros(8 * 16, dtype=i64))
     lev_p = _level_of(s_all[p2m_all], tags, xp)
@@ -367,7 +333,7 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
     # lookup), as indices into its level's s_keys (n_S of the level: none)
     union, where = np.unique(np.concatenate(class_offsets), axis=0, return_inverse=True)
     splits = np.cumsum([len(o) for o in class_offsets])[:-1]
-    found, idx = _member(s_all, _shifted(a_all, union, xp), xp)
+    found, idx = _member(s_all, shifted(a_all, union, xp), xp)
     lev_col = lev_a[:, None]
     col = xp.where(found, local(idx, sb, lev_col),
                    n_s[lev_col - 2])
@@ -387,8 +353,8 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
                         n_s[lev_m[:, None] - 1])
     m2m_local = local(m2m_all, sb, lev_m)
     p2m_local = local(p2m_all, sb, lev_p)
-    p2m_centres = _centres(s_all[p2m_all], lo, width, xp)
-    leaf_centres = _centres(leaf_all, lo, width, xp)
+    p2m_centres = centres(s_all[p2m_all], lo, width, xp)
+    leaf_centres = centres(leaf_all, lo, width, xp)
     lap("lists")
 
     levels = {}
@@ -412,7 +378,7 @@ def build_adaptive(x, y, lo, width, depth, leaf_size, radius, class_offsets, xp,
 
 
 @dataclasses.dataclass(eq=False)
-class _LevelTargets:
+class LevelTargets:
     """The near field's and L2P's view of one level's leaves (as an Octree would be)."""
     src_start: object
     tgt_start: object
@@ -420,68 +386,49 @@ class _LevelTargets:
     depth: int
 
 
-@functools.lru_cache(maxsize=None)
-def _centre_kernel():
-    """CuPy kernel of :func:`_centres` (one launch instead of ~50)."""
-    import cupy as cp  # noqa: PLC0415
-    return cp.ElementwiseKernel(
-        "int64 key, raw float64 lo, float64 width", "raw float64 c",
-        """
-        long long q[3];
-        const int level = decode_tagged(key, q);
-        const double w = width / (double) (1LL << level);
-        for (int a = 0; a < 3; ++a) c[3 * i + a] = lo[a] + ((double) q[a] + 0.5) * w;
-        """, "vortexsim_adaptive_centres", preamble=_DECODE_TAGGED_CUDA)
-
-
-def _centres(keys, lo, width, xp):
+def centres(keys, lo, width, xp):
     """Centres (n, 3) [L] of the boxes of level-tagged keys ``keys`` (n,) (each at its
-    own level) of the cube [lo, lo + width)³."""
+    own level) of the cube [lo, lo + width)³ (GPU: :func:`vortexsim.fmm.cuda.tagged_centres`)."""
     out = xp.empty((keys.shape[0], 3))
     if keys.shape[0] == 0:
         return out
     if xp is not np:
-        _centre_kernel()(keys, xp.asarray(lo, dtype=xp.float64), float(width), out)
-        return out
-    ijk, lev = _decode_tagged(keys)
+        return cuda.tagged_centres(keys, lo, width, out)
+    ijk, lev = decode_tagged(keys)
     return lo + (ijk.astype(np.float64) + 0.5) * (width / np.left_shift(1, lev))[:, None]
 
 
-def near_adaptive(fmm, views, xs, alpha_s, sigma_s, ys, u, g, exclude_self, uniform):
+def near_adaptive(near, views, xs, alpha_s, sigma_s, ys, u, g, exclude_self, uniform):
     """Near field of every level's leaves into u (M, 3), g (M, 3, 3) or None (float64,
-    sorted targets ``ys``); views: the ``near`` argument of :func:`build_adaptive`."""
+    sorted targets ``ys``); near: the evaluator's near-field stage
+    (:class:`~vortexsim.fmm.near.NearField`); views: the ``near`` argument of
+    :func:`build_adaptive`."""
     for view, t0, t1, nbr in views.values():
-        uu, gg = fmm._near(view, xs, alpha_s, sigma_s, ys[t0:t1], exclude_self,
-                           g is not None, None, uniform, nbr=nbr)
+        uu, gg = near(view, xs, alpha_s, sigma_s, ys[t0:t1], exclude_self,
+                      g is not None, None, uniform, nbr=nbr)
         u[t0:t1] = uu
         if g is not None:
             g[t0:t1] = gg
 
 
-def class_vectors(fmm):
-    """Per parity class the M2L offsets (|O_p|, 3) [box widths] of the evaluator
-    ``fmm``'s separation (:func:`build_adaptive`'s ``class_offsets``)."""
-    return [E.offsets_cube(fmm._offset_radius)[o]
-            for o in fmm._class_offsets(fmm.parent_radius + 1)]
-
-
-def adaptive_fmm(fmm, x, alpha, sigma, y, lo, width, depth, leaf_size, exclude_self, gradient,
-                 uniform, P, clock):
+def adaptive_fmm(stages, x, alpha, sigma, y, lo, width, depth, leaf_size, exclude_self,
+                 gradient, uniform, P, clock):
     """u (M, 3) and ∇u (M, 3, 3) (or None), float64, in the caller's target order, of
     sources x, alpha (N, 3), sigma (N,) at targets y (M, 3) on the adaptive tree of
-    the cube [lo, lo + width)³ (:func:`build_adaptive`; ``fmm``: the
-    :class:`~vortexsim.fmm.evaluator.FMM`, its operators, kernels and caches).
+    the cube [lo, lo + width)³ (:func:`build_adaptive`); ``stages``: the evaluator's
+    :class:`~vortexsim.fmm.stages.Stages` (its operators, kernels and caches).
 
     On the GPU the near field runs on a second stream as soon as its lists exist,
     while the host builds the source side of the tree and enqueues the far field
     (unless ``clock`` synchronizes, for stage times).
     """
-    xp = fmm.device.xp
+    xp = stages.operators.device.xp
     m = y.shape[0]
     u = xp.zeros((m, 3))
     g = xp.zeros((m, 3, 3)) if gradient else None
-    vectors = class_vectors(fmm)
-    side = None if (xp is np or clock.sync) else fmm._side_stream()
+    m2l = stages.m2l
+    vectors = m2l.class_vectors()
+    side = stages.backend.side_stream(clock.sync)
     st = {}
 
     def near(src_order, tgt_order, views):
@@ -491,20 +438,20 @@ def adaptive_fmm(fmm, x, alpha, sigma, y, lo, width, depth, leaf_size, exclude_s
             return
         side.wait_event(xp.cuda.get_current_stream().record())
         with side:
-            near_adaptive(fmm, views, st["xs"], st["alpha_s"], st["sigma_s"], st["ys"], u, g,
-                          exclude_self, uniform)
+            near_adaptive(stages.near, views, st["xs"], st["alpha_s"], st["sigma_s"],
+                          st["ys"], u, g, exclude_self, uniform)
             st["done"] = side.record()
 
     try:
-        tree = build_adaptive(x, y, lo, width, depth, leaf_size, fmm.separation, vectors, xp,
+        tree = build_adaptive(x, y, lo, width, depth, leaf_size, m2l.separation, vectors, xp,
                               near=near)
         clock.lap("tree")
         if side is None:
-            near_adaptive(fmm, st["views"], st["xs"], st["alpha_s"], st["sigma_s"], st["ys"],
-                          u, g, exclude_self, uniform)
+            near_adaptive(stages.near, st["views"], st["xs"], st["alpha_s"], st["sigma_s"],
+                          st["ys"], u, g, exclude_self, uniform)
             clock.lap("near")
-        _far_adaptive(fmm, tree, st["views"], st["xs"], st["alpha_s"], st["ys"], u, g, P,
-                      clock, st.get("done"))
+        far_adaptive(stages, tree, st["views"], st["xs"], st["alpha_s"], st["ys"], u, g, P,
+                     clock, st.get("done"))
     finally:
         # also when something raised: the arrays the side stream reads and writes go
         # back to the main stream's memory pool only after it has finished
@@ -519,14 +466,15 @@ def adaptive_fmm(fmm, x, alpha, sigma, y, lo, width, depth, leaf_size, exclude_s
     return out_u, out_g, tree
 
 
-def _far_adaptive(fmm, tree, views, xs, alpha_s, ys, u, g, P, clock, near_done=None):
+def far_adaptive(stages, tree, views, xs, alpha_s, ys, u, g, P, clock, near_done=None):
     """The far field (P2M, M2M, M2L, L2L, L2P) of the adaptive ``tree`` added into the
     sorted targets' u, g; ``views``: the build's per-level target views (its ``near``
     argument); ``near_done``: the near field's event (GPU side stream), waited for
     before L2P adds into u, g."""
-    xp = fmm.device.xp
+    ops, m2l = stages.operators, stages.m2l
+    xp = ops.device.xp
     L, levels = tree.depth, tree.levels
-    Tc, Rc = fmm._compressed_shift_operators(P)
+    Tc, Rc = ops.compressed_shift(P)
     r = Tc.shape[0]
     multipoles = {}
     for level in range(L, 1, -1):                     # P2M and M2M, leaves upward
@@ -534,9 +482,9 @@ def _far_adaptive(fmm, tree, views, xs, alpha_s, ys, u, g, P, clock, near_done=N
         Mh = xp.zeros((r, lv.s_keys.shape[0] + 1, 3))          # last column: zero
         nb = int(lv.p2m.shape[0])
         if nb:
-            M = fmm._p2m(xs[lv.p2m_points], alpha_s[lv.p2m_points], lv.p2m_start,
-                         lv.p2m_centres, lv.width, P)
-            Mh[:, lv.p2m, :] = fmm._compressed(M, P)
+            M = stages.upward.p2m(xs[lv.p2m_points], alpha_s[lv.p2m_points], lv.p2m_start,
+                                  lv.p2m_centres, lv.width, P)
+            Mh[:, lv.p2m, :] = ops.compress(M, P)
         clock.lap(f"p2m_{level}")
         k = int(lv.m2m.shape[0])
         if k:
@@ -546,22 +494,22 @@ def _far_adaptive(fmm, tree, views, xs, alpha_s, ys, u, g, P, clock, near_done=N
         multipoles[level] = Mh
         clock.lap(f"m2m_{level}")
 
-    mdt = fmm._m2l_dtype()
-    sep = fmm.parent_radius + 1
-    class_offsets = fmm._class_offsets(sep)
+    mdt = m2l.gemm_dtype()
+    sep = m2l.parent_radius + 1
+    class_offsets = m2l.class_offsets(sep)
     above = None
     leaf_locals = {}
     for level in range(2, L + 1):                     # M2L and L2L, root downward
         lv = levels[level]
         n_a = int(lv.a_keys.shape[0])
         Mcm = multipoles.pop(level).astype(mdt, copy=False)
-        Mcc = np.ascontiguousarray(Mcm.transpose(0, 2, 1)) if xp is np else None
+        Mcc = m2l.host_copy(Mcm)
         Lt = xp.zeros((r, n_a, 3), mdt)
         for p, (rows, gather) in enumerate(lv.classes):
             if rows.shape[0] == 0:
                 continue
-            for j0, j1, Y, _ in fmm._class_products(Mcm, Mcc, gather, p, class_offsets[p],
-                                                    P, sep, mdt):
+            for j0, j1, Y, _ in m2l.class_products(Mcm, Mcc, gather, p, class_offsets[p],
+                                                   P, sep, mdt):
                 Lt[:, rows[j0:j1], :] += Y
         Lh = Lt.astype(np.float64, copy=False) / lv.width
         if level > 2 and n_a:
@@ -571,16 +519,15 @@ def _far_adaptive(fmm, tree, views, xs, alpha_s, ys, u, g, P, clock, near_done=N
         above = Lh
         clock.lap(f"m2l_{level}")
         if level in views:
-            leaf_locals[level] = fmm._decompressed(Lh[:, lv.leaves, :], P)
-    from .evaluator import _TargetPart  # noqa: PLC0415  (evaluator imports this module)
+            leaf_locals[level] = ops.decompress(Lh[:, lv.leaves, :], P)
     if near_done is not None:
         xp.cuda.get_current_stream().wait_event(near_done)
     for level, Ll in leaf_locals.items():
         lv = levels[level]
         # (first: the block's start in the sorted targets ys; L2P does not read it)
-        part = _TargetPart(views[level][0], lv.t0, ys[lv.t0:lv.t1], g is not None,
-                           u[lv.t0:lv.t1], g[lv.t0:lv.t1] if g is not None else None)
-        fmm._l2p(Ll, lv.leaf_centres, lv.width, lv.tgt_start, [part], P)
+        part = TargetPart(views[level][0], lv.t0, ys[lv.t0:lv.t1], g is not None,
+                          u[lv.t0:lv.t1], g[lv.t0:lv.t1] if g is not None else None)
+        stages.downward.l2p(Ll, lv.leaf_centres, lv.width, lv.tgt_start, [part], P)
         clock.lap(f"l2p_{level}")
     for stage in ("p2m", "m2m", "m2l", "l2p"):
         clock.laps[stage] = sum(v for key, v in clock.laps.items()

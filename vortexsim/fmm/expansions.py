@@ -184,7 +184,7 @@ def _multi_binomial(k, j):
 
 
 @functools.lru_cache(maxsize=None)
-def _m2l_tables(order: int):
+def m2l_tables(order: int):
     """Index of k+m in the order-2P set and C(k+m, k), each (n, n) for |k|, |m| ≤ P."""
     mi = multi_indices(order)
     big = multi_indices(2 * order)
@@ -195,7 +195,7 @@ def _m2l_tables(order: int):
 
 def m2l_matrices(green: GreenFunction, R, order: int, xp):
     """M2L operators A (B, n, n): L_k = Σ_m A[b, k, m] M_m for the offsets R (B, 3) = c_L − c_M."""
-    idx, binom = _m2l_tables(order)
+    idx, binom = m2l_tables(order)
     T = kernel_taylor(green, R, 2 * order, xp)
     return T[:, xp.asarray(idx)] * xp.asarray(binom)
 
@@ -274,7 +274,7 @@ def unit_m2l_cores(order: int, radius: int = 3):
     """
     offsets = offsets_cube(radius)
     U, V = harmonic_bases(order)
-    idx, binom = _m2l_tables(order)
+    idx, binom = m2l_tables(order)
     # 1/|R| is even, so A(−R)[k, m] = (−1)^(|k|+|m|) A(R)[k, m]; U and V keep degrees
     # apart, so C(−R) = D C(R) D with D = diag((−1)^degree) on the compressed space.
     # Half of the offsets are computed, the other half by those signs.

@@ -271,7 +271,7 @@ def build_tree(sources, targets, depth, xp, lo=None, width=None, check=True):
     if width is None:
         lo, width = root_cube(sources, targets, xp)
     elif check:
-        lo, width = _check_cube(sources, targets, lo, width, xp)
+        lo, width = check_cube(sources, targets, lo, width, xp)
     else:
         lo, width = xp.asarray(lo, dtype=xp.float64), float(width)
 
@@ -305,12 +305,12 @@ def with_targets(tree, targets, xp, check=False):
     """
     targets = _check_points(targets, "targets", "M", xp)
     if check:
-        _check_cube(xp.zeros((0, 3)), targets, tree.lo, tree.width, xp)
+        check_cube(xp.zeros((0, 3)), targets, tree.lo, tree.width, xp)
     order, start = _sort_into_leaves(targets, tree.lo, tree.width, tree.depth, xp)
     return dataclasses.replace(tree, tgt_order=order, tgt_start=start)
 
 
-def _check_cube(sources, targets, lo, width, xp):
+def check_cube(sources, targets, lo, width, xp):
     """Validate a user-supplied root cube; returns (lo array (3,) float64, width float)."""
     lo = xp.asarray(lo, dtype=xp.float64)
     if lo.shape != (3,):
@@ -332,7 +332,7 @@ def _check_cube(sources, targets, lo, width, xp):
     return lo, width
 
 
-def _stable_argsort(keys, xp):
+def stable_argsort(keys, xp):
     # NumPy needs kind="stable"; CuPy's argsort is always stable (and older CuPy has no `kind`).
     return np.argsort(keys, kind="stable") if xp is np else xp.argsort(keys)
 
@@ -349,7 +349,7 @@ def _sort_into_leaves(points, lo, width, depth, xp):
     """
     # 10 bits per axis: 30-bit keys sort as uint32 (half the radix passes of uint64)
     keys = morton_keys(points, lo, width, _SORT_BITS, xp).astype(xp.uint32)
-    order = _stable_argsort(keys, xp).astype(xp.int64)
+    order = stable_argsort(keys, xp).astype(xp.int64)
     leaf = keys[order] >> xp.uint32(3 * (_SORT_BITS - depth))
     bounds = xp.arange(8 ** depth + 1, dtype=xp.uint32)
     start = xp.searchsorted(leaf, bounds, side="left").astype(xp.int64)

@@ -60,6 +60,11 @@ def _accumulate_block(kernel, d, alpha_blk, sigma_blk, mask, gradient, u, w, g,
         g += np.matmul((cr * b[..., None]).transpose(0, 2, 1), d)   # Σ B (α×d) ⊗ d
 
 
+#: the block sum of :func:`direct_sum_numpy`, public for the FMM's near field
+#: (:mod:`vortexsim.fmm.near`); the direct sum looks ``_accumulate_block`` up at call time
+accumulate_block = _accumulate_block
+
+
 def direct_sum_numpy(kernel: CutoffKernel, x, alpha, sigma, targets, *, gradient=True,
                      exclude_self=False, pairs_per_block=1 << 17):
     """Blocked NumPy direct sum.

@@ -6,6 +6,11 @@ from :mod:`vortexsim.kernels.cutoff` (the single source of truth), then the
 file with its ``#include "..."`` lines inlined.  :func:`get_function` compiles
 it with NVRTC through ``cupy.RawModule`` on first use, once per device and
 template instance, and caches the module (the only module-level cache).
+
+Small fused array operations run as CuPy elementwise kernels
+(:func:`elementwise_kernel`): their device functions live in ``cuda/*.cuh`` too, and
+:data:`ELEMENTWISE` names, per kernel, its parameters and the one call that is its
+operation.
 """
 from __future__ import annotations
 
@@ -85,3 +90,47 @@ def get_function(filename: str, name_expression: str):
     cp = import_cupy()
     dev = cp.cuda.Device().id
     return _module(dev, filename, name_expression).get_function(name_expression)
+
+
+#: elementwise kernels: name → (input parameters, output parameters, operation, the
+#: ``cuda/`` file of the device functions it calls).  ``i`` is the element index.
+ELEMENTWISE = {
+    # vortexsim.fmm.cuda.gather_columns: X[k, o, j, :] = M[k, g[o, j], :]
+    "vortexsim_m2l_gather": (
+        "raw T M, raw int64 g, int32 ns, int32 nj, int64 S1", "raw T X",
+        "m2l_gather_vector((unsigned int) i, &M[0], &g[0], ns, nj, S1, &X[0]);",
+        "m2l_gather.cuh"),
+    # vortexsim.fmm.adaptive.shifted: the tagged key at an offset, −1 outside the grid
+    "vortexsim_adaptive_shift_tagged": (
+        "int64 key, int64 dx, int64 dy, int64 dz", "int64 out",
+        "out = shift_tagged(key, dx, dy, dz);",
+        "adaptive_keys.cuh"),
+    # vortexsim.fmm.adaptive.centres: box centres of tagged keys
+    "vortexsim_adaptive_centres": (
+        "int64 key, raw float64 lo, float64 width", "raw float64 c",
+        "tagged_centre(key, &lo[0], width, &c[3 * i]);",
+        "adaptive_keys.cuh"),
+    # vortexsim.kernels.morton.morton_keys: the key of cells (ix, iy, iz)
+    "vortexsim_morton_interleave": (
+        "uint64 ix, uint64 iy, uint64 iz", "uint64 key",
+        "key = vs_spread(ix) | (vs_spread(iy) << 1) | (vs_spread(iz) << 2)",
+        "morton.cuh"),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_snippet(filename: str) -> str:
+    """``cuda/<filename>`` with its includes inlined, without the generated header (the
+    preamble of an elementwise kernel)."""
+    return _inline(CUDA_DIR / filename, set())
+
+
+@functools.lru_cache(maxsize=None)
+def elementwise_kernel(name: str):
+    """The CuPy elementwise kernel ``name`` of :data:`ELEMENTWISE` (compiled by CuPy on
+    first launch, once per device)."""
+    from ..backend import import_cupy  # noqa: PLC0415
+    cp = import_cupy()
+    in_params, out_params, operation, filename = ELEMENTWISE[name]
+    return cp.ElementwiseKernel(in_params, out_params, operation, name,
+                                preamble=cuda_snippet(filename))

@@ -5,9 +5,9 @@ points (coherent branches in the pair kernels), and by the FMM tree.
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
+
+from .modules import elementwise_kernel
 
 __all__ = ["morton_keys", "grid_cells", "spread_bits", "bounding_cube", "column_range",
            "cube_edge"]
@@ -56,29 +56,10 @@ def morton_keys(points, lo, width, bits, xp):
         raise ValueError(f"bits must be in [1, {MAX_BITS}], got {bits}.")
     cell = grid_cells(points, lo, width, bits, xp).astype(xp.uint64)
     if xp is not np:                                 # one fused kernel instead of ~50
-        return _interleave_kernel()(cell[:, 0], cell[:, 1], cell[:, 2])
+        return elementwise_kernel("vortexsim_morton_interleave")(cell[:, 0], cell[:, 1],
+                                                                  cell[:, 2])
     return (spread_bits(cell[:, 0], xp) | (spread_bits(cell[:, 1], xp) << xp.uint64(1))
             | (spread_bits(cell[:, 2], xp) << xp.uint64(2)))
-
-
-@functools.lru_cache(maxsize=None)
-def _interleave_kernel():
-    """CuPy elementwise kernel: the key of cells (ix, iy, iz), as :func:`spread_bits`."""
-    import cupy as cp  # noqa: PLC0415
-    return cp.ElementwiseKernel(
-        "uint64 ix, uint64 iy, uint64 iz", "uint64 key",
-        "key = vs_spread(ix) | (vs_spread(iy) << 1) | (vs_spread(iz) << 2)",
-        "vortexsim_morton_interleave",
-        preamble="""
-        __device__ unsigned long long vs_spread(unsigned long long v) {
-            v &= 0x1FFFFFull;
-            v = (v | (v << 32)) & 0x1F00000000FFFFull;
-            v = (v | (v << 16)) & 0x1F0000FF0000FFull;
-            v = (v | (v << 8)) & 0x100F00F00F00F00Full;
-            v = (v | (v << 4)) & 0x10C30C30C30C30C3ull;
-            v = (v | (v << 2)) & 0x1249249249249249ull;
-            return v;
-        }""")
 
 
 def column_range(points, xp):

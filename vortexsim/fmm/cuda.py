@@ -1,0 +1,343 @@
+r"""CUDA backend of the FMM stages (CuPy arrays, kernels from ``kernels/cuda/``).
+
+Each class here is the GPU implementation of a stage whose NumPy implementation (the
+specification) lives in that stage's module, with the same call signatures; the
+evaluator picks one set of them once, from its device (:mod:`vortexsim.fmm.stages`).
+
+=====================  ==========================================  ========================
+stage                  GPU kernels (``kernels/cuda/``)             NumPy implementation
+=====================  ==========================================  ========================
+:class:`CudaNearField` ``p2p_near`` (fmm.cu)                       :class:`near.NearField`
+:class:`CudaUpward`    ``p2m_leaf`` (fmm.cu)                       :class:`upward.Upward`
+:class:`CudaM2L`       ``vortexsim_m2l_gather`` (m2l_gather.cuh),  :class:`m2l.M2L`
+                       ``m2l_gather_sum`` (fmm.cu), cuBLAS GEMMs
+:class:`CudaDownward`  ``l2p_coefficients``, ``l2p_targets_tiled``  :class:`downward.Downward`
+:func:`stencil_pair_counts` ``stencil_pair_count`` (fmm.cu)        :func:`plan.near_pairs_by_depth`
+:func:`shifted_tagged`, :func:`tagged_centres`  adaptive_keys.cuh  :mod:`adaptive`
+=====================  ==========================================  ========================
+
+:class:`CudaBackend` holds the streams: the near field of each target set runs on its
+own non-blocking stream (:class:`NearLanes`), and the adaptive tree's near field on a
+side stream.  CuPy is imported only when one of these runs (never at import time).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import import_cupy
+from ..kernels.direct import source_parameters
+from ..kernels.modules import CTYPES, elementwise_kernel, get_function
+from . import expansions as E
+from .downward import Downward, l2p_coefficient_tables
+from .m2l import M2L
+from .near import NearField, SerialLanes
+from .upward import Upward
+
+__all__ = ["CudaBackend", "CudaNearField", "CudaUpward", "CudaM2L", "CudaDownward",
+           "NearLanes", "gather_columns", "stencil_pair_counts", "chunk_starts",
+           "near_block_for", "block_for", "shifted_tagged", "tagged_centres"]
+
+
+class NearLanes:
+    """The near field of each target set on its own non-blocking stream, forked from the
+    current (main) stream after the tree is queued and joined before L2P adds into the
+    same sums.  ``n``: the number of target sets; streams are cached in ``cache``."""
+
+    concurrent = True
+
+    def __init__(self, cache, n):
+        cp = import_cupy()
+        self.cp = cp
+        self.main = cp.cuda.get_current_stream()
+        tree_ready = cp.cuda.Event(disable_timing=True)
+        tree_ready.record(self.main)
+        self.streams = [cache.get(("near_stream", i), lambda: cp.cuda.Stream(
+            non_blocking=True)) for i in range(n)]
+        for stream in self.streams:
+            stream.wait_event(tree_ready)
+        self.done = []
+
+    def run(self, i, work):
+        """``work()`` queued on lane ``i``; returns its result (device arrays)."""
+        with self.streams[i]:
+            out = work()
+        self.done.append(self.cp.cuda.Event(disable_timing=True))
+        self.done[-1].record(self.streams[i])
+        return out
+
+    def join(self):
+        """The main stream waits for every lane's work (queued, not synchronized)."""
+        for event in self.done:
+            self.main.wait_event(event)
+
+
+class CudaBackend:
+    """Device services of the GPU stages: streams, host scalars, memory size."""
+
+    kind = "gpu"
+
+    def __init__(self, cache):
+        self.cache = cache
+
+    def near_lanes(self, n, sync):
+        """:class:`NearLanes` for ``n`` target sets; one stream when ``sync`` (profiling
+        keeps the stage laps separate)."""
+        return SerialLanes() if sync else NearLanes(self.cache, n)
+
+    def side_stream(self, sync):
+        """A second, non-blocking CUDA stream of this evaluator (the adaptive tree's
+        near field runs there while the host builds the rest of the tree), or None when
+        ``sync`` (profiling)."""
+        if sync:
+            return None
+        cp = import_cupy()
+        return self.cache.get(("side_stream",), lambda: cp.cuda.Stream(non_blocking=True))
+
+    def host_floats(self, values):
+        """Host floats of 0-d device arrays ``values``, in one transfer."""
+        cp = import_cupy()
+        return [float(v) for v in cp.stack(values).get()]
+
+    def total_memory(self):
+        """The GPU's memory [bytes]."""
+        return import_cupy().cuda.runtime.memGetInfo()[1]
+
+
+def near_block_for(n_points, n_leaves):
+    """Threads per block of the near-field kernel (one block per chunk of a leaf's
+    targets): 32 up to a mean of 32 targets per leaf, 64 up to 256, else 128 (measured
+    per mean leaf size: docs/fmm-design.md, "Calibration data")."""
+    mean = n_points / max(n_leaves, 1)
+    return 32 if mean <= 32 else 64 if mean <= 256 else 128
+
+
+def block_for(n_points, n_leaves):
+    """Threads per block for kernels with one block per leaf (L2P): ~ the mean leaf size."""
+    mean = n_points / max(n_leaves, 1)
+    return 32 if mean <= 32 else 64 if mean <= 64 else 128
+
+
+def chunk_starts(tree, block, m):
+    """Blocks of ``block`` targets of one leaf each (GPU kernels over crowded leaves):
+    chunk_start (n_leaves + 1,) int64, the first block of each leaf, and the grid size,
+    bounded by n_leaves + m / block without a host transfer (spare blocks return)."""
+    cp = import_cupy()
+    chunks = (cp.diff(tree.tgt_start) + (block - 1)) // block
+    chunk_start = cp.concatenate([cp.zeros(1, cp.int64), cp.cumsum(chunks)])
+    return chunk_start, tree.n_leaves + -(-m // block)
+
+
+class CudaNearField(NearField):
+    """:class:`~vortexsim.fmm.near.NearField` in ``p2p_near`` (one target per thread,
+    blocks of one leaf's targets, sources staged through shared memory)."""
+
+    def device_neighbors(self, depth):
+        """:meth:`neighbors` on the GPU (cached per depth)."""
+        cp = import_cupy()
+        return self.cache.get(("nbr_d", depth, self.radius),
+                              lambda: cp.asarray(self.neighbors(depth)))
+
+    def prepare(self, depth):
+        """The neighbour table on the device before the streams fork (made lazily inside
+        one target set's stream, another set's stream could read it before its copy
+        landed)."""
+        self.device_neighbors(depth)
+
+    def __call__(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None,
+                 uniform=False, nbr=None):
+        cp = import_cupy()
+        dtype = self.dtype
+        nbr_d = self.device_neighbors(tree.depth) if nbr is None else nbr
+        # one target per thread (two in float32 need more registers and ran slower)
+        block = near_block_for(ys.shape[0], occupied or tree.n_leaves)
+        name = (f"p2p_near<{CTYPES[dtype.name]},{self.kernel.code},"
+                f"{'true' if gradient else 'false'},{block},256,"
+                f"{'true' if uniform else 'false'}>")
+        fn = get_function("fmm.cu", name)
+        m = ys.shape[0]
+        u = cp.empty((m, 3), dtype)
+        g = cp.empty((m, 3, 3), dtype) if gradient else u
+        param = source_parameters(self.kernel, sigma_s.astype(dtype), cp).astype(dtype)
+        # blocks of `block` targets of one leaf each (so that a few crowded leaves still
+        # fill the GPU); their number is bounded by n_leaves + m / block, which sizes the
+        # grid without a host transfer (spare blocks return at once)
+        chunk_start, grid = chunk_starts(tree, block, m)
+        fn((grid,), (block,),
+           (cp.ascontiguousarray(xs, dtype=dtype), cp.ascontiguousarray(alpha_s, dtype=dtype),
+            cp.ascontiguousarray(param), tree.src_start, cp.ascontiguousarray(ys, dtype=dtype),
+            tree.tgt_start, nbr_d, np.int32(nbr_d.shape[1]), np.int32(1 if exclude_self else 0),
+            chunk_start, np.int32(tree.n_leaves), dtype.type(self.table_cut()), u, g))
+        return (u.astype(cp.float64, copy=False),
+                (g.astype(cp.float64, copy=False) if gradient else None))
+
+
+class CudaUpward(Upward):
+    """:class:`~vortexsim.fmm.upward.Upward` with P2M in ``p2m_leaf`` (one block per box)."""
+
+    def p2m(self, xs, alpha_s, src_start, centres, w, P):
+        xp = self.device.xp
+        mi = E.multi_indices(P)
+        B = centres.shape[0]
+        kidx = self.operators.cache.get(("kidx", P), lambda: xp.asarray(mi.k.astype(np.int32)))
+        M = xp.empty((B, mi.n, 3))
+        if B:
+            get_function("fmm.cu", f"p2m_leaf<{P},128>")(
+                (B,), (128,),
+                (xp.ascontiguousarray(xs), xp.ascontiguousarray(alpha_s), src_start,
+                 xp.ascontiguousarray(centres), np.float64(1.0 / w), kidx, M))
+        return M
+
+
+class CudaDownward(Downward):
+    """:class:`~vortexsim.fmm.downward.Downward` with L2P in two kernels: per-leaf
+    coefficients (``l2p_coefficients``), then the targets (``l2p_targets_tiled``)."""
+
+    def l2p(self, Ll, centres, w, tgt_start, parts, P):
+        xp = self.device.xp
+        n = Ll.shape[1]
+        idx, fu, fg = self.operators.cache.get(("l2p_tables", P), lambda: tuple(
+            xp.asarray(a) for a in l2p_coefficient_tables(P)))
+        B, n_out = Ll.shape[0], idx.shape[1]
+        C = xp.empty((B, n_out))
+        get_function("fmm.cu", "l2p_coefficients")(
+            ((B * n_out + 255) // 256,), (256,),
+            (Ll, idx, fu, fg, np.float64(1.0 / w), np.int32(n * 3), np.int32(n_out),
+             np.int64(B), tgt_start, C))
+        centres = xp.ascontiguousarray(centres)
+        for part in parts:
+            m = part.ys.shape[0]
+            block = block_for(m, part.occupied or B)
+            chunk_start, grid = chunk_starts(part.tree, block, m)
+            get_function("fmm.cu", f"l2p_targets_tiled<{P},"
+                         f"{'true' if part.grad else 'false'},{block},64>")(
+                (grid,), (block,),
+                (C, centres, np.float64(1.0 / w), part.tree.tgt_start, chunk_start,
+                 np.int32(B), part.ys, part.u,
+                 part.g if part.grad else part.u))
+
+
+class CudaM2L(M2L):
+    """:class:`~vortexsim.fmm.m2l.M2L` on the GPU: the class GEMMs gather 3-vectors with
+    one kernel (:func:`gather_columns`), every class's cores are cached, and levels with
+    few non-empty boxes may take the sparse M2L (:meth:`sparse`)."""
+
+    sparse_capable = True
+    cache_all_cores = True
+    gathered_components = 3
+
+    def pairs(self, level, sep):
+        pairs = self.pairs_host(level, sep)
+        xp = self.device.xp
+        return self.cache.get(("m2l_pairs_d", level, sep),
+                              lambda: [(d, xp.asarray(t), xp.asarray(s)) for d, t, s in pairs])
+
+    def host_copy(self, Mcm):
+        return None
+
+    def gathered_product(self, Kp, Mcm, Mcc, g, mdt):
+        r = Kp.shape[0]
+        ns, nj = g.shape
+        X = gather_columns(Mcm, g).reshape(r * ns, 3 * nj)
+        return (Kp @ X).reshape(r, nj, 3)
+
+    def sparse(self, tree, level, sep, Mt, P, info, mdt=np.float64):
+        """Compressed locals Lt (r, B, 3) from the non-empty source boxes only.
+
+        Per source class c one GEMM Y_c = Mt[:, active_c]ᵀ · [C_oᵀ]_{o ∈ O'_c} (O'_c: the
+        offsets d for which a box of class c is the source s = t + d of an interacting
+        target t), then ``m2l_gather_sum`` sums each target's blocks.  Same operators and
+        result as the dense path up to round-off; used where most boxes are empty.
+        """
+        cp = import_cupy()
+        classes, colmap, tgt_cnt, (unified, y_size, ybs) = info
+        r, B = Mt.shape[0], Mt.shape[1]
+        tables = self.sparse_tables(P, sep, mdt)
+        if unified:
+            # few active boxes: one GEMM against all 343 cores, read once
+            lst = cp.concatenate([lst for _, lst in classes])
+            A = Mt[:, lst, :].transpose(1, 2, 0).reshape(-1, r).astype(mdt)
+            Y = A @ tables["Kt_all"]
+            qcls, qidx = tables["q_all_raw"]
+        else:
+            Y = cp.empty(max(y_size, 1), dtype=mdt)
+            pos = 0
+            for c, (n_c, lst) in enumerate(classes):
+                if n_c:
+                    A = Mt[:, lst, :].transpose(1, 2, 0).reshape(3 * n_c, r).astype(mdt)
+                    size = 3 * n_c * tables["Kt"][c].shape[1]
+                    cp.matmul(A, tables["Kt"][c], out=Y[pos:pos + size].reshape(3 * n_c, -1))
+                    pos += size
+            qcls, qidx = tables["q_all"]
+        ybase, ystride = ybs[0], ybs[1]
+        Lt = cp.empty((r, B, 3))
+        fn = get_function("fmm.cu", f"m2l_gather_sum<{'float' if mdt == np.float32 else 'double'}>")
+        gather = self.cache.get(("m2l_gather_all", level, sep), lambda: cp.ascontiguousarray(
+            cp.stack([g for _, g in self.classes(level, sep)])))
+        # threads: r split evenly over ceil(r / 256) passes, rounded up to whole warps
+        passes = -(-r // 256)
+        threads = 32 * -(-(-(-r // passes)) // 32)
+        fn((B,), (threads,),
+           (Y, ybase, ystride, gather, qcls, qidx, np.int32(gather.shape[2]), colmap, tgt_cnt,
+            np.int32(r), np.int64(B), tables["Kt_all"], Mt, tables["q_all_raw"][1], Lt))
+        return Lt
+
+
+def gather_columns(Mcm, g):
+    """X (r, ns, nj, 3) with X[k, o, j, :] = Mcm[k, g[o, j], :] (GPU): the M2L GEMM's
+    right-hand side, gathered with contiguous 3-vectors by one kernel
+    (``vortexsim_m2l_gather``; ``cupy.take`` of ``Mcm[:, g, :]`` is far slower)."""
+    cp = import_cupy()
+    r, S1 = Mcm.shape[0], Mcm.shape[1]
+    gT = cp.ascontiguousarray(g)
+    ns, nj = gT.shape
+    X = cp.empty((r, ns, nj, 3), Mcm.dtype)
+    size = r * ns * nj
+    if size >= 1 << 32:
+        raise ValueError(f"M2L gather of {size} vectors exceeds the kernel's 32-bit index; "
+                         "lower the M2L's chunk_bytes.")
+    if size:
+        elementwise_kernel("vortexsim_m2l_gather")(
+            cp.ascontiguousarray(Mcm), gT, np.int32(ns), np.int32(nj), np.int64(S1), X,
+            size=size)
+    return X
+
+
+def stencil_pair_counts(cs, ct, same, depth_max, radius):
+    """GPU part of :func:`vortexsim.fmm.plan.near_pairs_by_depth`: one counting kernel per
+    depth on the integer grids cs, ct (2^depth_max)³, coarsened by 2×2×2 sums; one host
+    transfer.  Returns (pairs, occupied), each (depth_max + 1,) float64 on the host."""
+    cp = import_cupy()
+    fn = get_function("fmm.cu", "stencil_pair_count")
+    out = cp.zeros((depth_max + 1, 2), cp.uint64)
+    cs = cs.astype(cp.int64, copy=False)
+    ct = cs if same else ct.astype(cp.int64, copy=False)
+    for depth in range(depth_max, -1, -1):
+        side = cs.shape[0]
+        fn((-(-side ** 3 // 256),), (256,), (cs, ct, np.int32(side),
+                                             np.int32(radius), out[depth]))
+        if depth:
+            h = side // 2
+            cs = cs.reshape(h, 2, h, 2, h, 2).sum(axis=(1, 3, 5))
+            ct = cs if same else ct.reshape(h, 2, h, 2, h, 2).sum(axis=(1, 3, 5))
+    out = out.get().astype(np.float64)
+    return out[:, 0], out[:, 1]
+
+
+def shifted_tagged(keys, offsets):
+    """GPU :func:`vortexsim.fmm.adaptive.shifted`: tagged keys (n, k) of the boxes at
+    ``offsets`` (k, 3) from the boxes of tagged keys ``keys`` (n,), −1 outside the grid
+    (one ``vortexsim_adaptive_shift_tagged`` launch)."""
+    cp = import_cupy()
+    d = cp.asarray(offsets, dtype=cp.int64)
+    return elementwise_kernel("vortexsim_adaptive_shift_tagged")(
+        keys[:, None], d[None, :, 0], d[None, :, 1], d[None, :, 2])
+
+
+def tagged_centres(keys, lo, width, out):
+    """GPU :func:`vortexsim.fmm.adaptive.centres`: centres (n, 3) [L] of the boxes of
+    tagged keys ``keys`` (n,) of the cube [lo, lo + width)³, written into ``out``
+    (one ``vortexsim_adaptive_centres`` launch)."""
+    cp = import_cupy()
+    elementwise_kernel("vortexsim_adaptive_centres")(
+        keys, cp.asarray(lo, dtype=cp.float64), float(width), out)
+    return out

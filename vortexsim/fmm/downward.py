@@ -1,0 +1,141 @@
+r"""Downward pass: L2L from level 2 to the leaves, then L2P at the targets.
+
+Locals are normalized (L̃_k = L_k w^|k|) and, for the 1/r far field, arrive compressed
+(L̂, r = (P+1)² per box) from the M2L; they are expanded once, at the leaves
+(:meth:`~vortexsim.fmm.operators.Operators.decompress`).  L2P evaluates u = ∇×ψ and
+∇u = ∇∇×ψ of the local expansion of ψ.  :class:`Downward` is the NumPy implementation;
+:class:`vortexsim.fmm.cuda.CudaDownward` runs L2P in ``l2p_coefficients`` and
+``l2p_targets_tiled`` (``kernels/cuda/fmm.cu``).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from . import expansions as E
+
+__all__ = ["Downward", "TargetPart", "l2p_coefficient_tables", "l2p_loop_order"]
+
+
+@dataclasses.dataclass(eq=False)
+class TargetPart:
+    """One target set of an evaluation: its tree (own leaf order and CSR offsets), the
+    index of its first target in the caller's array, its sorted points ys (m, 3) [L],
+    whether it needs ∇u, and its sorted results u (m, 3), g (m, 3, 3) or None."""
+
+    tree: object
+    first: int
+    ys: object
+    grad: bool
+    u: object = None
+    g: object = None
+    occupied: object = None          # leaves holding its targets, when known (host int)
+
+
+class Downward:
+    """L2L and L2P of the level-uniform tree; ``operators``: the evaluator's
+    :class:`~vortexsim.fmm.operators.Operators`."""
+
+    def __init__(self, operators):
+        self.operators = operators
+        self.device = operators.device
+
+    def __call__(self, tree, locals_, parts, P, clock, harmonic=False):
+        """L2L to the leaves, then L2P added into each target part's u, g (sorted targets).
+
+        ``locals_``: the M2L's normalized locals per level, compressed (r, 8^level, 3)
+        with ``harmonic`` (1/r far field), else L̃ (8^level, n, 3).
+        ``tree`` holds the union of the parts' targets (its ``tgt_start`` only marks
+        which leaves need coefficients); each :class:`TargetPart` has its own tree."""
+        ops = self.operators
+        L = tree.depth
+        n = E.multi_indices(P).n
+        if harmonic:
+            # compressed locals L̂ (r, 8^level, 3): L2L at r² per child, then L̃ = U L̂
+            _, Rc = ops.compressed_shift(P)
+            r = Rc.shape[1]
+            for level in range(3, L + 1):
+                bp = 8 ** (level - 1)
+                Y = Rc @ locals_[level - 1].reshape(r, bp * 3)     # (8r, bp·3)
+                locals_[level] += Y.reshape(8, r, bp, 3).transpose(1, 2, 0, 3) \
+                    .reshape(r, 8 * bp, 3)
+            Ll = ops.decompress(locals_[L], P)
+        else:
+            _, R = ops.shift(P)
+            for level in range(3, L + 1):                          # L2L: one GEMM per level
+                bp = 8 ** (level - 1)
+                Y = (R @ locals_[level - 1].transpose(1, 0, 2).reshape(n, bp * 3))
+                locals_[level] += Y.reshape(8, n, bp, 3).transpose(2, 0, 1, 3) \
+                    .reshape(8 * bp, n, 3)
+            Ll = locals_[L]
+        clock.lap("l2l")
+        self.l2p(Ll, ops.box_centers(tree, L), float(tree.box_width(L)), tree.tgt_start,
+                 parts, P)
+        clock.lap("l2p")
+
+    def l2p(self, Ll, centres, w, tgt_start, parts, P):
+        """L2P: the locals L̃ (B, n, 3) of B leaves (centres (B, 3), edge w [L]) added
+        into each target part's u, g; ``tgt_start`` (B + 1,): the union of the parts'
+        targets per leaf (leaves without targets are skipped); each part's tree holds
+        its own CSR over the same B leaves."""
+        for part in parts:
+            ts, ys = part.tree.tgt_start, part.ys
+            for box in np.nonzero(ts[1:] > ts[:-1])[0]:            # two GEMMs per leaf
+                t0, t1 = ts[box], ts[box + 1]
+                uc, gc = E.l2p_box(Ll[box], (ys[t0:t1] - centres[box]) / w, P, np,
+                                   gradient=part.grad)
+                part.u[t0:t1] += uc / w
+                if part.grad:
+                    part.g[t0:t1] += gc / (w * w)
+
+
+def l2p_coefficient_tables(order):
+    """Gather tables of the GPU L2P: per-leaf coefficients C from normalized locals L̃.
+
+    For the n1 = n(order − 1) monomials ĥ^j, row j of C holds 12 values: the
+    coefficients of u_a (a = 0..2) and of ∂_d u_a (3a + d, zero at degree order − 1),
+    each the sum of two terms ± f · L̃[k, c] (from u_a = ε_abc ∂_b ψ_c / 4π):
+
+        u_a[j]     = Σ_bc ε_abc (j_b + 1) L̃[j + e_b, c] / (4π w)
+        ∂_d u_a[j] = Σ_bc ε_abc (j_d + 1)((j + e_d)_b + 1) L̃[j + e_d + e_b, c] / (4π w²)
+
+    Returns idx (2, n1·12) int64 into L̃ flattened as (n·3), and fu, fg (2, n1·12):
+    the factors are fu / w + fg / w² (fu holds the u rows, fg the ∂u rows).  Rows (j)
+    come in the order of the kernel loops, :func:`l2p_loop_order` (l2p_targets_tiled
+    stages contiguous ranges of rows).
+    """
+    mi = E.multi_indices(order)
+    m1 = E.multi_indices(max(order - 1, 0))
+    n1 = m1.n
+    idx = np.zeros((2, n1, 12), dtype=np.int64)
+    fu = np.zeros((2, n1, 12))
+    fg = np.zeros((2, n1, 12))
+    terms = {0: ((1, 2, 1.0), (2, 1, -1.0)), 1: ((2, 0, 1.0), (0, 2, -1.0)),
+             2: ((0, 1, 1.0), (1, 0, -1.0))}
+    eye = np.eye(3, dtype=np.int64)
+    for j, kj in enumerate(m1.k):
+        deg = int(kj.sum())
+        for a in range(3):
+            for t, (b, c, sign) in enumerate(terms[a]):
+                kk = kj + eye[b]
+                idx[t, j, a] = mi.index[kk[0], kk[1], kk[2]] * 3 + c
+                fu[t, j, a] = sign * (kj[b] + 1) * E.INV_4PI
+                if deg <= order - 2:
+                    for d in range(3):
+                        kd = kj + eye[d]
+                        k2 = kd + eye[b]
+                        idx[t, j, 3 + 3 * a + d] = mi.index[k2[0], k2[1], k2[2]] * 3 + c
+                        fg[t, j, 3 + 3 * a + d] = sign * (kj[d] + 1) * (kd[b] + 1) * E.INV_4PI
+    perm = l2p_loop_order(order)
+    return (idx[:, perm].reshape(2, -1), fu[:, perm].reshape(2, -1),
+            fg[:, perm].reshape(2, -1))
+
+
+def l2p_loop_order(order):
+    """Indices (n1,) into multi_indices(order − 1) in the order of the L2P kernel loops
+    (kx = 0..D, ky = 0..D − kx, kz = 0..D − kx − ky; D = order − 1)."""
+    m1 = E.multi_indices(max(order - 1, 0))
+    top = max(order - 1, 0)
+    return np.array([m1.index[kx, ky, kz] for kx in range(top + 1)
+                     for ky in range(top + 1 - kx) for kz in range(top + 1 - kx - ky)])

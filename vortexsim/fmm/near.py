@@ -1,0 +1,155 @@
+r"""Near field: direct pair sums with the regularized kernel over each leaf's stencil.
+
+Every pair closer than the near field's ``reach`` [L] is summed here, exactly (the
+expansions represent the singular kernel, docs/fmm-design.md): ρ*(tol)·σ_max for the
+Gaussian (where 1 − q and 1 − f/3 < tol/10), σ_max for ``polynomial``, 0 for the
+others.  A leaf's targets meet the sources of the (2r+1)³ leaves around it.
+
+:class:`NearField` is the NumPy implementation (the specification);
+:class:`vortexsim.fmm.cuda.CudaNearField` runs the same sums in ``p2p_near``
+(``kernels/cuda/fmm.cu``).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import os
+
+import numpy as np
+
+from ..kernels.cutoff import get_kernel
+from ..kernels.direct import INV_4PI, accumulate_block, skew
+from .tree import neighbor_table
+
+__all__ = ["NearField", "SerialLanes", "near_field_reach", "gaussian_rho_star", "TABLE_CUT_MAX"]
+
+#: s = (r/σ)² beyond which the near field always uses the singular pair factors (the
+#: end of the Gaussian cutoff table)
+TABLE_CUT_MAX = 81.0
+
+
+@functools.lru_cache(maxsize=64)
+def gaussian_rho_star(tol: float) -> float:
+    """Smallest ρ = r/σ beyond which 1 − q < tol/10 and 1 − f/3 < tol/10 (Gaussian)."""
+    k = get_kernel("gaussian")
+    rho = np.linspace(0.5, 12.0, 23001)
+    bad = (1.0 - k.q(rho, np) >= tol / 10) | (1.0 - k.f(rho, np) / 3.0 >= tol / 10)
+    return float(rho[np.nonzero(bad)[0][-1] + 1])
+
+
+def near_field_reach(kernel_name: str, tol: float, sigma_max: float) -> float:
+    """Distance [L] below which pairs must be summed directly (see the module docstring);
+    ``sigma_max``: the largest core radius [L]."""
+    if kernel_name == "gaussian":
+        return gaussian_rho_star(tol) * sigma_max
+    if kernel_name == "polynomial":
+        return sigma_max
+    return 0.0
+
+
+class SerialLanes:
+    """Runs the near field of each target set in turn on the current stream (the CPU,
+    and the GPU when profiling; the GPU's concurrent lanes: :class:`cuda.NearLanes`)."""
+
+    concurrent = False
+
+    def run(self, i, work):
+        """``work()`` for target set ``i``; returns its result."""
+        return work()
+
+    def join(self):
+        """Nothing to wait for."""
+
+
+class NearField:
+    """Near field of sorted targets, NumPy implementation.
+
+    kernel: :class:`~vortexsim.kernels.cutoff.CutoffKernel`; dtype: precision of the pair
+    sums (accumulators are float64); tol: the evaluator's tolerance (sets the Gaussian's
+    table cut); radius: leaf-level stencil half-width r (boxes); cache: the evaluator's
+    :class:`~vortexsim.fmm.operators.Cache`.
+    """
+
+    def __init__(self, kernel, dtype, tol, radius, cache):
+        self.kernel = kernel
+        self.dtype = dtype
+        self.tol = tol
+        self.radius = radius
+        self.cache = cache
+
+    def neighbors(self, depth):
+        """The leaf level's stencil table (8^depth, (2r+1)³) on the host
+        (:func:`~vortexsim.fmm.tree.neighbor_table`, cached)."""
+        return self.cache.get(("nbr", depth, self.radius),
+                              lambda: neighbor_table(depth, self.radius, np))
+
+    def prepare(self, depth):
+        """Make the tables of a tree of ``depth`` levels before the near field forks onto
+        concurrent streams (nothing to do on the CPU)."""
+
+    def table_cut(self):
+        """s = (r/σ)² from which the near field uses the singular pair factors:
+        ρ*(tol)² for the Gaussian (beyond the reach 1 − q, 1 − f/3 < tol/10, as the far
+        field assumes; the cutoff table is then read only within it), capped at
+        :data:`TABLE_CUT_MAX`."""
+        if self.kernel.name != "gaussian":
+            return TABLE_CUT_MAX
+        return min(TABLE_CUT_MAX, gaussian_rho_star(self.tol) ** 2)
+
+    def __call__(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None,
+                 uniform=False, nbr=None):
+        """Near field u (M, 3) [L/T], ∇u (M, 3, 3) [1/T] (or None) of the sorted targets,
+        float64 accumulators.
+
+        tree: the leaves' CSR (``src_start``, ``tgt_start``, ``n_leaves``, ``depth``);
+        xs, alpha_s (N, 3), sigma_s (N,): the sorted sources; ys (M, 3): the sorted
+        targets.  ``occupied``: leaves holding targets, when known (GPU block sizing).
+        ``uniform``: every σ is the same (GPU: source records without per-source
+        parameters, bitwise the same result).  ``nbr``: the target leaves' stencils
+        (n_leaves, (2r+1)³) as indices into ``tree.src_start`` (−1: none; the middle
+        column is the leaf's own source box), on the evaluator's device; default the
+        level-uniform :meth:`neighbors` of ``tree.depth``.  With ``exclude_self`` a
+        leaf's targets are its own box's sources, in the same order."""
+        if nbr is None:
+            nbr = self.neighbors(tree.depth)
+        own_col = nbr.shape[1] // 2
+        m = ys.shape[0]
+        u_s, w_s, g_s = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3, 3))
+        ss, ts = tree.src_start, tree.tgt_start
+        xs_, as_, sg_, ys_ = (a.astype(self.dtype) for a in (xs, alpha_s, sigma_s, ys))
+        cut = self.table_cut() if self.kernel.name == "gaussian" else None
+
+        def leaf_sum(leaf):
+            t0, t1 = int(ts[leaf]), int(ts[leaf + 1])
+            boxes = nbr[leaf][nbr[leaf] >= 0]
+            if boxes.size == 0:
+                return
+            src = np.concatenate([np.arange(ss[b], ss[b + 1]) for b in boxes])
+            if src.size == 0:
+                return
+            # target chunks keep the pair block near 2^18 pairs (O(N + M) memory even
+            # when one leaf holds most points)
+            step = max(1, (1 << 18) // src.size)
+            for c0 in range(t0, t1, step):
+                c1 = min(t1, c0 + step)
+                d = ys_[c0:c1, None, :] - xs_[None, src, :]
+                mask = None
+                if exclude_self:            # target t0 + q of the leaf: source ss[own] + q
+                    own = ss[nbr[leaf, own_col]] - t0
+                    mask = (np.arange(c0, c1) + own)[:, None] == src[None, :]
+                ub, wb, gb = (np.zeros_like(a[c0:c1], dtype=self.dtype) for a in (u_s, w_s, g_s))
+                accumulate_block(self.kernel, d, as_[src], sg_[src], mask, gradient, ub, wb, gb,
+                                 singular_from=cut)
+                u_s[c0:c1], w_s[c0:c1], g_s[c0:c1] = ub, wb, gb
+
+        # leaves write disjoint target ranges: threads (NumPy releases the GIL) keep the
+        # result bitwise identical to a serial loop
+        leaves = np.nonzero(ts[1:] > ts[:-1])[0]
+        workers = min(len(leaves), os.cpu_count() or 1)
+        if workers > 1:
+            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                list(pool.map(leaf_sum, leaves))
+        else:
+            for leaf in leaves:
+                leaf_sum(leaf)
+        return INV_4PI * u_s, (INV_4PI * (skew(w_s) - g_s) if gradient else None)
