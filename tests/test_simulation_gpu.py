@@ -52,7 +52,7 @@ def test_gpu_restart_is_bitwise():
 
 def test_gpu_sparse_m2l_time_stepping_equals_dense_and_restarts_bitwise():
     """The stepper's sync-free calls take the sparse M2L, sized at each step's start
-    (Summation.m2l_capacity): same states as the dense M2L, and a restart in between
+    (the step plan's capacity, FMMPlanner.last): same states as the dense M2L, and a restart in between
     continues bitwise."""
     kw = dict(n_phi=126, layers=7, layer_spacing=0.5, sigma=0.05, tracers_per_ring=1 << 16,
               dt=0.01, device="gpu", method="fmm", tol=1e-6, progress=False)
@@ -60,13 +60,13 @@ def test_gpu_sparse_m2l_time_stepping_equals_dense_and_restarts_bitwise():
     dense = vortexsim.make_case("leapfrog", **kw)
     dense.summation.fmm.SPARSE_M2L_FRACTION = 0.0
     caps = []
-    sparse.callbacks.append(lambda sim: caps.append(sim.summation.m2l_capacity))
+    sparse.callbacks.append(lambda sim: caps.append(sim.planner.last.capacity))
     sparse.run(steps=4)
     dense.run(steps=4)
     assert len(caps) == 4 and all(c is not None for c in caps)
     depth, cap, occupied, *_ = caps[-1]
     assert len(occupied) == 2 and all(occupied)
-    assert depth == sparse.summation.depth >= 3
+    assert depth == sparse.planner.depth >= 3
     assert cap[-1].sum() < 0.5 * 8 ** depth, "the case must exercise the sparse M2L"
     for a, b in zip(_state(sparse), _state(dense)):
         assert np.abs(a - b).max() <= 1e-12 * np.abs(b).max()

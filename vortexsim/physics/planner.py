@@ -88,6 +88,8 @@ class FMMPlanner:
         self.depth = None
         self.speed = 0.0
         self.box = None
+        #: the plan of the latest step (its depth and M2L sizes, for inspection)
+        self.last = None
 
     # -- the box of the points -------------------------------------------------------
     def observe_box(self, stats):
@@ -116,7 +118,8 @@ class FMMPlanner:
         root, margin = self.root(dt)
         if iteration % self.refresh == 0:
             self.depth = None
-        return StepPlan(root=root, depth=self.depth, capacity_due=True), margin
+        self.last = StepPlan(root=root, depth=self.depth, capacity_due=True)
+        return self.last, margin
 
     def query(self, root=None):
         """A read-only plan for an evaluation outside the time loop: the depth in use,
