@@ -17,10 +17,22 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Device", "resolve_device", "array_namespace", "to_host",
+__all__ = ["PRECISIONS", "check_precision", "Device", "resolve_device", "array_namespace", "to_host",
            "to_device", "gpu_available", "is_cupy_array", "import_cupy"]
 
 DEVICE_NAMES = ("cpu", "gpu", "auto")
+
+
+#: arithmetic precisions of the sums
+PRECISIONS = ("float64", "float32")
+
+
+def check_precision(precision) -> np.dtype:
+    """The dtype of a precision name ("float64" | "float32"); ValueError otherwise."""
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r} "
+                         "('float64' or 'float32').")
+    return np.dtype(precision)
 
 
 def import_cupy():

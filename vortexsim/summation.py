@@ -13,7 +13,9 @@ import logging
 
 import numpy as np
 
-from .backend import array_namespace, is_cupy_array, resolve_device, to_host
+from .backend import (PRECISIONS, array_namespace, check_precision, is_cupy_array,
+                      resolve_device, to_host)
+from .fmm.plan import check_tol
 from .kernels.cutoff import get_kernel
 from .kernels.direct import direct_sum_cuda, direct_sum_numpy
 
@@ -30,7 +32,6 @@ AUTO_FMM_PAIRS_CPU = 2e7
 #: 137 ms, 2^16: ~34 ms; FMM 2^20: 113 ms, roughly linear plus ~10–20 ms fixed costs);
 #: not yet measured at the crossover itself.
 AUTO_FMM_PAIRS_GPU = 4e9
-PRECISIONS = ("float64", "float32")
 
 
 def auto_method(n_sources, n_targets, tol, gpu):
@@ -136,11 +137,11 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
     """
     kern = get_kernel(kernel)
     _check_choice("method", method, METHODS)
-    _check_choice("precision", precision, PRECISIONS)
+    check_precision(precision)
     if not isinstance(gradient, (bool, np.bool_)):
         raise TypeError(f"gradient must be True or False, got {gradient!r}.")
-    if tol is not None and not (isinstance(tol, (int, float)) and 0 < tol < 1):
-        raise ValueError(f"tol must be a number in (0, 1), got {tol!r}.")
+    if tol is not None:
+        check_tol(tol)
     in_xp = array_namespace(x, alpha, sigma if not np.isscalar(sigma) else None, targets)
     inputs_on_gpu = in_xp is not np
     if device == "auto" and inputs_on_gpu:

@@ -42,7 +42,7 @@ import logging
 
 import numpy as np
 
-from ..backend import resolve_device
+from ..backend import check_precision, resolve_device
 from ..kernels.cutoff import get_kernel
 from . import expansions as E
 from .adaptive import ADAPTIVE_MAX_DEPTH, adaptive_fmm
@@ -50,7 +50,7 @@ from .downward import TargetPart
 from .near import near_field_reach
 from .plan import (ADAPTIVE_LEAF_SIZE, AUTO_TREE_FACTOR, CAPACITY_SLACK, CHUNK_BYTES,
                    COST_RATES, FLOAT32_TOL_MIN, WIDE_BELOW, WIDE_CPU_BELOW, FMMConfig,
-                   M2LPlan, Plan, Planner, default_near_radius, default_separation,
+                   M2LPlan, Plan, Planner, check_tol, default_near_radius, default_separation,
                    default_memory_budget, fmm_delivers, gradient_count, near_pairs_by_depth,
                    order_for_tol, shallow_order, stretched_width, target_sets)
 from .stages import make_stages
@@ -122,8 +122,7 @@ class FMM:
                  leaf_size=None, near_radius=None, order=None, profile=False,
                  memory_budget=None, separation=None, tree="auto"):
         self.kernel = get_kernel(kernel)
-        if not 0 < tol < 1:
-            raise ValueError(f"tol must be in (0, 1), got {tol!r}.")
+        tol = check_tol(tol)
         self.device = resolve_device(device)
         if separation is None:
             separation = default_separation(self.device, self.kernel.name, tol, near_radius,
@@ -137,8 +136,7 @@ class FMM:
         self.order = (order_for_tol(tol, self.kernel.name, self.separation) if order is None
                       else int(order))
         self.tol = float(tol)
-        if precision not in ("float64", "float32"):
-            raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}.")
+        check_precision(precision)
         if precision == "float32" and tol < FLOAT32_TOL_MIN:
             raise ValueError(
                 f"tol = {tol:g} with precision='float32': float32 pair sums err by ~6e-7 "

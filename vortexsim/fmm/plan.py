@@ -90,11 +90,19 @@ def fmm_delivers(tol: float) -> bool:
     return tol >= ORDER_TABLE_WIDE[-1][0]
 
 
+def check_tol(tol) -> float:
+    """``tol`` as a float when it is a number in (0, 1) (the FMM's relative accuracy);
+    ValueError otherwise."""
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) \
+            or not 0 < tol < 1:
+        raise ValueError(f"tol must be a number in (0, 1), got {tol!r}.")
+    return float(tol)
+
+
 def order_for_tol(tol: float, kernel_name: str = "algebraic", separation: int = 1) -> int:
     """Expansion order P for a relative tolerance ``tol`` and kernel: 1e-6 ≤ tol < 1 with
     the standard separation (1), 1e-9 ≤ tol < 1 with the wide one (2)."""
-    if not 0 < tol < 1:
-        raise ValueError(f"tol must be in (0, 1), got {tol!r}.")
+    tol = check_tol(tol)
     singular = kernel_name in ("singular", "gaussian", "polynomial")
     if separation == 2 and tol < WIDE_CPU_BELOW:
         table = ORDER_TABLE_WIDE_SINGULAR if singular else ORDER_TABLE_WIDE

@@ -15,11 +15,12 @@ import logging
 import numpy as np
 
 from .._names import did_you_mean
-from ..backend import Device
+from ..backend import Device, check_precision
 from ..fmm.evaluator import target_sets
+from ..fmm.plan import check_tol
 from ..kernels.cutoff import get_kernel
 from ..kernels.direct import INV_4PI, direct_sum_cuda, direct_sum_numpy, skew
-from ..summation import METHODS, PRECISIONS, auto_method
+from ..summation import METHODS, auto_method
 from .planner import StepPlan
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,8 @@ class Summation:
     def __init__(self, method="direct", kernel="gaussian", tol=1e-6, precision="float64",
                  device: Device | None = None, n_sources=None, n_targets=None):
         self.kernel = get_kernel(kernel)
-        self.precision = choice("precision", precision, PRECISIONS)
+        check_precision(precision)
+        self.precision = precision
         self.device = device if device is not None else Device("cpu")
         method = choice("summation method", method, METHODS)
         if method == "auto":
@@ -72,7 +74,7 @@ class Summation:
                 raise ValueError("method='auto' needs n_sources and n_targets to choose.")
             method = auto_method(n_sources, n_targets, tol, self.device.is_gpu)
         self.method = method
-        self.tol = float(tol)
+        self.tol = check_tol(tol)
         self.fmm = None
         if method == "fmm":
             from ..fmm.evaluator import FMM  # noqa: PLC0415
