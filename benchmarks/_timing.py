@@ -77,6 +77,28 @@ def synchronize(device):
         cp.cuda.Device().synchronize()
 
 
+def profile_once(call, device, cprofile=0, ncu=False):
+    """One more ``call()`` under cProfile (printing the ``cprofile`` functions of most own
+    time) and/or between cudaProfilerStart/Stop for ``ncu --profile-from-start off``."""
+    if cprofile:
+        import cProfile
+        import pstats
+        prof = cProfile.Profile()
+        synchronize(device)
+        prof.enable()
+        call()
+        synchronize(device)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(cprofile)
+    if ncu and device == "gpu":
+        import cupy as cp
+        cp.cuda.Device().synchronize()
+        cp.cuda.profiler.start()
+        call()
+        cp.cuda.Device().synchronize()
+        cp.cuda.profiler.stop()
+
+
 def free_gpu_memory(device):
     """Return CuPy's pooled blocks to the driver between cases (no-op on the CPU)."""
     if device == "gpu":

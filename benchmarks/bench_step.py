@@ -98,23 +98,7 @@ def main(argv=None):
               f"{[round(t * 1e3, 1) for t in times[-1]]}", flush=True)
     flat = np.concatenate(times)
     med, low = float(np.median(flat)) * 1e3, float(flat.min()) * 1e3
-    if args.cprofile:
-        import cProfile
-        import pstats
-        prof = cProfile.Profile()
-        T.synchronize(dev)
-        prof.enable()
-        sim.step()
-        T.synchronize(dev)
-        prof.disable()
-        pstats.Stats(prof).sort_stats("tottime").print_stats(args.cprofile)
-    if args.ncu and dev == "gpu":
-        import cupy as cp
-        cp.cuda.Device().synchronize()
-        cp.cuda.profiler.start()
-        sim.step()
-        cp.cuda.Device().synchronize()
-        cp.cuda.profiler.stop()
+    T.profile_once(sim.step, dev, args.cprofile, args.ncu)
     standard = (args.n_phi, args.layers, args.layer_spacing, args.sigma, args.tracers,
                 args.method, args.tol, args.precision) == (129, 7, 0.5, 0.05, 1 << 20, "fmm",
                                                            1e-6, "float64")

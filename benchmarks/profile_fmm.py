@@ -76,23 +76,7 @@ def main(argv=None):
     cfg = prof.config
     config = {f: getattr(cfg, f) for f in ("tree", "order", "depth", "leaf_size", "near_radius",
                                            "reach") if hasattr(cfg, f)}
-    if args.cprofile:
-        import cProfile
-        import pstats
-        pr = cProfile.Profile()
-        T.synchronize(dev)
-        pr.enable()
-        call()
-        T.synchronize(dev)
-        pr.disable()
-        pstats.Stats(pr).sort_stats("tottime").print_stats(args.cprofile)
-    if args.ncu and dev == "gpu":
-        import cupy as cp
-        cp.cuda.Device().synchronize()
-        cp.cuda.profiler.start()
-        call()
-        cp.cuda.Device().synchronize()
-        cp.cuda.profiler.stop()
+    T.profile_once(call, dev, args.cprofile, args.ncu)
     total = median.get("total", sum(median.values()))
     summary = [dict(what=f"{args.case} unprofiled (stages: profiled {total * 1e3:.1f} ms)",
                     ms=t_plain * 1e3, err_u=None, err_grad=None, target=None, met=None)]

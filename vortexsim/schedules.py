@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import time
 
-__all__ = ["DUE_RTOL", "due", "Schedule", "TimeInterval", "IterationInterval",
+__all__ = ["DUE_RTOL", "due", "schedule_state", "load_schedule_state", "Schedule", "TimeInterval", "IterationInterval",
            "WallTimeInterval", "AndSchedule", "OrSchedule", "any_of", "all_of"]
 
 #: relative tolerance of :func:`due`
@@ -37,6 +37,19 @@ DUE_RTOL = 1e-10
 def due(t, target):
     """True when time ``t`` [T] has reached ``target`` [T], within ``DUE_RTOL·max(1, |target|)``."""
     return t >= target - DUE_RTOL * max(1.0, abs(target))
+
+
+def schedule_state(schedule):
+    """``{"schedule": schedule.state_dict()}``, or {} for a schedule without state: the
+    state of a callback or writer whose only state is its schedule's."""
+    state = getattr(schedule, "state_dict", None)
+    return {"schedule": state()} if state is not None else {}
+
+
+def load_schedule_state(schedule, state):
+    """Restore what :func:`schedule_state` returned into ``schedule``."""
+    if "schedule" in state and hasattr(schedule, "load_state_dict"):
+        schedule.load_state_dict(state["schedule"])
 
 
 def _positive(name, value, kind=float):

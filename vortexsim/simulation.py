@@ -53,7 +53,7 @@ from ._names import did_you_mean
 from .backend import Device, resolve_device, to_host
 from .integrators import get_scheme
 from .physics import FMMPlanner, Summation, VortexRHS, make_domain
-from .schedules import due
+from .schedules import due, load_schedule_state, schedule_state
 from .state import ElementGroup, Elements, Tracers, group_labels, make_elements, make_tracers
 from . import diagnostics as D
 
@@ -746,12 +746,10 @@ class Callback:
         return self.func(sim, self.parameters)
 
     def state_dict(self):
-        state = getattr(self.schedule, "state_dict", None)
-        return {"schedule": state()} if state is not None else {}
+        return schedule_state(self.schedule)
 
     def load_state_dict(self, state):
-        if "schedule" in state and hasattr(self.schedule, "load_state_dict"):
-            self.schedule.load_state_dict(state["schedule"])
+        load_schedule_state(self.schedule, state)
         return self
 
     def __repr__(self):

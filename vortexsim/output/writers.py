@@ -30,7 +30,7 @@ import json
 import logging
 import os
 
-from ..schedules import TimeInterval
+from ..schedules import TimeInterval, load_schedule_state, schedule_state
 from .diagnostics import DiagnosticsLog
 from .plot import latest_snapshot, plot_run
 from .snapshot import Snapshot, SnapshotError, read_snapshot, write_snapshot
@@ -225,12 +225,10 @@ class SnapshotWriter:
                 "path": snap.path}
 
     def state_dict(self):
-        state = getattr(self.schedule, "state_dict", None)
-        return {"schedule": state()} if state is not None else {}
+        return schedule_state(self.schedule)
 
     def load_state_dict(self, state):
-        if "schedule" in state and hasattr(self.schedule, "load_state_dict"):
-            self.schedule.load_state_dict(state["schedule"])
+        load_schedule_state(self.schedule, state)
         return self
 
 
