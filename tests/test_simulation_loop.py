@@ -161,3 +161,49 @@ def test_unexpected_error_writes_the_last_completed_step(tmp_path):
     assert rec.reasons == ["error"]
     snap = read_snapshot(snaps.last_path)
     assert snap.attrs["snapshot_kind"] == "error" and snap.iteration == 2
+
+
+def test_a_failed_write_leaves_its_schedule_owing_the_output():
+    """A write that raises does not count as done: the schedule fires again next time."""
+    class Flaky(Recorder):
+        def write(self, sim):
+            if sim.iteration == 2 and not hasattr(self, "failed"):
+                self.failed = True
+                raise OSError("disk full")
+            super().write(sim)
+
+    sim = _sim(dt=0.1)
+    w = Flaky(TimeInterval(0.2))
+    sim.output_writers["flaky"] = w
+    with pytest.raises(OSError):
+        sim.run(steps=4)
+    assert sim.iteration == 2 and w.seen == [(0.0, 0)]
+    assert w.schedule.next_time == pytest.approx(0.2)      # still owed
+    sim.run(steps=1)
+    assert [it for _, it in w.seen] == [0, 2]              # written at the next chance
+
+
+def test_a_failed_diagnostics_write_keeps_file_and_log_equal(tmp_path, monkeypatch):
+    from vortexsim.output import DiagnosticsLog
+    log = DiagnosticsLog(str(tmp_path / "d.nc"), {"case": "x"})
+    row = {"t": 0.0, "iteration": 0, "energy": 1.0}
+    log.append(row)
+    monkeypatch.setattr(DiagnosticsLog, "write", lambda self: (_ for _ in ()).throw(OSError()))
+    with pytest.raises(OSError):
+        log.append({**row, "t": 0.1, "iteration": 1})
+    assert len(log) == 1
+
+
+def test_a_stop_request_is_spent_by_the_run_that_ends():
+    sim = _sim(dt=0.1)
+    sim.callbacks["stop"] = Callback(lambda s: s.request_stop(), IterationInterval(3))
+    sim.run(steps=3)                         # the request comes during the last step
+    del sim.callbacks["stop"]
+    sim.run(steps=2)
+    assert sim.iteration == 5 and sim.stop_reason == "stop_iteration"
+
+
+def test_scalar_sigma():
+    x, a, _ = vortexsim.cases.vortex_ring(n_phi=8, core=0.0)
+    sim = vortexsim.Simulation((x, a, 0.5), dt=0.1, device="cpu", progress=False)
+    np.testing.assert_array_equal(sim.elements.sigma, np.full(8, 0.5))

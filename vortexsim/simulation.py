@@ -115,7 +115,8 @@ class Simulation:
     t0 : float [T], initial time
     case : str, optional, name of the case that built the state (recorded in ``config``)
     case_params : dict, optional, the case's resolved parameters (recorded in ``config``)
-    callbacks : callables ``f(sim)`` called after every step, :class:`Callback` objects
+    callbacks : callables ``f(sim)`` called by :meth:`run` after every step (a bare
+        :meth:`step` calls none), :class:`Callback` objects
         (a function and its schedule), or a dict name → either; see :meth:`run`
     output_writers : dict name → writer (an object with ``schedule`` and ``write(sim)``,
         e.g. :mod:`vortexsim.output.writers`) or a sequence of writers
@@ -429,8 +430,7 @@ class Simulation:
         bar = _ProgressBar(False, self)
         try:
             for writer in self.output_writers.values():      # the state at the start
-                if writer.schedule is not None and writer.schedule(self):
-                    writer.write(self)
+                self._write_if_due(writer)
             for callback in self.callbacks.values():
                 if callback.schedule is not None:
                     callback.schedule(self)
@@ -452,8 +452,7 @@ class Simulation:
                     if callback.schedule is None or callback.schedule(self):
                         callback(self)
                 for writer in self.output_writers.values():
-                    if writer.schedule is not None and writer.schedule(self):
-                        writer.write(self)
+                    self._write_if_due(writer)
                 bar.update(self)
             bar.close()      # (a stop requested during the last step: the run is complete)
             self._finalize("done")
@@ -494,6 +493,7 @@ class Simulation:
         return target
 
     def _finalize(self, reason):
+        self._stop_requested = False      # a request is spent by the run that ends here
         for comp in (*self.callbacks.values(), *self.output_writers.values()):
             finalize = getattr(comp, "finalize", None)
             if finalize is None:
@@ -506,6 +506,19 @@ class Simulation:
             except Exception as exc:  # noqa: BLE001
                 logger.error("%s could not finalize after the error: %s",
                              type(comp).__name__, exc)
+
+    def _write_if_due(self, writer):
+        """``writer.write(self)`` when its schedule is due; a write that raises leaves the
+        schedule as it was (a checkpoint then still owes that output)."""
+        if writer.schedule is None:
+            return
+        before = schedule_state(writer.schedule)
+        if writer.schedule(self):
+            try:
+                writer.write(self)
+            except BaseException:
+                load_schedule_state(writer.schedule, before)
+                raise
 
     def request_stop(self):
         """Ask the running :meth:`run` to stop after the step in progress: the writers
@@ -657,21 +670,31 @@ class Simulation:
         must stay contiguous, so that its index range can be rebuilt).  Everything that
         depends on the particle set is reset here and only here: the σ range, the FMM
         planner's depth and box, the group ranges and the recorded sizes.
+
+        Snapshots do not store volumes and group labels yet (snapshot format 1 holds x,
+        alpha, sigma of a case's original size): a checkpoint taken after this call cannot
+        be restarted until remeshing adds them (the restart refuses it with a message).
         """
         self.elements = make_elements(x, alpha, sigma, self.device, self.elements.x.dtype,
                                       volume=volume, group=group)
         self.domain.check(self.elements.x, "elements")
         labels = to_host(self.elements.group)
-        groups = []
+        if labels.size and labels.max() >= len(self.groups):
+            raise ValueError(f"group labels go up to {int(labels.max())} but the simulation "
+                             f"has {len(self.groups)} groups (labels -1 .. "
+                             f"{len(self.groups) - 1}).")
+        groups, remap = [], np.full(len(self.groups) + 1, -1, dtype=np.int64)
         for i, g in enumerate(self.groups):
             where = np.nonzero(labels == i)[0]
             if where.size and where[-1] - where[0] + 1 != where.size:
                 raise ValueError(f"the elements of group {g.name!r} are not contiguous; "
                                  "order the new elements group by group.")
-            if where.size:
+            if where.size:                 # a group left without elements is dropped
+                remap[i] = len(groups)
                 groups.append(dataclasses.replace(g, start=int(where[0]),
                                                   stop=int(where[-1]) + 1))
         self.groups = tuple(groups)
+        self.elements.group = self.device.xp.asarray(remap[labels])   # (-1 stays -1)
         self._sigma_range = self._host_sigma_range()
         self.planner.invalidate()
         self.planner.observe_box(self._host_box_stats())
@@ -704,8 +727,7 @@ class Simulation:
                                  f"{want}. Load a state of the same case and sizes.")
         dtype = self.elements.x.dtype
         self.elements = make_elements(e["x"], e["alpha"], e["sigma"], self.device, dtype,
-                                      volume=e.get("volume", self.elements.volume),
-                                      group=e.get("group", self.elements.group))
+                                      volume=self.elements.volume, group=self.elements.group)
         self.tracers = make_tracers(tr["x"], self.device, dtype)
         self.t = float(state["t"])
         self.iteration = int(state["iteration"])

@@ -57,7 +57,9 @@ class Elements:
         return int(self.x.shape[0])
 
     def to_host(self):
-        """NumPy copies ``{"x", "alpha", "sigma"}`` (float64 arrays stay bitwise equal)."""
+        """NumPy copies ``{"x", "alpha", "sigma"}`` (float64 arrays stay bitwise equal): the
+        checkpointed state.  ``volume`` and ``group`` are rebuilt from the case on restart;
+        they join the checkpoint (snapshot format 2) when remeshing can change them."""
         return {"x": to_host(self.x).copy(), "alpha": to_host(self.alpha).copy(),
                 "sigma": to_host(self.sigma).copy()}
 
@@ -126,7 +128,7 @@ def _host_float64(name, a, shape_hint):
     if a.dtype.kind not in "fiu":
         raise TypeError(f"{name} has dtype {a.dtype}; expected real numbers of shape "
                         f"{shape_hint}.")
-    return np.ascontiguousarray(a, dtype=np.float64)
+    return np.asarray(a, dtype=np.float64, order="C")
 
 
 def make_elements(x, alpha, sigma, device: Device, dtype="float64", volume=None,

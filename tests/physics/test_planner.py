@@ -95,3 +95,26 @@ def test_a_term_adds_to_the_rates(rng):
     np.testing.assert_array_equal(dx2, dx)
     np.testing.assert_array_equal(da2, da + 1.0)
     np.testing.assert_array_equal(dy2, dy)
+
+
+def test_replace_elements_relabels_when_a_group_empties():
+    """A group left without elements is dropped and the labels follow the kept groups."""
+    sim = _sim()
+    e = sim.elements
+    n = len(e)
+    labels = np.array(e.group)
+    keep = labels == 1                                   # only the front ring survives
+    sim.replace_elements(e.x[keep], e.alpha[keep], e.sigma[keep], group=labels[keep])
+    assert [g.name for g in sim.groups] == ["front"]
+    np.testing.assert_array_equal(sim.elements.group, np.zeros(int(keep.sum())))
+    with pytest.raises(ValueError, match="group labels go up to 1"):
+        sim.replace_elements(e.x[:4], e.alpha[:4], e.sigma[:4], group=np.array([0, 0, 1, 1]))
+    assert n == len(e)
+
+
+def test_a_failed_step_leaves_the_planner_as_it_was():
+    sim = _sim(max_speed=1e-6)                  # any motion is a "blow-up"
+    sim.planner.depth = 3
+    with pytest.raises(vortexsim.SimulationError):
+        sim.step()                              # iteration 0: a refresh step
+    assert sim.planner.depth == 3 and sim.state_dict()["fmm_depth"] == 3

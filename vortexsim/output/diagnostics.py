@@ -143,7 +143,11 @@ class DiagnosticsLog:
             if isinstance(v, np.ndarray):
                 row[k] = v.copy()
         self.rows.append(row)
-        self.write()
+        try:
+            self.write()
+        except BaseException:
+            self.rows.pop()          # the file does not hold it: neither does the log
+            raise
 
     def write(self):
         ds = _to_dataset(self.rows, self.meta, self.history)

@@ -114,11 +114,11 @@ class FMMPlanner:
     def step(self, iteration, dt):
         """The plan of step ``iteration`` (0-based count of completed steps) of size ``dt``
         and its root-cube margin [L].  Every :attr:`refresh` steps the depth is chosen
-        anew by the step's first call."""
+        anew by the step's first call; the planner keeps its depth until :meth:`commit`
+        (a failed step leaves it as it was)."""
         root, margin = self.root(dt)
-        if iteration % self.refresh == 0:
-            self.depth = None
-        self.last = StepPlan(root=root, depth=self.depth, capacity_due=True)
+        depth = None if iteration % self.refresh == 0 else self.depth
+        self.last = StepPlan(root=root, depth=depth, capacity_due=True)
         return self.last, margin
 
     def query(self, root=None):
