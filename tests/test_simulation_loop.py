@@ -207,3 +207,15 @@ def test_scalar_sigma():
     x, a, _ = vortexsim.cases.vortex_ring(n_phi=8, core=0.0)
     sim = vortexsim.Simulation((x, a, 0.5), dt=0.1, device="cpu", progress=False)
     np.testing.assert_array_equal(sim.elements.sigma, np.full(8, 0.5))
+
+
+def test_run_timings_count_steps_and_each_writer(caplog):
+    sim = _sim(dt=0.1)
+    w = Recorder(IterationInterval(2))
+    sim.output_writers["rec"] = w
+    with caplog.at_level("INFO", logger="vortexsim.simulation"):
+        sim.run(steps=4)
+    assert sim.run_timings["steps"][1] == 4 and sim.run_timings["steps"][0] > 0
+    assert sim.run_timings["rec"][1] == len(w.seen) + len(w.reasons) == 3 + 1
+    line = [r.message for r in caplog.records if r.message.startswith("time: ")]
+    assert line and "steps" in line[0] and "rec" in line[0] and "wall" in line[0]

@@ -42,6 +42,7 @@ values); :func:`vortexsim.cases.from_config` rebuilds a case simulation from it.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -426,11 +427,14 @@ class Simulation:
         show = self._run["progress"] if progress is None else progress
         self.initialize()
         self.stop_reason = None
+        #: wall seconds and counts of this run's parts: "steps" and each writer and
+        #: callback by name ({name: [seconds, count]}), logged at the end
+        self.run_timings = {"steps": [0.0, 0]}
         start, n0, t_start = time.perf_counter(), self.iteration, self.t
         bar = _ProgressBar(False, self)
         try:
-            for writer in self.output_writers.values():      # the state at the start
-                self._write_if_due(writer)
+            for name, writer in self.output_writers.items():   # the state at the start
+                self._write_if_due(name, writer)
             for callback in self.callbacks.values():
                 if callback.schedule is not None:
                     callback.schedule(self)
@@ -441,18 +445,21 @@ class Simulation:
                     self.stop_reason = "interrupted"
                     bar.close()
                     self._finalize("interrupted")
+                    self._log_timings(time.perf_counter() - start)
                     return self
                 try:
-                    self.step(self._next_target())
+                    with self._timed("steps"):
+                        self.step(self._next_target())
                 except SimulationError:
                     bar.close()
                     self._finalize("failed")
                     raise
-                for callback in self.callbacks.values():
+                for name, callback in self.callbacks.items():
                     if callback.schedule is None or callback.schedule(self):
-                        callback(self)
-                for writer in self.output_writers.values():
-                    self._write_if_due(writer)
+                        with self._timed(name):
+                            callback(self)
+                for name, writer in self.output_writers.items():
+                    self._write_if_due(name, writer)
                 bar.update(self)
             bar.close()      # (a stop requested during the last step: the run is complete)
             self._finalize("done")
@@ -469,6 +476,7 @@ class Simulation:
             logger.info("ran %d steps (t %.6g → %.6g) in %.3g s: %.3g steps/s, %.3g element "
                         "steps/s", done, t_start, self.t, wall, done / wall,
                         done * len(self.elements) / wall)
+        self._log_timings(wall)
         return self
 
     def _stop_criterion(self, start):
@@ -494,12 +502,13 @@ class Simulation:
 
     def _finalize(self, reason):
         self._stop_requested = False      # a request is spent by the run that ends here
-        for comp in (*self.callbacks.values(), *self.output_writers.values()):
+        for name, comp in (*self.callbacks.items(), *self.output_writers.items()):
             finalize = getattr(comp, "finalize", None)
             if finalize is None:
                 continue
             if reason != "error":
-                finalize(self, reason)
+                with self._timed(name):
+                    finalize(self, reason)
                 continue
             try:                      # the run's own exception is the one to report
                 finalize(self, reason)
@@ -507,7 +516,25 @@ class Simulation:
                 logger.error("%s could not finalize after the error: %s",
                              type(comp).__name__, exc)
 
-    def _write_if_due(self, writer):
+    @contextlib.contextmanager
+    def _timed(self, name):
+        """Add the wall time of the block to ``run_timings[name]`` (and count it)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            entry = self.run_timings.setdefault(name, [0.0, 0])
+            entry[0] += time.perf_counter() - t0
+            entry[1] += 1
+
+    def _log_timings(self, wall):
+        """One log line: where the run's wall time went (steps, each writer, callbacks)."""
+        parts = [f"{name} {sec:.3g} s ({n})" for name, (sec, n) in self.run_timings.items()
+                 if n]
+        rest = wall - sum(sec for sec, _ in self.run_timings.values())
+        logger.info("time: %s; other %.3g s; wall %.3g s", ", ".join(parts), rest, wall)
+
+    def _write_if_due(self, name, writer):
         """``writer.write(self)`` when its schedule is due; a write that raises leaves the
         schedule as it was (a checkpoint then still owes that output)."""
         if writer.schedule is None:
@@ -515,7 +542,8 @@ class Simulation:
         before = schedule_state(writer.schedule)
         if writer.schedule(self):
             try:
-                writer.write(self)
+                with self._timed(name):
+                    writer.write(self)
             except BaseException:
                 load_schedule_state(writer.schedule, before)
                 raise
