@@ -320,3 +320,29 @@ def test_cases_info_help_and_module_entry_point(tmp_path, capsys):
     for option in ("--set", "--out", "--device", "--precision", "--t-end", "--steps",
                    "--overwrite", "--quiet", "--verbose"):
         assert option in help_text
+
+
+def test_presets_dry_run_and_listing(tmp_path, capsys):
+    """--preset gpu resolves the documented GPU size of every ring case (dry run, no
+    state built); --set still wins; a user's case file defines its own presets."""
+    from vortexsim.config import load_case_file
+    for case in vortexsim.list_cases():
+        assert main(["run", case, "--preset", "gpu", "--dry-run", "--set", "seed=3"]) == 0
+        text = capsys.readouterr().out
+        path = tmp_path / f"{case}.toml"
+        path.write_text(text)
+        name, params = load_case_file(path)            # the printout is a case file
+        assert name == case and params["layers"] == 7 and params["method"] == "fmm"
+        rings = 1 if case in ("single_ring", "ring_ground") else 2
+        assert rings * params["n_phi"] * 127 == 32766
+        assert rings * params["tracers_per_ring"] == 1 << 20 and params["seed"] == 3
+    assert main(["cases"]) == 0
+    assert capsys.readouterr().out.count("--preset gpu: n_phi=") == len(vortexsim.list_cases())
+    own = tmp_path / "own.toml"
+    own.write_text('case = "single_ring"\n[presets.small]\nn_phi = 7\n')
+    assert main(["run", str(own), "--preset", "small", "--dry-run"]) == 0
+    assert "n_phi = 7" in capsys.readouterr().out
+    assert main(["run", str(own), "--preset", "smal", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "no preset 'smal'" in err and "small" in err
+    assert main(["run", "leapfrog", "--preset", "gpu", "--set", "n_phi=0", "--dry-run"]) == 2

@@ -48,7 +48,7 @@ import signal
 import sys
 
 from .config import (CLI_ONLY, OUTPUT_DEFAULTS, PARAMETERS, ConfigError, check_params, closest,
-                     load_case_file, parse_assignments, to_toml)
+                     load_case_file, load_presets, parse_assignments, to_toml)
 from .schedules import due
 
 logger = logging.getLogger("vortexsim.cli")
@@ -160,6 +160,13 @@ def build_parser():
     r.add_argument("case", metavar="CASE|FILE",
                    help="a case name (single_ring, leapfrog, collision, oblique_collision, "
                         "ring_ground) or the path of a .toml case file")
+    r.add_argument("--preset", metavar="NAME",
+                   help="apply the case file's [presets.NAME] table before any --set, e.g. "
+                        "--preset gpu for the documented GPU size (vortexsim cases lists "
+                        "the presets)")
+    r.add_argument("--dry-run", action="store_true",
+                   help="print the resolved parameters (case file, preset, --set) as a "
+                        "case file and exit without running")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one parameter of the case file, e.g. --set n_phi=16 "
                         "--set kernel=algebraic --set time.dt=0.05 (repeatable; keys and "
@@ -351,6 +358,14 @@ def cmd_run(args, argv):
     defaults = _defaults(case)
     where = f"{source}: " if source != case else ""
     params = check_params(file_params, defaults, where)
+    if args.preset is not None:
+        presets = load_presets(source) if source != case else {}
+        if args.preset not in presets:
+            known = ", ".join(presets) or "none"
+            raise UsageError(f"{source}: no preset {args.preset!r}"
+                             f"{closest(args.preset, list(presets))}; its presets: {known}.")
+        params.update(check_params(presets[args.preset], defaults,
+                                   f"{source} [presets.{args.preset}]: "))
     params.update(check_params(parse_assignments(args.set), defaults, "--set: "))
     if args.device:
         params["device"] = args.device
@@ -364,6 +379,14 @@ def cmd_run(args, argv):
     t_end = params.get("t_end", defaults.get("t_end"))
     if t_end is None or not t_end > 0:
         raise UsageError(f"t_end = {t_end!r} is not after the start time t = 0; set t_end > 0.")
+    if args.dry_run:
+        resolved = {**{k: v for k, v in defaults.items() if k not in OUTPUT_DEFAULTS},
+                    **params, **output}
+        header = (f"vortexsim {case}: the parameters `vortexsim run` would use (dry run"
+                  + (f", preset {args.preset}" if args.preset else "") + "); \"auto\" "
+                  "values are derived when the case is built.")
+        print(to_toml(case, resolved, header=header))
+        return EXIT_OK
     run_dir = args.out or os.path.join("runs", case if source == case else
                                        os.path.splitext(os.path.basename(source))[0])
     existing = os.path.exists(run_dir) and (not os.path.isdir(run_dir) or os.listdir(run_dir))
@@ -484,8 +507,11 @@ def cmd_cases(args, argv):
         path = case_file(name)
         print(f"{name:<{width}}  {doc.replace('``', '')}")
         print(f"{'':<{width}}  file: {path or '(no case file; the defaults of make_case)'}")
-    print(f"\nRun one with: vortexsim run NAME [--set key=value]; copy a case file to make "
-          f"your own.")
+        for preset, values in (load_presets(path) if path else {}).items():
+            settings = " ".join(f"{k}={v}" for k, v in values.items())
+            print(f"{'':<{width}}  --preset {preset}: {settings}")
+    print(f"\nRun one with: vortexsim run NAME [--preset NAME] [--set key=value]; copy a case "
+          f"file to make your own.")
     return EXIT_OK
 
 

@@ -39,7 +39,8 @@ else:  # pragma: no cover - Python 3.10
 from ._names import did_you_mean
 
 __all__ = ["ConfigError", "PARAMETERS", "SECTIONS", "OUTPUT_DEFAULTS", "CLI_ONLY",
-           "load_case_file", "parse_assignments", "check_params", "to_toml", "closest"]
+           "load_case_file", "load_presets", "PRESETS", "parse_assignments", "check_params",
+           "to_toml", "closest"]
 
 
 class ConfigError(ValueError):
@@ -121,6 +122,8 @@ def _flatten(doc, where):
     """Flat {key: value} of a case-file document; tables only group keys."""
     flat, origin = {}, {}
     for key, value in doc.items():
+        if key == PRESETS:              # named sets of overrides (:func:`load_presets`)
+            continue
         if isinstance(value, dict):
             if key not in SECTIONS:
                 raise ConfigError(f"{where}: unknown table [{key}]{closest(key, SECTIONS)}; "
@@ -160,6 +163,31 @@ def load_case_file(path):
         raise ConfigError(f"{path}: missing top-level key case = \"NAME\" naming the case "
                           "builder (vortexsim cases lists them).")
     return case, flat
+
+
+#: the case-file table of named overrides: ``[presets.gpu]`` holds plain keys
+PRESETS = "presets"
+
+
+def load_presets(path):
+    """The named presets of a case file: ``{name: {key: value}}`` from its
+    ``[presets.NAME]`` tables (plain keys of any table, e.g. ``n_phi = 129``), in file
+    order; {} when it has none.  Values are checked when used (:func:`check_params`)."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read the presets of {path}: {exc}.") from None
+    presets = doc.get(PRESETS, {})
+    if not isinstance(presets, dict):
+        raise ConfigError(f"{path}: '{PRESETS}' must be a table of tables [presets.NAME].")
+    out = {}
+    for name, values in presets.items():
+        if not isinstance(values, dict) or any(isinstance(v, dict) for v in values.values()):
+            raise ConfigError(f"{path}: [presets.{name}] must hold plain key = value pairs.")
+        out[name] = dict(values)
+    return out
 
 
 def parse_assignments(items):
