@@ -346,3 +346,21 @@ def test_presets_dry_run_and_listing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no preset 'smal'" in err and "small" in err
     assert main(["run", "leapfrog", "--preset", "gpu", "--set", "n_phi=0", "--dry-run"]) == 2
+
+
+def test_run_log_and_info_state_the_cores(tmp_path, capsys):
+    """The log and `info` give σ_c, σ and σ_eff; a σ above σ_c is a warning."""
+    run = tmp_path / "r"
+    assert main(["run", "single_ring", *TINY, "--steps", "1", "--out", str(run)]) == 0
+    log = (run / "run.log").read_text()
+    # n_phi = 6, one layer: sigma = 2 pi / 6 = 1.047 > core 0.1, not resolved
+    assert "WARNING" in log and "physical sigma_c = 0.1, element sigma = 1.047" in log
+    assert "effective sqrt(sigma_c^2 + sigma^2) = 1.052" in log and "not resolved" in log
+    capsys.readouterr()
+    assert main(["info", str(run / "snapshot_00000001.nc")]) == 0
+    assert "cores: physical sigma_c = 0.1" in capsys.readouterr().out
+    fine = tmp_path / "f"
+    assert main(["run", "single_ring", *TINY, "--set", "sigma=0.05", "--steps", "1", "--out",
+                 str(fine)]) == 0
+    log = (fine / "run.log").read_text()
+    assert "element sigma = 0.05" in log and "not resolved" not in log

@@ -344,6 +344,21 @@ def _resolved_toml(sim, output):
     return to_toml(cfg.get("case"), params, header=header, derived=derived)
 
 
+def _log_cores(config):
+    """Log the physical, element and effective cores; warn when σ > σ_c."""
+    from .cases import core_summary  # noqa: PLC0415
+    summary = core_summary(config)
+    if summary is None:
+        return
+    text, resolved = summary
+    if resolved:
+        logger.info(text)
+    else:
+        logger.warning("%s: the element sigma exceeds the physical core, so the core is not "
+                       "resolved and the run simulates a core of the effective size (raise "
+                       "n_phi/layers and lower sigma, e.g. --preset gpu)", text)
+
+
 def _check_device(device):
     from .backend import resolve_device  # noqa: PLC0415
     try:
@@ -427,6 +442,7 @@ def cmd_run(args, argv):
                 "diagnostics every %g", case, source, run_dir, sim.config["n_elements"],
                 sim.config["n_tracers"], sim.config["method"], sim.config["precision"],
                 sim.device.describe(), snap_dt, diag_dt)
+    _log_cores(sim.config)
     stop = {"steps": args.steps} if args.steps else {"t_end": float(sim.config["t_end"])}
     return _run(sim, args.quiet == 0, **stop)
 
@@ -496,6 +512,7 @@ def cmd_restart(args, argv):
                     "them (or left as they are beyond its end)", len(later), run_dir)
     logger.info("restart %s from %s: t = %.10g, iteration %d, on %s", config.get("case"),
                 args.snapshot, t, snap.iteration, sim.device.describe())
+    _log_cores(sim.config)
     return _run(sim, args.quiet == 0, **stop)
 
 
@@ -519,6 +536,7 @@ def cmd_info(args, argv):
     from .output import SnapshotError, open_netcdf, read_snapshot  # noqa: PLC0415
     from .output.diagnostics import DIAGNOSTICS_FORMAT  # noqa: PLC0415
     from .output.snapshot import FORMAT  # noqa: PLC0415
+    from .cases import core_summary  # noqa: PLC0415
     try:
         ds = open_netcdf(args.file)
     except SnapshotError as exc:
@@ -542,6 +560,7 @@ def cmd_info(args, argv):
                   f"{cfg.get('integrator')} dt = {cfg.get('dt')}, {a.get('method')} "
                   f"(tol {a.get('tolerance')}), kernel {a.get('kernel')}, {a.get('precision')}, "
                   f"device {a.get('device')}",
+                  *([f"  {core_summary(cfg)[0]}"] if core_summary(cfg) else []),
                   f"  run end: " + (f"t = {a.get('run_stop_time')}"
                                     if a.get("run_stop_time", "none") != "none"
                                     else f"iteration {a.get('run_stop_iteration')}"),

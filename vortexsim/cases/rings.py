@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-__all__ = ["vortex_ring", "cross_section"]
+__all__ = ["vortex_ring", "cross_section", "core_summary"]
 
 
 def cross_section(core, layers, layer_spacing=1.0):
@@ -98,3 +98,19 @@ def vortex_ring(radius=1.0, circulation=1.0, centre=(0.0, 0.0, 0.0), axis=(0.0, 
     if not sigma > 0:
         raise ValueError(f"sigma must be > 0, got {sigma!r}.")
     return x, alpha, np.full(len(x), float(sigma))
+
+
+def core_summary(config):
+    """What core a ring case simulates, from its config (``sim.config``): the physical
+    core σ_c (``core``), the element core σ (``sigma``) and the effective core
+    σ_eff = √(σ_c² + σ²) [L] (a Gaussian core of σ_c carried by Gaussian blobs of σ has
+    the vorticity of a core of σ_eff).  Returns ``(text, resolved)``, ``resolved`` False
+    when σ > σ_c (the blobs, not the physical core, set the core), or None when the
+    config has no numeric ``core`` and ``sigma``."""
+    core, sigma = config.get("core"), config.get("sigma")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (core, sigma)):
+        return None
+    eff = math.sqrt(core * core + sigma * sigma)
+    text = (f"cores: physical sigma_c = {core:.4g}, element sigma = {sigma:.4g}, effective "
+            f"sqrt(sigma_c^2 + sigma^2) = {eff:.4g}")
+    return text, sigma <= core
