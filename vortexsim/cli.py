@@ -551,6 +551,7 @@ def cmd_info(args, argv):
         except SnapshotError as exc:
             snap, check = None, f"NOT restartable: {_first(exc)}"
         cfg = json.loads(a.get("config_json", "{}"))
+        cores = core_summary(cfg)
         lines += [f"  vortexsim snapshot ({a.get('snapshot_kind')}), case {a.get('case')}, "
                   f"vortexsim {a.get('vortexsim_version')}",
                   f"  t = {float(ds['time'].values[0]):.10g}, iteration "
@@ -560,7 +561,7 @@ def cmd_info(args, argv):
                   f"{cfg.get('integrator')} dt = {cfg.get('dt')}, {a.get('method')} "
                   f"(tol {a.get('tolerance')}), kernel {a.get('kernel')}, {a.get('precision')}, "
                   f"device {a.get('device')}",
-                  *([f"  {core_summary(cfg)[0]}"] if core_summary(cfg) else []),
+                  *([f"  {cores[0]}"] if cores else []),
                   f"  run end: " + (f"t = {a.get('run_stop_time')}"
                                     if a.get("run_stop_time", "none") != "none"
                                     else f"iteration {a.get('run_stop_iteration')}"),

@@ -141,6 +141,20 @@ def _flatten(doc, where):
     return flat
 
 
+def _read_toml(path):
+    """The TOML document of a case file; ConfigError for a missing, unreadable or invalid
+    file."""
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"case file {path} does not exist.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read case file {path}: {exc}.") from None
+
+
 def load_case_file(path):
     """Read a case file: ``(case_name, {key: value})``, tables flattened.
 
@@ -148,16 +162,7 @@ def load_case_file(path):
     ``case`` key or a key set twice.  Values are checked later (:func:`check_params`).
     """
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"case file {path} does not exist.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read case file {path}: {exc}.") from None
-    flat = _flatten(doc, path)
+    flat = _flatten(_read_toml(path), path)
     case = flat.pop("case", None)
     if not isinstance(case, str) or not case:
         raise ConfigError(f"{path}: missing top-level key case = \"NAME\" naming the case "
@@ -174,12 +179,7 @@ def load_presets(path):
     ``[presets.NAME]`` tables (plain keys of any table, e.g. ``n_phi = 129``), in file
     order; {} when it has none.  Values are checked when used (:func:`check_params`)."""
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read the presets of {path}: {exc}.") from None
-    presets = doc.get(PRESETS, {})
+    presets = _read_toml(path).get(PRESETS, {})
     if not isinstance(presets, dict):
         raise ConfigError(f"{path}: '{PRESETS}' must be a table of tables [presets.NAME].")
     out = {}

@@ -240,10 +240,8 @@ class Simulation:
     def _initial_maxima(self):
         """Host max |u| (elements and tracers) and max ‖∇u‖_F (elements) at the current
         state, from an evaluation planned like a step's first stage (its depth is kept)."""
-        el = self.elements
         plan, _ = self.planner.step(self.iteration, 0.0)
-        self.rhs.begin_step(self.t, el.sigma, self._sigma_range, plan=plan)
-        self.rhs((el.x, el.alpha, self.tracers.x), self.t)
+        self._rates_with(plan)
         self.planner.depth = plan.depth
         s = to_host(self.rhs.stage_max)
         if not np.isfinite(s).all():
@@ -629,9 +627,12 @@ class Simulation:
     def rates(self):
         """Time derivatives (dx/dt, dα/dt, dy/dt) of the current state (device arrays):
         one right-hand-side evaluation, as the integrator's first stage sees it."""
+        return self._rates_with(self.planner.query(root=self.planner.root(0.0)[0]))
+
+    def _rates_with(self, plan):
+        """One right-hand-side evaluation of the current state under ``plan``."""
         el = self.elements
-        self.rhs.begin_step(self.t, el.sigma, self._sigma_range,
-                            plan=self.planner.query(root=self.planner.root(0.0)[0]))
+        self.rhs.begin_step(self.t, el.sigma, self._sigma_range, plan=plan)
         return self.rhs((el.x, el.alpha, self.tracers.x), self.t)
 
     def velocity(self, targets=None, gradient=False):

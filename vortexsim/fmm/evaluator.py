@@ -64,6 +64,12 @@ __all__ = ["FMM", "FMMConfig", "Plan", "M2LPlan", "order_for_tol", "near_field_r
            "FLOAT32_TOL_MIN"]
 
 
+def _m2l_setting(name, doc):
+    """A property of :class:`FMM` that reads and sets attribute ``name`` of its M2L stage."""
+    return property(lambda self: getattr(self.stages.m2l, name),
+                    lambda self, value: setattr(self.stages.m2l, name, value), doc=doc)
+
+
 class FMM:
     """Reusable fast multipole evaluator (CPU through NumPy, GPU through CuPy + CUDA).
 
@@ -188,34 +194,16 @@ class FMM:
         it translates from: the separation (1: the 3³ neighbours, 2: the 5³)."""
         return self.stages.m2l.parent_radius
 
-    @property
-    def WIDE_CORE_GROUP(self):  # noqa: N802
-        """Offsets per group of the wide separation's CPU M2L (:attr:`M2L.core_group`)."""
-        return self.stages.m2l.core_group
-
-    @WIDE_CORE_GROUP.setter
-    def WIDE_CORE_GROUP(self, value):  # noqa: N802
-        self.stages.m2l.core_group = value
-
-    @property
-    def SPARSE_M2L_FRACTION(self):  # noqa: N802
-        """Levels with fewer non-empty source boxes than this fraction use the sparse
-        M2L (:attr:`M2L.sparse_fraction`)."""
-        return self.stages.m2l.sparse_fraction
-
-    @SPARSE_M2L_FRACTION.setter
-    def SPARSE_M2L_FRACTION(self, value):  # noqa: N802
-        self.stages.m2l.sparse_fraction = value
-
-    @property
-    def SPARSE_M2L_UNIFIED(self):  # noqa: N802
-        """None (cost model), True or False: the sparse M2L's variant
-        (:attr:`M2L.sparse_unified`)."""
-        return self.stages.m2l.sparse_unified
-
-    @SPARSE_M2L_UNIFIED.setter
-    def SPARSE_M2L_UNIFIED(self, value):  # noqa: N802
-        self.stages.m2l.sparse_unified = value
+    #: tuning settings of the M2L stage, readable and settable on the evaluator
+    WIDE_CORE_GROUP = _m2l_setting(
+        "core_group", "Offsets per group of the wide separation's CPU M2L "
+        "(:attr:`M2L.core_group`).")
+    SPARSE_M2L_FRACTION = _m2l_setting(
+        "sparse_fraction", "Levels with fewer non-empty source boxes than this fraction use "
+        "the sparse M2L (:attr:`M2L.sparse_fraction`).")
+    SPARSE_M2L_UNIFIED = _m2l_setting(
+        "sparse_unified", "None (cost model), True or False: the sparse M2L's variant "
+        "(:attr:`M2L.sparse_unified`).")
 
     # -- the evaluation ---------------------------------------------------------
     def evaluate(self, x, alpha, sigma, targets=None, gradient=True, *, sigma_range=None,

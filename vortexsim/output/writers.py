@@ -288,14 +288,10 @@ class DiagnosticsWriter:
         return self._resume_rows or 0
 
     def state_dict(self):
-        state = {"rows": self.rows}
-        if hasattr(self.schedule, "state_dict"):
-            state["schedule"] = self.schedule.state_dict()
-        return state
+        return {"rows": self.rows, **schedule_state(self.schedule)}
 
     def load_state_dict(self, state):
-        if "schedule" in state and hasattr(self.schedule, "load_state_dict"):
-            self.schedule.load_state_dict(state["schedule"])
+        load_schedule_state(self.schedule, state)
         self._resume_rows = int(state.get("rows", 0))
         self.log = None
         return self

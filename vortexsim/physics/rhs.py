@@ -175,10 +175,7 @@ class VortexRHS:
 
     def sigma_at(self, t):
         """Cores at time t of the current step (every term's action on σ(t0))."""
-        sigma = self._sigma0
-        for term in self.terms:
-            sigma = term.sigma_at(sigma, t - self._t0, self.xp)
-        return sigma
+        return self.advance_cores(self._sigma0, t - self._t0)
 
     def sigma_range_at(self, t):
         """Host (min σ, max σ) at time t of the current step."""
