@@ -32,10 +32,15 @@ For the Gaussian kernel these double sums are exact for ω_σ (the convolution o
 Gaussian blobs is the Gaussian blob of σ_pq); for the algebraic kernels the same σ_pq rule
 is an approximation that is exact in the far field.  Self pairs (p = q) are included
 (finite for smooth kernels; dropped where the factor is infinite: ``singular``, and
-``polynomial`` has no ζ, so its enstrophy is NaN).  E and Ω₂ are computed here by a
-blocked direct double sum (memory O(N + block), never an N × M array, cost O(N²)): the
-FMM does not return the vector potential ψ yet; once it does, E = ½ Σ_p α_p·ψ(x_p) can
-be switched to it.  H uses the velocity of the (fast) summation at the elements.
+``polynomial`` has no ζ, so its enstrophy is NaN).
+
+Two ways to the same sums: :func:`kinetic_energy`, :func:`enstrophy` and
+:func:`energy_and_enstrophy` here are blocked direct double sums (memory O(N + block),
+never an N × M array, cost O(N²)): the reference, and the cheaper way for small N.  At
+production size :meth:`vortexsim.fmm.FMM.fields` evaluates, at every element, the
+vector potential ψ_p and the vorticity ω_p seen through its blob and its velocity u_p
+in one O(N) pass; :func:`field_sums` turns them into E = ½ Σ α_p·ψ_p, Ω₂ = Σ α_p·ω_p and
+H = Σ α_p·u_p (:meth:`vortexsim.Simulation.diagnostics` picks the way by size).
 """
 from __future__ import annotations
 
@@ -44,12 +49,11 @@ import math
 import numpy as np
 
 from .backend import array_namespace
-from .kernels.cutoff import erf, get_kernel
+from .kernels.cutoff import blob_pair_factors, get_kernel, stream_factor
 
 __all__ = ["total_vorticity", "linear_impulse", "angular_impulse", "ring_centre",
            "ring_radius", "ring_frame", "kinetic_energy", "enstrophy", "energy_and_enstrophy",
-           "helicity",
-           "stream_factor"]
+           "helicity", "stream_factor", "field_sums"]
 
 
 def total_vorticity(alpha):
@@ -114,30 +118,19 @@ def ring_frame(x, alpha, circulation, axis_hint):
     return n_hat, origin
 
 
+def field_sums(alpha, fields):
+    """(E, Ω₂, H) as 0-d arrays from the fields at the elements
+    (:class:`vortexsim.fmm.fields.Fields`, the elements' u, ψ, ω in their order):
+    E = ½ Σ α_p·ψ_p, Ω₂ = Σ α_p·ω_p (NaN without ω), H = Σ α_p·u_p."""
+    xp = array_namespace(alpha)
+    a = alpha.astype(xp.float64, copy=False)
+    enstrophy = xp.asarray(float("nan")) if fields.omega is None else (a * fields.omega).sum()
+    return 0.5 * (a * fields.psi).sum(), enstrophy, (a * fields.u).sum()
+
+
 def helicity(alpha, u):
     """H = Σ_p u(x_p)·α_p [L⁴/T²] from the velocity at the elements (0-d array)."""
     return (alpha * u).sum()
-
-
-def stream_factor(kernel, rho, xp=np):
-    """g(ρ) = ∫_ρ^∞ q(t)/t² dt of a kernel: G_σ(r) = g(r/σ)/(4πσ) (see module docstring)."""
-    name = get_kernel(kernel).name
-    rho = xp.asarray(rho)
-    s = rho * rho
-    if name == "gaussian":
-        small = rho < 1e-3
-        rc = xp.where(small, 1.0, rho)
-        series = math.sqrt(2.0 / math.pi) * (1.0 - s / 6.0 + s * s / 40.0)
-        return xp.where(small, series, erf(rc / math.sqrt(2.0), xp) / rc)
-    if name == "algebraic":
-        return 1.0 / xp.sqrt(s + 1.0)
-    if name == "winckelmans":
-        return (s + 1.5) * (s + 1.0) ** -1.5
-    with np.errstate(divide="ignore"):
-        inv = xp.where(rho > 0, 1.0 / xp.where(rho > 0, rho, 1.0), xp.inf)
-    if name == "polynomial":
-        return xp.where(rho <= 1.0, 2.0 - rho, inv)
-    return inv                                                     # singular
 
 
 def _pair_sum(x, alpha, sigma, sources, pair_factors, pairs_per_block):
@@ -166,17 +159,13 @@ def _pair_sum(x, alpha, sigma, sources, pair_factors, pairs_per_block):
 
 def _energy_factor(kernel, xp):
     def factor(r2, s2):
-        s = xp.sqrt(s2)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return stream_factor(kernel, xp.sqrt(r2) / s, xp) / (8.0 * math.pi * s)
+        return blob_pair_factors(kernel, r2, s2, xp)[0] / (8.0 * math.pi)
     return factor
 
 
 def _enstrophy_factor(kernel, xp):
-    zeta = get_kernel(kernel).zeta
-
     def factor(r2, s2):
-        return zeta(xp.sqrt(r2 / s2), xp) / (s2 * xp.sqrt(s2))
+        return blob_pair_factors(kernel, r2, s2, xp)[1]
     return factor
 
 

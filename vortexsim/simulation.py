@@ -88,6 +88,11 @@ RUN_DEFAULTS = {
 }
 
 
+#: element × source pairs up to which the diagnostics' energy and enstrophy are direct
+#: double sums (cheaper there than an FMM pass); beyond, the O(N) fields of the FMM
+DIRECT_DIAGNOSTICS_PAIRS = {"cpu": 1 << 23, "gpu": 1 << 24}
+
+
 class SimulationError(RuntimeError):
     """A step failed a safety check; the simulation stays at its last good state.
 
@@ -199,6 +204,7 @@ class Simulation:
         self.t = float(t0)
         self.iteration = 0
         self._sigma_range = self._host_sigma_range()
+        self._warned_direct_diagnostics = False
         self.planner.observe_box(self._host_box_stats())
         # -- an evaluation at t0: the blow-up bound and the first adaptive dt ---
         speed, grad = self._initial_maxima()
@@ -662,11 +668,7 @@ class Simulation:
         ``ring_axis`` (R, 3).
         """
         el = self.elements
-        kernel = self.summation.kernel.name
-        u, _ = self.velocity()
-        sources = self.domain.sources(el.x, el.alpha, el.sigma)
-        energy, enstrophy = D.energy_and_enstrophy(el.x, el.alpha, el.sigma, kernel,
-                                                   sources=sources)
+        energy, enstrophy, helicity = self._quadratic_diagnostics()
         out = {
             "t": self.t,
             "iteration": self.iteration,
@@ -674,7 +676,7 @@ class Simulation:
             "linear_impulse": to_host(D.linear_impulse(el.x, el.alpha)),
             "angular_impulse": to_host(D.angular_impulse(el.x, el.alpha)),
             "energy": float(to_host(energy)),
-            "helicity": float(to_host(D.helicity(el.alpha, u.astype(el.x.dtype)))),
+            "helicity": float(to_host(helicity)),
             "enstrophy": float(to_host(enstrophy)),
         }
         rings = [g for g in self.groups if g.is_ring]
@@ -689,6 +691,30 @@ class Simulation:
             out.update(ring_names=[g.name for g in rings], ring_centre=np.array(centres),
                        ring_radius=np.array(radii), ring_axis=np.array(axes))
         return out
+
+    def _quadratic_diagnostics(self):
+        """(E, Ω₂, H) as 0-d device arrays: by the direct double sums up to
+        :data:`DIRECT_DIAGNOSTICS_PAIRS` element × source pairs, else from the fields of
+        one O(N) FMM pass (:meth:`Summation.fields`, float64; the direct sums again where that
+        pass cannot run: an algebraic kernel with cores of several sizes)."""
+        el = self.elements
+        xs, alpha_s, sigma_s = self.domain.sources(el.x, el.alpha, el.sigma)
+        if len(el) * xs.shape[0] > DIRECT_DIAGNOSTICS_PAIRS[self.device.kind]:
+            images = xs.shape[0] != len(el)
+            try:
+                fields = self.summation.fields(xs, alpha_s, sigma_s,
+                                               el.x if images else None,
+                                               el.sigma if images else None)
+                return D.field_sums(el.alpha, fields)
+            except ValueError as exc:
+                if not self._warned_direct_diagnostics:
+                    logger.warning("diagnostics by direct double sums, O(N^2): %s", exc)
+                    self._warned_direct_diagnostics = True
+        u, _ = self.velocity()
+        energy, enstrophy = D.energy_and_enstrophy(el.x, el.alpha, el.sigma,
+                                                   self.summation.kernel.name,
+                                                   sources=(xs, alpha_s, sigma_s))
+        return energy, enstrophy, D.helicity(el.alpha, u.astype(el.x.dtype))
 
     # -- a new particle set -------------------------------------------------------------
     def replace_elements(self, x, alpha, sigma, volume=None, group=None):

@@ -7,11 +7,13 @@ evaluator picks one set of them once, from its device (:mod:`vortexsim.fmm.stage
 =====================  ==========================================  ========================
 stage                  GPU kernels (``kernels/cuda/``)             NumPy implementation
 =====================  ==========================================  ========================
-:class:`CudaNearField` ``p2p_near`` (fmm.cu)                       :class:`near.NearField`
+:class:`CudaNearField` ``p2p_near`` (fmm.cu),                      :class:`near.NearField`
+                       ``p2p_fields`` (fields.cu)
 :class:`CudaUpward`    ``p2m_leaf`` (fmm.cu)                       :class:`upward.Upward`
 :class:`CudaM2L`       ``vortexsim_m2l_gather`` (m2l_gather.cuh),  :class:`m2l.M2L`
                        ``m2l_gather_sum`` (fmm.cu), cuBLAS GEMMs
 :class:`CudaDownward`  ``l2p_coefficients``, ``l2p_targets_tiled``  :class:`downward.Downward`
+                       (fmm.cu), ``l2p_values`` (fields.cu)
 :func:`stencil_pair_counts` ``stencil_pair_count`` (fmm.cu)        :func:`plan.near_pairs_by_depth`
 :func:`shifted_tagged`, :func:`tagged_centres`  adaptive_keys.cuh  :mod:`adaptive`
 =====================  ==========================================  ========================
@@ -28,7 +30,7 @@ from ..backend import import_cupy
 from ..kernels.direct import source_parameters
 from ..kernels.modules import CTYPES, elementwise_kernel, get_function
 from . import expansions as E
-from .downward import Downward, l2p_coefficient_tables
+from .downward import Downward, l2p_coefficient_tables, l2p_loop_order
 from .m2l import M2L
 from .near import NearField, SerialLanes
 from .upward import Upward
@@ -171,6 +173,29 @@ class CudaNearField(NearField):
                 (g.astype(cp.float64, copy=False) if gradient else None))
 
 
+    def fields(self, tree, xs, alpha_s, sigma_s, ys, sigma_t, nbr=None, occupied=None):
+        """:meth:`NearField.fields <vortexsim.fmm.near.NearField.fields>` in
+        ``p2p_fields`` (``kernels/cuda/fields.cu``), float64; ``occupied``: the leaves
+        holding targets, when known (block size)."""
+        cp = import_cupy()
+        f64 = cp.float64
+        nbr_d = self.device_neighbors(tree.depth) if nbr is None else nbr
+        m = ys.shape[0]
+        block = near_block_for(m, occupied or tree.n_leaves)
+        fn = get_function("fields.cu", f"p2p_fields<{self.kernel.code},{block},128>")
+        u, psi, omega = (cp.empty((m, 3), f64) for _ in range(3))
+        sigma_s = cp.ascontiguousarray(sigma_s, dtype=f64)
+        param = source_parameters(self.kernel, sigma_s, cp).astype(f64)
+        chunk_start, grid = chunk_starts(tree, block, m)
+        fn((grid,), (block,),
+           (cp.ascontiguousarray(xs, dtype=f64), cp.ascontiguousarray(alpha_s, dtype=f64),
+            sigma_s, cp.ascontiguousarray(param), tree.src_start,
+            cp.ascontiguousarray(ys, dtype=f64), cp.ascontiguousarray(sigma_t, dtype=f64),
+            tree.tgt_start, nbr_d, np.int32(nbr_d.shape[1]), chunk_start,
+            np.int32(tree.n_leaves), np.float64(self.table_cut()), u, psi, omega))
+        return u, psi, omega
+
+
 class CudaUpward(Upward):
     """:class:`~vortexsim.fmm.upward.Upward` with P2M in ``p2m_leaf`` (one block per box)."""
 
@@ -214,6 +239,24 @@ class CudaDownward(Downward):
                 (C, centres, np.float64(1.0 / w), part.tree.tgt_start, chunk_start,
                  np.int32(B), part.ys, part.u,
                  part.g if part.grad else part.u))
+
+
+    def l2p_values(self, Ll, centres, w, tree, ys, P, occupied=None):
+        """:meth:`Downward.l2p_values <vortexsim.fmm.downward.Downward.l2p_values>` in
+        ``l2p_values`` (``kernels/cuda/fields.cu``)."""
+        xp = self.device.xp
+        m = ys.shape[0]
+        out = xp.zeros((m, 3))
+        perm = self.operators.cache.get(("l2p_values_order", P), lambda: xp.asarray(
+            l2p_loop_order(P + 1)))
+        Lp = xp.ascontiguousarray(Ll[:, perm, :])
+        block = block_for(m, occupied or tree.n_leaves)
+        chunk_start, grid = chunk_starts(tree, block, m)
+        get_function("fields.cu", f"l2p_values<{P},{block}>")(
+            (grid,), (block,),
+            (Lp, xp.ascontiguousarray(centres), np.float64(1.0 / w), tree.tgt_start,
+             chunk_start, np.int32(tree.n_leaves), xp.ascontiguousarray(ys), out))
+        return out
 
 
 class CudaM2L(M2L):

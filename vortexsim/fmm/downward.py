@@ -48,6 +48,14 @@ class Downward:
         with ``harmonic`` (1/r far field), else L̃ (8^level, n, 3).
         ``tree`` holds the union of the parts' targets (its ``tgt_start`` only marks
         which leaves need coefficients); each :class:`TargetPart` has its own tree."""
+        Ll = self.to_leaves(tree, locals_, P, clock, harmonic)
+        self.l2p(Ll, self.operators.box_centers(tree, tree.depth),
+                 float(tree.box_width(tree.depth)), tree.tgt_start, parts, P)
+        clock.lap("l2p")
+
+    def to_leaves(self, tree, locals_, P, clock, harmonic=False):
+        """L2L from level 2 down: the leaves' normalized locals L̃ (8^L, n, 3) (adds into
+        ``locals_``; arguments as :meth:`__call__`)."""
         ops = self.operators
         L = tree.depth
         n = E.multi_indices(P).n
@@ -70,9 +78,18 @@ class Downward:
                     .reshape(8 * bp, n, 3)
             Ll = locals_[L]
         clock.lap("l2l")
-        self.l2p(Ll, ops.box_centers(tree, L), float(tree.box_width(L)), tree.tgt_start,
-                 parts, P)
-        clock.lap("l2p")
+        return Ll
+
+    def l2p_values(self, Ll, centres, w, tree, ys, P, occupied=None):
+        """The value ψ = (1/4π) Σ_k L̃_k ĥ^k (M, 3) of the expanded field itself (not its
+        curl) at the sorted targets ys (M, 3) [L] of ``tree`` (ĥ = (y − c)/w); float64
+        (``occupied``: GPU block sizing)."""
+        out = np.zeros((ys.shape[0], 3))
+        ts = tree.tgt_start
+        for box in np.nonzero(ts[1:] > ts[:-1])[0]:                # one GEMM per leaf
+            t0, t1 = ts[box], ts[box + 1]
+            out[t0:t1] = E.monomials((ys[t0:t1] - centres[box]) / w, P, np) @ Ll[box]
+        return E.INV_4PI * out
 
     def l2p(self, Ll, centres, w, tgt_start, parts, P):
         """L2P: the locals L̃ (B, n, 3) of B leaves (centres (B, 3), edge w [L]) added

@@ -47,6 +47,7 @@ from ..kernels.cutoff import get_kernel
 from . import expansions as E
 from .adaptive import ADAPTIVE_MAX_DEPTH, adaptive_fmm
 from .downward import TargetPart
+from .fields import Fields, evaluate_fields
 from .near import near_field_reach
 from .plan import (ADAPTIVE_LEAF_SIZE, AUTO_TREE_FACTOR, CAPACITY_SLACK, CHUNK_BYTES,
                    COST_RATES, FLOAT32_TOL_MIN, WIDE_BELOW, WIDE_CPU_BELOW, FMMConfig,
@@ -59,7 +60,7 @@ from .tree import build_tree, check_cube, choose_depth, root_cube, with_targets
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FMM", "FMMConfig", "Plan", "M2LPlan", "order_for_tol", "near_field_reach",
+__all__ = ["FMM", "FMMConfig", "Fields", "Plan", "M2LPlan", "order_for_tol", "near_field_reach",
            "shallow_order", "fmm_delivers", "target_sets", "WIDE_BELOW", "WIDE_CPU_BELOW",
            "FLOAT32_TOL_MIN"]
 
@@ -281,6 +282,26 @@ class FMM:
                 f"got {x.shape[0]}, {m} (targets given: {targets is not None}), gradient="
                 f"{gradient!r}. Make the plan with the same arguments.")
         return self._execute(clock, plan, x, alpha, sigma, y)
+
+    def fields(self, x, alpha, sigma, targets=None, target_sigma=None):
+        """u, ψ and ω at blob targets in one pass (:mod:`vortexsim.fmm.fields`): what the
+        energy, enstrophy and helicity of the elements need, in O(N + M).
+
+        x, alpha (N, 3), sigma (N,) [or scalar]: the sources; targets (M, 3) [L] and
+        target_sigma (M,) [or scalar] [L]: the blobs seen (default: the sources and
+        their σ).  Every pair is included, the self pairs too.  Returns
+        :class:`~vortexsim.fmm.fields.Fields` (float64 arrays of the evaluator's device);
+        ``timings`` holds its stages, ``config`` is left as the last :meth:`evaluate`
+        set it.  The tree is always level-uniform."""
+        clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
+        x, alpha, sigma, y = self._inputs(x, alpha, sigma, targets)
+        xp = self.device.xp
+        sigma_t = sigma if target_sigma is None and targets is None else xp.broadcast_to(
+            xp.asarray(sigma if target_sigma is None else target_sigma, dtype=xp.float64),
+            (y.shape[0],))
+        out = evaluate_fields(self, x, alpha, sigma, y, sigma_t, clock)
+        self.timings = clock.finish()
+        return out
 
     def m2l_capacity(self, x, sigma_range, root, depth, targets=()):
         """Sizes of the sparse M2L for sync-free calls at these sources (one transfer):

@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from ..kernels.cutoff import get_kernel
+from ..kernels.cutoff import blob_pair_factors, get_kernel
 from ..kernels.direct import INV_4PI, accumulate_block, skew
 from .tree import neighbor_table
 
@@ -153,3 +153,52 @@ class NearField:
             for leaf in leaves:
                 leaf_sum(leaf)
         return INV_4PI * u_s, (INV_4PI * (skew(w_s) - g_s) if gradient else None)
+
+    def fields(self, tree, xs, alpha_s, sigma_s, ys, sigma_t, nbr=None, occupied=None):
+        """Near field of the diagnostics' fields at the sorted targets ys (M, 3) [L] with
+        core radii sigma_t (M,) [L], float64 (:mod:`vortexsim.fmm.fields`):
+
+            u (M, 3) [L/T]      (1/4π) Σ_q A(r, σ_q) α_q × d   (as :meth:`__call__`)
+            ψ (M, 3) [L²/T]     (1/4π) Σ_q g(r/σ_tq)/σ_tq α_q
+            ω (M, 3) [1/T]      Σ_q ζ(r/σ_tq)/σ_tq³ α_q        (0 without ζ)
+
+        over every pair of each leaf's stencil, self pairs included, σ_tq² = σ_t² + σ_q²
+        (:func:`~vortexsim.kernels.cutoff.blob_pair_factors`).  Other arguments as
+        :meth:`__call__` (``occupied``: GPU block sizing)."""
+        if nbr is None:
+            nbr = self.neighbors(tree.depth)
+        m = ys.shape[0]
+        u, psi, omega = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3))
+        ss, ts = tree.src_start, tree.tgt_start
+        cut = self.table_cut() if self.kernel.name == "gaussian" else None
+
+        def leaf_sum(leaf):
+            t0, t1 = int(ts[leaf]), int(ts[leaf + 1])
+            boxes = nbr[leaf][nbr[leaf] >= 0]
+            src = np.concatenate([np.arange(ss[b], ss[b + 1]) for b in boxes]) \
+                if boxes.size else np.zeros(0, np.int64)
+            if src.size == 0:
+                return
+            a_src, s2_src = alpha_s[src], sigma_s[src] ** 2
+            step = max(1, (1 << 18) // src.size)
+            for c0 in range(t0, t1, step):
+                c1 = min(t1, c0 + step)
+                d = ys[c0:c1, None, :] - xs[None, src, :]
+                ub = np.zeros((c1 - c0, 3))
+                accumulate_block(self.kernel, d, a_src, sigma_s[src], None, False, ub, None,
+                                 None, singular_from=cut)
+                e, z = blob_pair_factors(self.kernel, np.einsum("tsk,tsk->ts", d, d),
+                                         sigma_t[c0:c1, None] ** 2 + s2_src[None, :])
+                u[c0:c1], psi[c0:c1] = ub, e @ a_src
+                if z is not None:
+                    omega[c0:c1] = z @ a_src
+
+        leaves = np.nonzero(ts[1:] > ts[:-1])[0]
+        workers = min(len(leaves), os.cpu_count() or 1)
+        if workers > 1:
+            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                list(pool.map(leaf_sum, leaves))
+        else:
+            for leaf in leaves:
+                leaf_sum(leaf)
+        return INV_4PI * u, INV_4PI * psi, omega

@@ -76,12 +76,24 @@ class Summation:
         self.method = method
         self.tol = check_tol(tol)
         self.fmm = None
+        self._fields_fmm = None
         if method == "fmm":
             from ..fmm.evaluator import FMM  # noqa: PLC0415
             # the level-uniform tree: the step plan reuses its depth and M2L sizes
             # without transfers (the adaptive tree sizes itself on the host each call)
             self.fmm = FMM(self.kernel, tol=self.tol, precision=self.precision,
                            device=self.device, tree="uniform")
+
+    def fields(self, x, alpha, sigma, targets=None, target_sigma=None):
+        """u, ψ and ω at blob targets in O(N + M) (:meth:`vortexsim.fmm.FMM.fields`;
+        arguments and result there): the energy, enstrophy and helicity of the
+        diagnostics.  Runs on this summation's FMM; the direct method makes one for it
+        on first use (float64, level-uniform tree, this tol)."""
+        if self._fields_fmm is None:
+            from ..fmm.evaluator import FMM  # noqa: PLC0415
+            self._fields_fmm = self.fmm if self.fmm is not None else FMM(
+                self.kernel, tol=self.tol, device=self.device, tree="uniform")
+        return self._fields_fmm.fields(x, alpha, sigma, targets, target_sigma)
 
     def describe(self):
         """Resolved settings as a plain dict."""

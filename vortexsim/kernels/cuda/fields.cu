@@ -1,0 +1,191 @@
+// Near field of the diagnostics' fields (vortexsim/fmm/fields.py), float64.
+//
+// At each sorted target t (position y_t, core σ_t), over the sources of its leaf's
+// stencil (as p2p_near in fmm.cu: `nbr`, blocks of BS targets of one leaf mapped by
+// `chunk_start`, the stencil's sources streamed through shared memory in tiles of TS):
+//
+//   u_t  = (1/4π) Σ_q A(r, σ_q) α_q × d            the velocity (p2p.cuh, scut as there)
+//   ψ_t  = (1/4π) Σ_q g(r/σ_tq)/σ_tq α_q           the vector potential seen by blob t
+//   ω_t  =        Σ_q ζ(r/σ_tq)/σ_tq³ α_q          the vorticity seen by blob t
+//
+// with σ_tq² = σ_t² + σ_q² (blob_pair_factors in kernels/cutoff.py, the NumPy
+// specification) and d = y_t − x_q.  Every pair of the stencil is summed, self pairs
+// included (their u term is 0; g and ζ are finite except for the singular kernel's
+// g, which is dropped at r = 0).  Kernels without ζ write ω = 0.  No atomics: the
+// results are bitwise reproducible.
+#include "p2p.cuh"
+
+#define VS_INV_4PI 0.079577471545947667884
+#define VS_GAUSS_ZETA0 0.063493635934240969785          // (2π)^(−3/2)
+
+// One source in shared memory: position, strength, σ², and the u pair parameters.
+struct FieldRecord { double x, y, z, ax, ay, az, s2, p, p2; };
+
+// g(ρ)/σ and ζ(ρ)/σ³ for s = ρ² = r²/σ², inv_s = 1/σ (σ = σ_tq).
+template <int K>
+__device__ __forceinline__ void blob_fields(double r2, double s, double inv_s, double& e,
+                                            double& z) {
+    const double inv_s3 = inv_s * inv_s * inv_s;
+    if (K == KERNEL_GAUSSIAN) {
+        if (s < 1e-6) {                                  // ρ < 1e-3: the series
+            e = VS_SQRT_2_OVER_PI * (1.0 - s / 6.0 + s * s / 40.0) * inv_s;
+        } else {
+            e = erf(sqrt(s) * VS_INV_SQRT2) * rsqrt(r2);
+        }
+        z = VS_GAUSS_ZETA0 * exp(-0.5 * s) * inv_s3;
+    } else if (K == KERNEL_ALGEBRAIC) {
+        const double t = rsqrt(s + 1.0);
+        const double t2 = t * t;
+        e = t * inv_s;
+        z = 0.238732414637843 /* 3/(4π) */ * t2 * t2 * t * inv_s3;
+    } else if (K == KERNEL_WINCKELMANS) {
+        const double t = rsqrt(s + 1.0);
+        const double t2 = t * t;
+        e = (s + 1.5) * t2 * t * inv_s;
+        z = 0.5968310365946076 /* 15/(8π) */ * t2 * t2 * t2 * t * inv_s3;
+    } else if (K == KERNEL_POLYNOMIAL) {
+        e = s <= 1.0 ? (2.0 - sqrt(s)) * inv_s : rsqrt(r2);
+        z = 0.0;
+    } else {                                             // singular: 1/r, 0 at r = 0
+        e = r2 > 0.0 ? rsqrt(r2) : 0.0;
+        z = 0.0;
+    }
+}
+
+template <int K, int BS, int TS>
+__global__ void __launch_bounds__(BS)
+p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
+           const double* __restrict__ sig_s, const double* __restrict__ param,
+           const long long* __restrict__ src_start, const double* __restrict__ yt,
+           const double* __restrict__ sig_t, const long long* __restrict__ tgt_start,
+           const long long* __restrict__ nbr, const int n_nbr,
+           const long long* __restrict__ chunk_start, const int n_leaves, const double scut,
+           double* __restrict__ u, double* __restrict__ psi, double* __restrict__ omega) {
+    __shared__ FieldRecord sh[TS];
+    __shared__ double gtab[GaussTableSize<K, double>::value];
+    __shared__ long long s_beg[125];
+    __shared__ int s_cnt[125], s_off[126];
+    const long long b = blockIdx.x;
+    if (b >= chunk_start[n_leaves]) return;              // spare block of the bound grid
+    int lo_leaf = 0, hi_leaf = n_leaves;                 // chunk_start[lo] <= b < [hi]
+    while (hi_leaf - lo_leaf > 1) {
+        const int mid = (lo_leaf + hi_leaf) >> 1;
+        if (chunk_start[mid] <= b) lo_leaf = mid; else hi_leaf = mid;
+    }
+    load_gauss_table<K, double>(gtab);
+    const int leaf = lo_leaf;
+    const long long t_begin = tgt_start[leaf] + (b - chunk_start[leaf]) * BS;
+    const long long t_end = min(tgt_start[leaf + 1], t_begin + BS);
+    for (int q = threadIdx.x; q < n_nbr; q += BS) {
+        const long long box = nbr[(long long)leaf * n_nbr + q];
+        const long long b0 = box >= 0 ? src_start[box] : 0;
+        s_beg[q] = b0;
+        s_cnt[q] = box >= 0 ? (int)(src_start[box + 1] - b0) : 0;
+    }
+    __syncthreads();
+    for (int q = threadIdx.x; q <= n_nbr; q += BS) {
+        int off = 0;
+        for (int r = 0; r < q; ++r) off += s_cnt[r];
+        s_off[q] = off;
+    }
+    __syncthreads();
+    const int total = s_off[n_nbr];
+    for (long long c0 = t_begin; c0 < t_end; c0 += BS) {
+        const long long i = c0 + threadIdx.x;
+        const bool active = i < t_end;
+        const long long ic = active ? i : t_begin;
+        const double tx = yt[3 * ic], ty = yt[3 * ic + 1], tz = yt[3 * ic + 2];
+        const double st2 = sig_t[ic] * sig_t[ic];
+        PairAccumulator<double> acc;
+        acc.zero();
+        double p0 = 0.0, p1 = 0.0, p2s = 0.0, w0 = 0.0, w1 = 0.0, w2 = 0.0;
+        for (int base = 0; base < total; base += TS) {
+            __syncthreads();
+            for (int k = threadIdx.x; k < TS && base + k < total; k += BS) {
+                const int pos = base + k;
+                int lo = 0, hi = n_nbr;                  // s_off[lo] ≤ pos < s_off[hi]
+                while (hi - lo > 1) {
+                    const int mid = (lo + hi) >> 1;
+                    if (s_off[mid] <= pos) lo = mid; else hi = mid;
+                }
+                const long long j = s_beg[lo] + (pos - s_off[lo]);
+                const double sj = sig_s[j];
+                sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2],
+                         alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2], sj * sj,
+                         param[2 * j], param[2 * j + 1]};
+            }
+            __syncthreads();
+            const int jn = min(TS, total - base);
+            for (int jj = 0; jj < jn; ++jj) {
+                const FieldRecord r = sh[jj];
+                const double dx = tx - r.x, dy = ty - r.y, dz = tz - r.z;
+                acc.template add<K, false>(dx, dy, dz, r.ax, r.ay, r.az, r.p, r.p2, gtab,
+                                           scut);
+                const double r2 = dx * dx + dy * dy + dz * dz;
+                const double s2 = st2 + r.s2;
+                const double inv_s = rsqrt(s2);
+                double e, z;
+                blob_fields<K>(r2, r2 * inv_s * inv_s, inv_s, e, z);
+                p0 += e * r.ax; p1 += e * r.ay; p2s += e * r.az;
+                w0 += z * r.ax; w1 += z * r.ay; w2 += z * r.az;
+            }
+        }
+        if (active) {
+            acc.template store<false>(u + 3 * i, nullptr, false);
+            psi[3 * i] = VS_INV_4PI * p0;
+            psi[3 * i + 1] = VS_INV_4PI * p1;
+            psi[3 * i + 2] = VS_INV_4PI * p2s;
+            omega[3 * i] = w0;
+            omega[3 * i + 1] = w1;
+            omega[3 * i + 2] = w2;
+        }
+    }
+}
+
+// The value of the local expansion at the sorted targets, added into out (M, 3):
+//   out_t += (1/4π) Σ_k L̃[leaf, k] ĥ^k,   ĥ = (y_t − c_leaf)/w,  |k| ≤ ORDER,
+// the far field of ψ or ω (fmm/fields.py).  Lp (n_leaves, N, 3): the leaves' normalized
+// locals with their rows in the order of the loops below (downward.l2p_loop_order);
+// blocks of BS targets of one leaf (`chunk_start`), one thread per target, monomials by
+// running products, the rows read through the cache (a block reads the same rows).
+template <int ORDER, int BS>
+__global__ void __launch_bounds__(BS)
+l2p_values(const double* __restrict__ Lp, const double* __restrict__ centres,
+           const double inv_w, const long long* __restrict__ tgt_start,
+           const long long* __restrict__ chunk_start, const int n_leaves,
+           const double* __restrict__ yt, double* __restrict__ out) {
+    constexpr int N = (ORDER + 1) * (ORDER + 2) * (ORDER + 3) / 6;
+    const long long b = blockIdx.x;
+    if (b >= chunk_start[n_leaves]) return;
+    int lo_leaf = 0, hi_leaf = n_leaves;
+    while (hi_leaf - lo_leaf > 1) {
+        const int mid = (lo_leaf + hi_leaf) >> 1;
+        if (chunk_start[mid] <= b) lo_leaf = mid; else hi_leaf = mid;
+    }
+    const long long leaf = lo_leaf;
+    const long long i = tgt_start[leaf] + (b - chunk_start[leaf]) * BS + threadIdx.x;
+    if (i >= tgt_start[leaf + 1]) return;
+    const double* L = Lp + leaf * N * 3;
+    const double hx = (yt[3 * i] - centres[3 * leaf]) * inv_w,
+                 hy = (yt[3 * i + 1] - centres[3 * leaf + 1]) * inv_w,
+                 hz = (yt[3 * i + 2] - centres[3 * leaf + 2]) * inv_w;
+    double v0 = 0.0, v1 = 0.0, v2 = 0.0, px = 1.0;
+    int j = 0;
+#pragma unroll 1
+    for (int kx = 0; kx <= ORDER; ++kx) {
+        double pxy = px;
+#pragma unroll 1
+        for (int ky = 0; ky <= ORDER - kx; ++ky) {
+            double m = pxy;
+            for (int kz = 0; kz <= ORDER - kx - ky; ++kz, ++j) {
+                v0 += L[3 * j] * m; v1 += L[3 * j + 1] * m; v2 += L[3 * j + 2] * m;
+                m *= hz;
+            }
+            pxy *= hy;
+        }
+        px *= hx;
+    }
+    out[3 * i] += VS_INV_4PI * v0;
+    out[3 * i + 1] += VS_INV_4PI * v1;
+    out[3 * i + 2] += VS_INV_4PI * v2;
+}
