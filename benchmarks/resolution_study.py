@@ -491,7 +491,7 @@ def markdown(case, entry):
 
 def write_markdown(path, doc):
     text = [f"# Resolution study ({doc['date']}, {doc['device']})", "",
-            f"{doc['levels_note']} {doc['tracers_note']}.", ""]
+            f"{doc['levels_note']}.  {doc['tracers_note'].capitalize()}.", ""]
     text += [markdown(case, entry) for case, entry in doc["cases"].items()]
     with open(path, "w") as fh:
         fh.write("\n".join(text))
