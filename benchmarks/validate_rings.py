@@ -11,8 +11,9 @@ saffman   single ring with a resolved Gaussian core (4 layers to 3σ_c, σ = σ_
           spaced σ), inviscid, RK4: speed of the impulse centre fitted over one radius of
           travel against Saffman's U = Γ/(4πR)[ln(8R/(√2σ_eff)) − 0.558]; drift of Σα
           (relative to Σ|α|), of the linear impulse and of the energy.
-leapfrog  the default leapfrog case to t = 20: pass times (ring centres swap order),
-          impulse and energy drift.
+leapfrog  the default leapfrog case to t = 20: pass times (ring centres swap order,
+          ``_rings.crossing_times``), impulse and energy drift.  The same pass times at
+          three resolutions up to ``--preset gpu``: ``resolution_study.py``.
 ground    ring_ground against the upper ring of the head-on collision of mirror rings
           (same dt, direct sum or FMM): the largest difference over the run, and the
           largest |w| on the plane z = 0.
@@ -34,6 +35,7 @@ import numpy as np
 import vortexsim
 
 import _timing as T
+from _rings import crossing_times
 from _timing import to_host
 
 
@@ -95,9 +97,7 @@ def leapfrog(args):
         d = sim.diagnostics()
         times.append(sim.t)
         gap.append(float(d["ring_centre"][1, 2] - d["ring_centre"][0, 2]))
-    gap = np.array(gap)
-    idx = np.nonzero(np.sign(gap[1:]) != np.sign(gap[:-1]))[0]
-    passes = [times[i] - gap[i] * (times[i + 1] - times[i]) / (gap[i + 1] - gap[i]) for i in idx]
+    passes = crossing_times(times, gap)
     res = {"n_elements": len(sim.elements), "n_tracers": len(sim.tracers),
            "sigma": float(to_host(sim.elements.sigma[:1])[0]),
            "pass_times": [round(p, 3) for p in passes],
