@@ -668,28 +668,34 @@ class Simulation:
         ``ring_axis`` (R, 3).
         """
         el = self.elements
+        xp = self.device.xp
         energy, enstrophy, helicity = self._quadratic_diagnostics()
-        out = {
-            "t": self.t,
-            "iteration": self.iteration,
-            "total_vorticity": to_host(D.total_vorticity(el.alpha)),
-            "linear_impulse": to_host(D.linear_impulse(el.x, el.alpha)),
-            "angular_impulse": to_host(D.angular_impulse(el.x, el.alpha)),
-            "energy": float(to_host(energy)),
-            "helicity": float(to_host(helicity)),
-            "enstrophy": float(to_host(enstrophy)),
-        }
+        values = {"total_vorticity": D.total_vorticity(el.alpha),
+                  "linear_impulse": D.linear_impulse(el.x, el.alpha),
+                  "angular_impulse": D.angular_impulse(el.x, el.alpha),
+                  "energy": energy, "helicity": helicity, "enstrophy": enstrophy}
         rings = [g for g in self.groups if g.is_ring]
+        for i, g in enumerate(rings):
+            xg, ag = el.x[g.start:g.stop], el.alpha[g.start:g.stop]
+            n_hat, origin = D.ring_frame(xg, ag, g.circulation, g.axis)
+            values.update({("ring_centre", i): D.ring_centre(xg, ag, n_hat, origin),
+                           ("ring_radius", i): D.ring_radius(xg, ag, g.circulation, n_hat),
+                           ("ring_axis", i): n_hat})
+        # one device-to-host transfer for all of them
+        flat = to_host(xp.concatenate([xp.ravel(v).astype(xp.float64) for v in values.values()]))
+        host, start = {}, 0
+        for key, v in values.items():
+            host[key] = flat[start:start + v.size].reshape(v.shape)
+            start += v.size
+        out = {"t": self.t, "iteration": self.iteration,
+               **{k: host[k] for k in ("total_vorticity", "linear_impulse", "angular_impulse")},
+               **{k: float(host[k]) for k in ("energy", "helicity", "enstrophy")}}
         if rings:
-            centres, radii, axes = [], [], []
-            for g in rings:
-                xg, ag = el.x[g.start:g.stop], el.alpha[g.start:g.stop]
-                n_hat, origin = D.ring_frame(xg, ag, g.circulation, g.axis)
-                centres.append(to_host(D.ring_centre(xg, ag, n_hat, origin)))
-                radii.append(float(to_host(D.ring_radius(xg, ag, g.circulation, n_hat))))
-                axes.append(to_host(n_hat))
-            out.update(ring_names=[g.name for g in rings], ring_centre=np.array(centres),
-                       ring_radius=np.array(radii), ring_axis=np.array(axes))
+            out.update(ring_names=[g.name for g in rings],
+                       ring_centre=np.array([host["ring_centre", i] for i in range(len(rings))]),
+                       ring_radius=np.array([float(host["ring_radius", i])
+                                             for i in range(len(rings))]),
+                       ring_axis=np.array([host["ring_axis", i] for i in range(len(rings))]))
         return out
 
     def _quadratic_diagnostics(self):

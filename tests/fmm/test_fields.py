@@ -94,7 +94,8 @@ def test_simulation_diagnostics_fast_equals_direct(case, kernel, depths, monkeyp
 
 
 def test_field_reach_holds_the_gaussian_factors_to_tol():
-    """Beyond the reach the pair factors equal the far field's to tol/10 (relative)."""
+    """Beyond the reach the pair factors equal the far field's to tol/10: g relative, ζ
+    relative to its peak."""
     from vortexsim.kernels.cutoff import blob_pair_factors
     for tol in (1e-3, 1e-6, 1e-9):
         r = F.field_reach("gaussian", tol, 1.0)

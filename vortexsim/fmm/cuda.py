@@ -173,16 +173,19 @@ class CudaNearField(NearField):
                 (g.astype(cp.float64, copy=False) if gradient else None))
 
 
-    def fields(self, tree, xs, alpha_s, sigma_s, ys, sigma_t, nbr=None, occupied=None):
+    def fields(self, tree, xs, alpha_s, sigma_s, ys, sigma_t, nbr=None, occupied=None,
+               uniform=False):
         """:meth:`NearField.fields <vortexsim.fmm.near.NearField.fields>` in
         ``p2p_fields`` (``kernels/cuda/fields.cu``), float64; ``occupied``: the leaves
-        holding targets, when known (block size)."""
+        holding targets, when known (block size); ``uniform``: every source and target
+        core is the same (records without per-source parameters)."""
         cp = import_cupy()
         f64 = cp.float64
         nbr_d = self.device_neighbors(tree.depth) if nbr is None else nbr
         m = ys.shape[0]
         block = near_block_for(m, occupied or tree.n_leaves)
-        fn = get_function("fields.cu", f"p2p_fields<{self.kernel.code},{block},128>")
+        fn = get_function("fields.cu", f"p2p_fields<{self.kernel.code},{block},128,"
+                                       f"{'true' if uniform else 'false'}>")
         u, psi, omega = (cp.empty((m, 3), f64) for _ in range(3))
         sigma_s = cp.ascontiguousarray(sigma_s, dtype=f64)
         param = source_parameters(self.kernel, sigma_s, cp).astype(f64)
@@ -192,7 +195,8 @@ class CudaNearField(NearField):
             sigma_s, cp.ascontiguousarray(param), tree.src_start,
             cp.ascontiguousarray(ys, dtype=f64), cp.ascontiguousarray(sigma_t, dtype=f64),
             tree.tgt_start, nbr_d, np.int32(nbr_d.shape[1]), chunk_start,
-            np.int32(tree.n_leaves), np.float64(self.table_cut()), u, psi, omega))
+            np.int32(tree.n_leaves), np.float64(self.table_cut()),
+            np.float64(self.field_cut() or 0.0), u, psi, omega))
         return u, psi, omega
 
 
@@ -248,13 +252,13 @@ class CudaDownward(Downward):
         m = ys.shape[0]
         out = xp.zeros((m, 3))
         perm = self.operators.cache.get(("l2p_values_order", P), lambda: xp.asarray(
-            l2p_loop_order(P + 1)))
-        Lp = xp.ascontiguousarray(Ll[:, perm, :])
+            l2p_loop_order(P + 1).astype(np.int32)))
         block = block_for(m, occupied or tree.n_leaves)
         chunk_start, grid = chunk_starts(tree, block, m)
         get_function("fields.cu", f"l2p_values<{P},{block}>")(
             (grid,), (block,),
-            (Lp, xp.ascontiguousarray(centres), np.float64(1.0 / w), tree.tgt_start,
+            (xp.ascontiguousarray(Ll), perm, xp.ascontiguousarray(centres),
+             np.float64(1.0 / w), tree.tgt_start,
              chunk_start, np.int32(tree.n_leaves), xp.ascontiguousarray(ys), out))
         return out
 

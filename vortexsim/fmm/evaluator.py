@@ -176,6 +176,7 @@ class FMM:
         self.near_radius = int(near_radius)
         self.profile = bool(profile)
         self.timings: dict[str, float] = {}
+        self._field_stages = None
         self.config: FMMConfig | None = None
         #: the stage objects on this device's backend (near, upward, m2l, downward, ...)
         self.stages = make_stages(self.device, self.kernel, self.dtype, self.tol,
@@ -302,6 +303,26 @@ class FMM:
         out = evaluate_fields(self, x, alpha, sigma, y, sigma_t, clock)
         self.timings = clock.finish()
         return out
+
+    #: leaf stencil half-width of the fields pass for kernels with a near-field reach
+    #: (gaussian, polynomial): its reach is ~1.3× the velocity's (σ_tq = √2 σ), so its
+    #: near field dominates; leaves of half the reach cut its pairs (H100: docs)
+    FIELDS_NEAR_RADIUS = 2
+
+    def field_stages(self):
+        """(stages, planner) of the fields pass (:meth:`fields`): this evaluator's, or
+        for the kernels with a reach a second set with near radius
+        :attr:`FIELDS_NEAR_RADIUS` (made once)."""
+        radius = max(self.near_radius, self.FIELDS_NEAR_RADIUS) \
+            if self.kernel.name in ("gaussian", "polynomial") else self.near_radius
+        if radius == self.near_radius:
+            return self.stages, self.planner
+        if self._field_stages is None:
+            self._field_stages = (
+                make_stages(self.device, self.kernel, self.dtype, self.tol, self.separation,
+                            radius, CHUNK_BYTES[self.device.kind]),
+                dataclasses.replace(self.planner, near_radius=radius))
+        return self._field_stages
 
     def m2l_capacity(self, x, sigma_range, root, depth, targets=()):
         """Sizes of the sparse M2L for sync-free calls at these sources (one transfer):

@@ -25,9 +25,13 @@ over pairs of blobs (:mod:`vortexsim.diagnostics`, Winckelmans & Leonard 1993, �
   ω's is zero for the Gaussian (ζ decays like e^{−ρ²/2}) and the expansion of
   ζ_σtq = c σ^{2ν−3} (r² + σ²)^{−ν} for the algebraic ones.
 
-The leaves are at least :func:`field_reach` / r wide, so that the stencil holds every
-pair whose factors differ from the far field's by more than tol/10: for the Gaussian
-ρ_f(tol) σ_tq,max with e^{−ρ_f²/2} = tol/10 (1 − ρ g(ρ) = erfc(ρ/√2) is smaller still).
+The leaves are at least :func:`field_reach` / r wide (r = 2 for the kernels with a
+reach, as the pass is near-field heavy: :meth:`FMM.field_stages
+<vortexsim.fmm.evaluator.FMM.field_stages>`), so that the stencil holds every
+pair whose factors differ from the far field's by more than tol/10 (relative; ζ relative
+to its peak): for the Gaussian ρ_f(tol) σ_tq,max
+(:func:`~vortexsim.fmm.near.gaussian_field_rho`; 5.82 σ_tq at tol = 1e-6).  Pairs of the stencil beyond ρ_f
+take the far field's factors too (1/r and 0: cheap, and the same approximation).
 The result is float64 whatever the evaluator's precision.
 """
 from __future__ import annotations
@@ -37,7 +41,7 @@ import typing
 
 from . import expansions as E
 from .downward import TargetPart
-from .near import near_field_reach
+from .near import gaussian_field_rho, near_field_reach
 from .plan import near_pairs_by_depth, stretched_width
 from .tree import build_tree, choose_depth, root_cube
 
@@ -55,10 +59,10 @@ class Fields(typing.NamedTuple):
 
 def field_reach(kernel_name, tol, sigma_pq_max):
     """Distance [L] below which ψ's and ω's pairs must be summed directly: for the
-    Gaussian ρ_f σ_pq,max with e^{−ρ_f²/2} = tol/10; σ_pq,max for ``polynomial``
-    (g = 1/ρ beyond ρ = 1); 0 for the others (their far field is exact)."""
+    Gaussian ρ_f(tol) σ_pq,max (:func:`~vortexsim.fmm.near.gaussian_field_rho`); σ_pq,max for
+    ``polynomial`` (g = 1/ρ beyond ρ = 1); 0 for the others (their far field is exact)."""
     if kernel_name == "gaussian":
-        return math.sqrt(2.0 * math.log(10.0 / tol)) * sigma_pq_max
+        return gaussian_field_rho(tol) * sigma_pq_max
     if kernel_name == "polynomial":
         return sigma_pq_max
     return 0.0
@@ -81,9 +85,11 @@ def field_greens(kernel_name, sigma_pq):
 def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock):
     """The :class:`Fields` at targets y (M, 3) [L] with cores sigma_t (M,) [L] of the
     sources x, alpha (N, 3), sigma (N,) (float64 arrays of ``fmm``'s device), through
-    the stages and planner of the :class:`~vortexsim.fmm.evaluator.FMM` ``fmm``."""
+    the stages and planner of the :class:`~vortexsim.fmm.evaluator.FMM` ``fmm`` for
+    this pass (:meth:`FMM.field_stages <vortexsim.fmm.evaluator.FMM.field_stages>`)."""
     xp = fmm.device.xp
-    stages, planner, name = fmm.stages, fmm.planner, fmm.kernel.name
+    stages, planner = fmm.field_stages()
+    name = fmm.kernel.name
     n, m = x.shape[0], y.shape[0]
     u, psi, omega = (xp.zeros((m, 3)) for _ in range(3))
     has_zeta = fmm.kernel.zeta is not None
@@ -109,7 +115,7 @@ def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock):
     # stencil holds the reach
     depth_max, min_leaf = planner.depth_limit(width, reach)
     pairs, occupied = near_pairs_by_depth(x, y, lo, stretched_width(width, depth_max, min_leaf),
-                                          depth_max, fmm.near_radius, xp)
+                                          depth_max, planner.near_radius, xp)
     depth = (planner.cheapest_depth(pairs, green_u) if fmm.leaf_size is None
              else choose_depth(n, m, fmm.leaf_size, max_depth=depth_max))
     occ = float(occupied[depth])
@@ -121,8 +127,9 @@ def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock):
     clock.lap("tree")
 
     stages.near.prepare(depth)
+    uniform = s_min == s_max == t_min == t_max
     u_s, psi_s, omega_s = stages.near.fields(tree, xs, alpha_s, sigma_s, ys, st,
-                                             occupied=occ)
+                                             occupied=occ, uniform=uniform)
     clock.lap("near")
     if depth >= 2:
         centres, w = stages.operators.box_centers(tree, depth), float(tree.box_width(depth))

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import math
 import os
 
 import numpy as np
+from scipy.special import erfcinv
 
 from ..kernels.cutoff import blob_pair_factors, get_kernel
 from ..kernels.direct import INV_4PI, accumulate_block, skew
 from .tree import neighbor_table
 
-__all__ = ["NearField", "SerialLanes", "near_field_reach", "gaussian_rho_star", "TABLE_CUT_MAX"]
+__all__ = ["NearField", "SerialLanes", "near_field_reach", "gaussian_rho_star",
+           "gaussian_field_rho", "TABLE_CUT_MAX"]
 
 #: s = (r/σ)² beyond which the near field always uses the singular pair factors (the
 #: end of the Gaussian cutoff table)
@@ -35,6 +38,14 @@ def gaussian_rho_star(tol: float) -> float:
     rho = np.linspace(0.5, 12.0, 23001)
     bad = (1.0 - k.q(rho, np) >= tol / 10) | (1.0 - k.f(rho, np) / 3.0 >= tol / 10)
     return float(rho[np.nonzero(bad)[0][-1] + 1])
+
+
+@functools.lru_cache(maxsize=64)
+def gaussian_field_rho(tol):
+    """ρ_f(tol): beyond it 1 − ρ g(ρ) = erfc(ρ/√2) < tol/10 and ζ(ρ)/ζ(0) = e^{−ρ²/2}
+    < tol/10 (Gaussian; the relative error of the far field's factors 1/r and 0 for one
+    pair; 5.82 at tol = 1e-6)."""
+    return max(math.sqrt(2.0) * float(erfcinv(tol / 10)), math.sqrt(2.0 * math.log(10.0 / tol)))
 
 
 def near_field_reach(kernel_name: str, tol: float, sigma_max: float) -> float:
@@ -154,7 +165,16 @@ class NearField:
                 leaf_sum(leaf)
         return INV_4PI * u_s, (INV_4PI * (skew(w_s) - g_s) if gradient else None)
 
-    def fields(self, tree, xs, alpha_s, sigma_s, ys, sigma_t, nbr=None, occupied=None):
+    def field_cut(self):
+        """ρ² = r²/σ_tq² from which :meth:`fields` uses the far field's pair factors
+        (Gaussian: ρ_f(tol)², :func:`gaussian_field_rho`; None for
+        the other kernels, whose factors are summed as they are)."""
+        if self.kernel.name != "gaussian":
+            return None
+        return gaussian_field_rho(self.tol) ** 2
+
+    def fields(self, tree, xs, alpha_s, sigma_s, ys, sigma_t, nbr=None, occupied=None,
+               uniform=False):
         """Near field of the diagnostics' fields at the sorted targets ys (M, 3) [L] with
         core radii sigma_t (M,) [L], float64 (:mod:`vortexsim.fmm.fields`):
 
@@ -164,13 +184,14 @@ class NearField:
 
         over every pair of each leaf's stencil, self pairs included, σ_tq² = σ_t² + σ_q²
         (:func:`~vortexsim.kernels.cutoff.blob_pair_factors`).  Other arguments as
-        :meth:`__call__` (``occupied``: GPU block sizing)."""
+        :meth:`__call__` (``occupied``, ``uniform``: GPU block sizing and records)."""
         if nbr is None:
             nbr = self.neighbors(tree.depth)
         m = ys.shape[0]
         u, psi, omega = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3))
         ss, ts = tree.src_start, tree.tgt_start
         cut = self.table_cut() if self.kernel.name == "gaussian" else None
+        field_cut = self.field_cut()
 
         def leaf_sum(leaf):
             t0, t1 = int(ts[leaf]), int(ts[leaf + 1])
@@ -188,7 +209,8 @@ class NearField:
                 accumulate_block(self.kernel, d, a_src, sigma_s[src], None, False, ub, None,
                                  None, singular_from=cut)
                 e, z = blob_pair_factors(self.kernel, np.einsum("tsk,tsk->ts", d, d),
-                                         sigma_t[c0:c1, None] ** 2 + s2_src[None, :])
+                                         sigma_t[c0:c1, None] ** 2 + s2_src[None, :],
+                                         far_from=field_cut)
                 u[c0:c1], psi[c0:c1] = ub, e @ a_src
                 if z is not None:
                     omega[c0:c1] = z @ a_src

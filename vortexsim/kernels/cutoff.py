@@ -376,7 +376,7 @@ def stream_factor(kernel, rho, xp=np):
     return inv                                                     # singular
 
 
-def blob_pair_factors(kernel, r2, s2, xp=np):
+def blob_pair_factors(kernel, r2, s2, xp=np, far_from=None):
     """The energy and enstrophy factors of blob pairs at distance² r2 [L²] whose core
     radii combine to σ_pq² = s2 [L²] (σ_p² + σ_q²: the blobs convolved):
 
@@ -385,15 +385,22 @@ def blob_pair_factors(kernel, r2, s2, xp=np):
 
     so that E = (1/8π) Σ_pq (α_p·α_q) e and Ω₂ = Σ_pq (α_p·α_q) z
     (:mod:`vortexsim.diagnostics`).  Non-finite factors (the singular kernels' r = 0)
-    are 0.  Arrays broadcast; the CUDA twin is ``blob_fields`` in ``cuda/fields.cu``.
+    are 0.  ``far_from`` (the FMM's near field, Gaussian): pairs with ρ² ≥ it take the
+    far field's factors e = 1/r, z = 0.  Arrays broadcast; the CUDA twin is
+    ``blob_fields`` in ``cuda/fields.cu``.
     """
     k = get_kernel(kernel)
     s = xp.sqrt(s2)
-    rho = xp.sqrt(r2 / s2)
+    rho2 = r2 / s2
+    rho = xp.sqrt(rho2)
     with np.errstate(divide="ignore", invalid="ignore"):
         e = stream_factor(k, rho, xp) / s
+        if far_from is not None:
+            e = xp.where(rho2 >= far_from, 1.0 / xp.sqrt(r2), e)
     e = xp.where(xp.isfinite(e), e, 0.0)
     z = None if k.zeta is None else k.zeta(rho, xp) / (s2 * s)
+    if z is not None and far_from is not None:
+        z = xp.where(rho2 >= far_from, 0.0, z)
     return e, z
 
 

@@ -11,8 +11,10 @@
 // with σ_tq² = σ_t² + σ_q² (blob_pair_factors in kernels/cutoff.py, the NumPy
 // specification) and d = y_t − x_q.  Every pair of the stencil is summed, self pairs
 // included (their u term is 0; g and ζ are finite except for the singular kernel's
-// g, which is dropped at r = 0).  Kernels without ζ write ω = 0.  No atomics: the
-// results are bitwise reproducible.
+// g, which is dropped at r = 0).  Kernels without ζ write ω = 0.  Gaussian pairs with
+// ρ² = r²/σ_tq² ≥ fcut take the far field's factors 1/r and 0 (most of a stencil's
+// pairs: no erf, no exp; fmm/fields.py).  No atomics: the results are bitwise
+// reproducible.
 #include "p2p.cuh"
 
 #define VS_INV_4PI 0.079577471545947667884
@@ -23,10 +25,15 @@ struct FieldRecord { double x, y, z, ax, ay, az, s2, p, p2; };
 
 // g(ρ)/σ and ζ(ρ)/σ³ for s = ρ² = r²/σ², inv_s = 1/σ (σ = σ_tq).
 template <int K>
-__device__ __forceinline__ void blob_fields(double r2, double s, double inv_s, double& e,
-                                            double& z) {
+__device__ __forceinline__ void blob_fields(double r2, double s, double inv_s, double fcut,
+                                            double& e, double& z) {
     const double inv_s3 = inv_s * inv_s * inv_s;
     if (K == KERNEL_GAUSSIAN) {
+        if (s >= fcut) {                                 // the far field's factors
+            e = rsqrt(r2);
+            z = 0.0;
+            return;
+        }
         if (s < 1e-6) {                                  // ρ < 1e-3: the series
             e = VS_SQRT_2_OVER_PI * (1.0 - s / 6.0 + s * s / 40.0) * inv_s;
         } else {
@@ -52,7 +59,12 @@ __device__ __forceinline__ void blob_fields(double r2, double s, double inv_s, d
     }
 }
 
-template <int K, int BS, int TS>
+// UNIFORM: every source and target has the core of the first (one σ): records without
+// per-source parameters (48 bytes instead of 72) and σ_tq kernel-wide.
+template <bool UNIFORM> struct FieldRecordOf { using type = FieldRecord; };
+template <> struct FieldRecordOf<true> { using type = PointRecord<double>; };
+
+template <int K, int BS, int TS, bool UNIFORM = false>
 __global__ void __launch_bounds__(BS)
 p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
            const double* __restrict__ sig_s, const double* __restrict__ param,
@@ -60,8 +72,10 @@ p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
            const double* __restrict__ sig_t, const long long* __restrict__ tgt_start,
            const long long* __restrict__ nbr, const int n_nbr,
            const long long* __restrict__ chunk_start, const int n_leaves, const double scut,
-           double* __restrict__ u, double* __restrict__ psi, double* __restrict__ omega) {
-    __shared__ FieldRecord sh[TS];
+           const double fcut, double* __restrict__ u, double* __restrict__ psi,
+           double* __restrict__ omega) {
+    using Record = typename FieldRecordOf<UNIFORM>::type;
+    __shared__ Record sh[TS];
     __shared__ double gtab[GaussTableSize<K, double>::value];
     __shared__ long long s_beg[125];
     __shared__ int s_cnt[125], s_off[126];
@@ -90,12 +104,16 @@ p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
     }
     __syncthreads();
     const int total = s_off[n_nbr];
+    // kernel-wide parameters of the uniform case: the u pair's p, p2; 1/σ_tq and 1/σ_tq²
+    const double p_u = UNIFORM ? param[0] : 0.0, p2_u = UNIFORM ? param[1] : 0.0;
+    const double inv_su = UNIFORM ? rsqrt(2.0 * sig_s[0] * sig_s[0]) : 0.0;
+    const double inv_su2 = inv_su * inv_su;
     for (long long c0 = t_begin; c0 < t_end; c0 += BS) {
         const long long i = c0 + threadIdx.x;
         const bool active = i < t_end;
         const long long ic = active ? i : t_begin;
         const double tx = yt[3 * ic], ty = yt[3 * ic + 1], tz = yt[3 * ic + 2];
-        const double st2 = sig_t[ic] * sig_t[ic];
+        const double st2 = UNIFORM ? 0.0 : sig_t[ic] * sig_t[ic];
         PairAccumulator<double> acc;
         acc.zero();
         double p0 = 0.0, p1 = 0.0, p2s = 0.0, w0 = 0.0, w1 = 0.0, w2 = 0.0;
@@ -109,25 +127,37 @@ p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
                     if (s_off[mid] <= pos) lo = mid; else hi = mid;
                 }
                 const long long j = s_beg[lo] + (pos - s_off[lo]);
-                const double sj = sig_s[j];
-                sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2],
-                         alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2], sj * sj,
-                         param[2 * j], param[2 * j + 1]};
+                if constexpr (UNIFORM) {
+                    sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2],
+                             alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2]};
+                } else {
+                    const double sj = sig_s[j];
+                    sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2],
+                             alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2], sj * sj,
+                             param[2 * j], param[2 * j + 1]};
+                }
             }
             __syncthreads();
             const int jn = min(TS, total - base);
             for (int jj = 0; jj < jn; ++jj) {
-                const FieldRecord r = sh[jj];
-                const double dx = tx - r.x, dy = ty - r.y, dz = tz - r.z;
-                acc.template add<K, false>(dx, dy, dz, r.ax, r.ay, r.az, r.p, r.p2, gtab,
-                                           scut);
+                double dx, dy, dz, ax, ay, az, inv_s, p, p2;
+                if constexpr (UNIFORM) {
+                    const PointRecord<double> r = load_point(sh + jj);
+                    dx = tx - r.x; dy = ty - r.y; dz = tz - r.z;
+                    ax = r.ax; ay = r.ay; az = r.az;
+                    inv_s = inv_su; p = p_u; p2 = p2_u;
+                } else {
+                    const FieldRecord r = sh[jj];
+                    dx = tx - r.x; dy = ty - r.y; dz = tz - r.z;
+                    ax = r.ax; ay = r.ay; az = r.az;
+                    inv_s = rsqrt(st2 + r.s2); p = r.p; p2 = r.p2;
+                }
+                acc.template add<K, false>(dx, dy, dz, ax, ay, az, p, p2, gtab, scut);
                 const double r2 = dx * dx + dy * dy + dz * dz;
-                const double s2 = st2 + r.s2;
-                const double inv_s = rsqrt(s2);
                 double e, z;
-                blob_fields<K>(r2, r2 * inv_s * inv_s, inv_s, e, z);
-                p0 += e * r.ax; p1 += e * r.ay; p2s += e * r.az;
-                w0 += z * r.ax; w1 += z * r.ay; w2 += z * r.az;
+                blob_fields<K>(r2, r2 * (UNIFORM ? inv_su2 : inv_s * inv_s), inv_s, fcut, e, z);
+                p0 += e * ax; p1 += e * ay; p2s += e * az;
+                w0 += z * ax; w1 += z * ay; w2 += z * az;
             }
         }
         if (active) {
@@ -144,13 +174,15 @@ p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
 
 // The value of the local expansion at the sorted targets, added into out (M, 3):
 //   out_t += (1/4π) Σ_k L̃[leaf, k] ĥ^k,   ĥ = (y_t − c_leaf)/w,  |k| ≤ ORDER,
-// the far field of ψ or ω (fmm/fields.py).  Lp (n_leaves, N, 3): the leaves' normalized
-// locals with their rows in the order of the loops below (downward.l2p_loop_order);
-// blocks of BS targets of one leaf (`chunk_start`), one thread per target, monomials by
-// running products, the rows read through the cache (a block reads the same rows).
+// the far field of ψ or ω (fmm/fields.py).  L (n_leaves, N, 3): the leaves' normalized
+// locals; perm (N,): their rows in the order of the loops below
+// (downward.l2p_loop_order); blocks of BS targets of one leaf (`chunk_start`), one
+// thread per target, monomials by running products, the rows read through the cache (a
+// block reads the same rows).
 template <int ORDER, int BS>
 __global__ void __launch_bounds__(BS)
-l2p_values(const double* __restrict__ Lp, const double* __restrict__ centres,
+l2p_values(const double* __restrict__ Lg, const int* __restrict__ perm,
+           const double* __restrict__ centres,
            const double inv_w, const long long* __restrict__ tgt_start,
            const long long* __restrict__ chunk_start, const int n_leaves,
            const double* __restrict__ yt, double* __restrict__ out) {
@@ -165,7 +197,7 @@ l2p_values(const double* __restrict__ Lp, const double* __restrict__ centres,
     const long long leaf = lo_leaf;
     const long long i = tgt_start[leaf] + (b - chunk_start[leaf]) * BS + threadIdx.x;
     if (i >= tgt_start[leaf + 1]) return;
-    const double* L = Lp + leaf * N * 3;
+    const double* L = Lg + leaf * N * 3;
     const double hx = (yt[3 * i] - centres[3 * leaf]) * inv_w,
                  hy = (yt[3 * i + 1] - centres[3 * leaf + 1]) * inv_w,
                  hz = (yt[3 * i + 2] - centres[3 * leaf + 2]) * inv_w;
@@ -178,7 +210,8 @@ l2p_values(const double* __restrict__ Lp, const double* __restrict__ centres,
         for (int ky = 0; ky <= ORDER - kx; ++ky) {
             double m = pxy;
             for (int kz = 0; kz <= ORDER - kx - ky; ++kz, ++j) {
-                v0 += L[3 * j] * m; v1 += L[3 * j + 1] * m; v2 += L[3 * j + 2] * m;
+                const double* row = L + 3 * perm[j];
+                v0 += row[0] * m; v1 += row[1] * m; v2 += row[2] * m;
                 m *= hz;
             }
             pxy *= hy;
