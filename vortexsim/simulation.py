@@ -367,6 +367,7 @@ class Simulation:
         self.run_timings, self.output_timings, self._output_waited = {}, {}, 0.0
         self._writer = None            # the run's WriterThread (async_output, inside run())
         self._output_call = None       # the writer being called: _OutputCall
+        self._owed = []                # (schedule, state) of writes being undone
 
     def run(self, t_end=None, steps=None, progress=None, *, pickup=None):
         """Step until a stop criterion is met; callbacks and output writers act on their
@@ -490,8 +491,7 @@ class Simulation:
                     bar.close()
                     self._finalize("failed")
                     raise
-                if self._writer is not None:
-                    self._writer.poll()          # a background write that failed
+                self._poll_output()              # a background write that failed
                 for name, callback in self.callbacks.items():
                     if callback.schedule is None or callback.schedule(self):
                         with self._timed(name):
@@ -582,8 +582,9 @@ class Simulation:
         state): it runs while the next steps are computed.  ``undo()`` (optional, main
         thread) forgets what the writer recorded for this output if the write fails or
         is discarded after an earlier failure; the writer's schedule is then restored
-        as well, so that the output stays owed.  Raises the exception of a write that
-        failed before (see :meth:`run`); waits while two writes are pending.
+        as well (to its state before the newest such output), so that the output stays
+        owed.  Raises the exception of a write that failed before (see :meth:`run`);
+        waits while two writes are pending.
         """
         call = self._output_call
         name, schedule, before = ("output", None, None) if call is None else \
@@ -595,22 +596,43 @@ class Simulation:
             if undo is not None:
                 undo()
             if schedule is not None:
-                load_schedule_state(schedule, before)
+                self._owed.append((schedule, before))
 
-        if self._writer is None:
+        with self._owing():
+            if self._writer is not None:
+                self._writer.submit(Job(name, func, rollback))
+                return
             try:
                 func()
             except BaseException:
                 rollback()
                 raise
-            return
-        self._writer.submit(Job(name, func, rollback))
 
     def flush_output(self):
         """Wait until every file handed to :meth:`submit_output` is on disk; raises the
         exception of a write that failed.  Nothing to do outside :meth:`run`."""
         if self._writer is not None:
-            self._writer.flush()
+            with self._owing():
+                self._writer.flush()
+
+    def _poll_output(self):
+        """Raise the exception of a write that failed on the output thread (no wait)."""
+        if self._writer is not None:
+            with self._owing():
+                self._writer.poll()
+
+    @contextlib.contextmanager
+    def _owing(self):
+        """Restore the schedules of the writes undone in the block (failed, or discarded
+        after a failure; undone newest first): each writer's to its state before the
+        newest of them, so that one output stays owed, as after a failed synchronous
+        write, and a restart writes it at once and is back on its times."""
+        try:
+            yield
+        finally:
+            owed, self._owed = self._owed, []
+            for schedule, before in reversed(owed):      # oldest first: the newest wins
+                load_schedule_state(schedule, before)
 
     @contextlib.contextmanager
     def _calling(self, name, schedule=None, before=None):
@@ -634,10 +656,11 @@ class Simulation:
         writer, self._writer = self._writer, None
         if writer is None:
             return
-        if writer.pending:
-            writer.abort(timeout=5.0)
-        else:
-            writer.close()
+        with self._owing():
+            if writer.pending:
+                writer.abort(timeout=5.0)
+            else:
+                writer.close()
         self.output_timings = {name: {"write": w, "waited": d, "jobs": n}
                                for name, (w, d, n) in writer.timings.items()}
         self._output_waited = writer.waited
