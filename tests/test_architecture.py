@@ -24,7 +24,7 @@ LAYERS = (
     ("physics", ("vortexsim.state", "vortexsim.inputs", "vortexsim.physics",
                  "vortexsim.summation", "vortexsim.diagnostics")),
     ("integrators", ("vortexsim.integrators",)),
-    ("simulation", ("vortexsim.simulation",)),
+    ("simulation", ("vortexsim.simulation", "vortexsim.writer_thread")),
     ("io", ("vortexsim.output",)),
     ("cases", ("vortexsim.cases",)),
     ("cli", ("vortexsim.cli", "vortexsim.demo", "vortexsim.__main__", "vortexsim")),

@@ -26,10 +26,16 @@ writers (:func:`vortexsim.output.writers.run_writers`, intervals from
         step, shortened so as to land on the next snapshot / diagnostics time
         on a diagnostics time: append a row (diagnostics.nc rewritten atomically)
         on a snapshot time: write snapshot_<iteration>.nc (atomically)
-        on SIGINT/SIGTERM (after the step in progress): write a checkpoint, exit 130/143
+        on SIGINT/SIGTERM (after the step in progress and the pending writes): write a
+            checkpoint, exit 130/143; a second SIGINT: give up the queued writes, exit 130
         on a failed safety check (NaN/inf, blow-up): write the last good state, exit 1
-        on any other error: write the state of the last completed step, re-raise
+        on any other error (a failed write too): write the state of the last completed
+            step, re-raise
     end: final diagnostics row and snapshot, plot.png
+
+The files are written on the run's output thread while the next steps run
+(:meth:`vortexsim.Simulation.run`, ``docs/driver.md``); signals reach only the main
+thread, which never holds a netCDF file, so a second Ctrl-C cannot hang the process.
 
 Exit codes: 0 done; 1 the simulation failed (the last good state is written); 2 bad input
 (one-line message, no traceback); 130/143 interrupted by SIGINT/SIGTERM (checkpoint written).
@@ -256,8 +262,10 @@ def _add_file_log(run_dir):
 
 # -- running: signals and exit codes ---------------------------------------------------------
 class _Stop:
-    """SIGINT/SIGTERM → ``sim.request_stop()``: the run finishes the step in progress, its
-    writers checkpoint, and the command exits 128 + signal; a second SIGINT aborts."""
+    """SIGINT/SIGTERM → ``sim.request_stop()``: the run finishes the step in progress and
+    the pending writes, its writers checkpoint, and the command exits 128 + signal; a
+    second SIGINT aborts (KeyboardInterrupt: the run gives up its queued writes and lets
+    the one in flight finish; no partial file)."""
 
     def __init__(self, sim):
         self.sim = sim

@@ -11,6 +11,9 @@ stop criteria (``stop_time``, ``stop_iteration``, ``wall_time_limit``), the orde
 restores the simulation and the state of every writer, callback and schedule.  It knows
 writers only through their protocol (``write(sim)``, ``schedule``, ``state_dict()``, ...;
 see :meth:`Simulation.run`); the netCDF writers are in :mod:`vortexsim.output.writers`.
+Their files are written on the run's output thread (:mod:`vortexsim.writer_thread`,
+through :meth:`Simulation.submit_output`) while the next steps run; ``run`` returns
+once every file is on disk.
 
 One step (:meth:`Simulation.step`), in this order::
 
@@ -56,6 +59,7 @@ from .integrators import get_scheme
 from .physics import FMMPlanner, Summation, VortexRHS, make_domain
 from .schedules import due, load_schedule_state, schedule_state
 from .state import ElementGroup, Elements, Tracers, group_labels, make_elements, make_tracers
+from .writer_thread import Job, WriterThread
 from . import diagnostics as D
 
 logger = logging.getLogger(__name__)
@@ -128,6 +132,9 @@ class Simulation:
         e.g. :mod:`vortexsim.output.writers`) or a sequence of writers
     stop_iteration : int, optional, stop :meth:`run` at this iteration
     wall_time_limit : float [s], optional, stop :meth:`run` after this much wall time
+    async_output : bool, default True: during :meth:`run` the writers' files are written
+        on a background thread (:mod:`vortexsim.writer_thread`) while the next steps run;
+        False: each write blocks the run (see :meth:`submit_output`)
     **run : the run parameters of :data:`RUN_DEFAULTS`:
 
         dt [T] (required), t_end [T], integrator {"euler", "rk2", "rk4"},
@@ -141,12 +148,13 @@ class Simulation:
     ----------
     t, iteration, dt (the next step's dt), elements, tracers, groups, config, device,
     summation, rhs, scheme, callbacks, output_writers, stop_time, stop_iteration,
-    wall_time_limit, stop_reason (why the last run stopped)
+    wall_time_limit, async_output, stop_reason (why the last run stopped), run_timings and
+    output_timings (where the last run's wall time went)
     """
 
     def __init__(self, elements, tracers=None, *, groups=(), t0=0.0, case=None,
                  case_params=None, callbacks=(), output_writers=None, stop_iteration=None,
-                 wall_time_limit=None, **run):
+                 wall_time_limit=None, async_output=True, **run):
         unknown = sorted(set(run) - set(RUN_DEFAULTS))
         if unknown:
             hint = "; ".join(f"{k!r}{did_you_mean(k, RUN_DEFAULTS, parenthetical=True)}"
@@ -227,7 +235,8 @@ class Simulation:
         logger.info("Simulation %s: %d elements, %d tracers, %s on %s, %s dt=%g",
                     case or "", n, m, self.summation.method, self.device.describe(),
                     self.scheme.name, self.dt)
-        self._init_loop(callbacks, output_writers, stop_iteration, wall_time_limit)
+        self._init_loop(callbacks, output_writers, stop_iteration, wall_time_limit,
+                        async_output)
 
     # -- host-side bookkeeping ------------------------------------------------
     def _host_sigma_range(self):
@@ -342,10 +351,11 @@ class Simulation:
             raise SimulationError(msg, step, t, self.state_dict())
 
     # -- the run loop ----------------------------------------------------------------
-    def _init_loop(self, callbacks, output_writers, stop_iteration, wall_time_limit):
+    def _init_loop(self, callbacks, output_writers, stop_iteration, wall_time_limit,
+                   async_output):
         """The run loop's part of the constructor: ``callbacks`` and ``output_writers``
-        become ordered dicts (:class:`Components`), and the stop criteria are set (the
-        config's ``t_end`` is the default ``stop_time``)."""
+        become ordered dicts (:class:`Components`), the stop criteria are set (the
+        config's ``t_end`` is the default ``stop_time``), and the output mode."""
         self.callbacks = Components("callback", callbacks)
         self.output_writers = Components("output writer", output_writers or {})
         t_end = self._run["t_end"]
@@ -359,6 +369,11 @@ class Simulation:
         self.wall_time_limit = None if wall_time_limit is None else float(wall_time_limit)
         self.stop_reason = None
         self._stop_requested = False
+        self.async_output = bool(async_output)
+        self.run_timings, self.output_timings, self._output_waited = {}, {}, 0.0
+        self._writer = None            # the run's WriterThread (async_output, inside run())
+        self._output_call = None       # the writer being called: _OutputCall
+        self._owed = []                # (schedule, state) of writes being undone
 
     def run(self, t_end=None, steps=None, progress=None, *, pickup=None):
         """Step until a stop criterion is met; callbacks and output writers act on their
@@ -379,13 +394,15 @@ class Simulation:
             ``read_checkpoint``), or a dict (:meth:`checkpoint_state`, or a
             :meth:`state_dict` alone).  ``run(pickup=p)`` is ``pickup(p); run()``.
 
-        Returns self; :attr:`stop_reason` says why the run stopped: ``"stop_time"``,
-        ``"stop_iteration"``, ``"wall_time_limit"`` or ``"interrupted"`` (after
-        :meth:`request_stop`, e.g. from a signal handler).
+        Returns self, once every file of the run is on disk; :attr:`stop_reason` says
+        why the run stopped: ``"stop_time"``, ``"stop_iteration"``,
+        ``"wall_time_limit"`` or ``"interrupted"`` (after :meth:`request_stop`, e.g.
+        from a signal handler).
 
         Raises ValueError("No stopping criterion ...") when nothing would stop the run,
-        and :class:`SimulationError` when a step fails a safety check (the simulation
-        stays at its last good state, which the writers have checkpointed).
+        :class:`SimulationError` when a step fails a safety check (the simulation stays
+        at its last good state, which the writers have checkpointed), and the exception
+        of a failed file write (after the ``"error"`` checkpoint).
 
         Order of operations::
 
@@ -399,10 +416,16 @@ class Simulation:
                 target = min(stop_time, next_time of every schedule after t)
                 step(target)                     # dt shortened to land on target
                     SimulationError: finalize("failed"); raise
+                raise the error of a background write that failed, if any
                 for each callback: if schedule is None or schedule(sim): callback(sim)
                 for each writer:   if schedule is not None and schedule(sim): write(sim)
             finalize("done")
             any other exception: finalize("error"); raise
+            KeyboardInterrupt (e.g. a second Ctrl-C): give up the pending writes; raise
+
+            finalize(reason): flush the output thread (wait for every pending write);
+                              finalize(sim, reason) of each callback and writer;
+                              flush again
 
         "t ≥ stop_time" and the schedules' times count as reached within a relative
         1e-10 (:func:`vortexsim.schedules.due`).  ``finalize(reason)`` calls
@@ -413,6 +436,16 @@ class Simulation:
         have ``schedule`` (None: acts only in ``finalize``) and ``write(sim)``, and
         optionally ``initialize(sim)``, ``finalize(sim, reason)``, ``state_dict()`` and
         ``load_state_dict(state)`` (what checkpoints store and :meth:`pickup` restores).
+
+        Output (:attr:`async_output`, default True): a writer captures what it writes on
+        the main thread and hands the file I/O to :meth:`submit_output`, which queues it
+        on the run's output thread (:class:`vortexsim.writer_thread.WriterThread`: one
+        thread, submission order, at most 2 pending writes); a writer without it writes
+        at once.  A write that fails on the thread is raised here at the next step, the
+        next write or the flush of ``finalize``, and the run then ends like a failed
+        write of a synchronous run: the output stays owed by its schedule and the
+        writers' state is that of the files on disk, ``finalize("error")`` checkpoints
+        the state of the last completed step, and the write's exception is raised.
         """
         if pickup is not None:
             self.pickup(pickup)
@@ -431,9 +464,14 @@ class Simulation:
         show = self._run["progress"] if progress is None else progress
         self.initialize()
         self.stop_reason = None
-        #: wall seconds and counts of this run's parts: "steps" and each writer and
-        #: callback by name ({name: [seconds, count]}), logged at the end
+        #: main-thread wall seconds and counts of this run's parts: "steps" and each
+        #: writer and callback by name ({name: [seconds, count]}; waits for the output
+        #: thread excluded), logged at the end with output_timings
         self.run_timings = {"steps": [0.0, 0]}
+        #: the output thread's part, by writer name: {name: {"write": seconds written
+        #: on the thread, "waited": seconds the main thread waited for them, "jobs": n}}
+        self.output_timings, self._output_waited = {}, 0.0
+        self._writer = WriterThread() if self.async_output else None
         start, n0, t_start = time.perf_counter(), self.iteration, self.t
         bar = _ProgressBar(False, self)
         try:
@@ -449,6 +487,7 @@ class Simulation:
                     self.stop_reason = "interrupted"
                     bar.close()
                     self._finalize("interrupted")
+                    self._close_output()
                     self._log_timings(time.perf_counter() - start)
                     return self
                 try:
@@ -458,6 +497,7 @@ class Simulation:
                     bar.close()
                     self._finalize("failed")
                     raise
+                self._poll_output()              # a background write that failed
                 for name, callback in self.callbacks.items():
                     if callback.schedule is None or callback.schedule(self):
                         with self._timed(name):
@@ -474,6 +514,8 @@ class Simulation:
             bar.close()
             self._finalize("error")
             raise
+        finally:        # after an interruption (a second Ctrl-C): gives up pending writes
+            self._close_output()
         wall = time.perf_counter() - start
         done = self.iteration - n0
         if done:
@@ -505,52 +547,177 @@ class Simulation:
         return target
 
     def _finalize(self, reason):
+        """Flush the pending writes, ``finalize(sim, reason)`` of every callback and writer,
+        flush again.  With ``reason == "error"`` nothing raises (the run's own exception
+        is the one to report): failures are logged."""
         self._stop_requested = False      # a request is spent by the run that ends here
+        self._flush_after(reason)
         for name, comp in (*self.callbacks.items(), *self.output_writers.items()):
             finalize = getattr(comp, "finalize", None)
             if finalize is None:
                 continue
             if reason != "error":
-                with self._timed(name):
+                with self._timed(name), self._calling(name):
                     finalize(self, reason)
                 continue
             try:                      # the run's own exception is the one to report
-                finalize(self, reason)
+                with self._calling(name):
+                    finalize(self, reason)
             except Exception as exc:  # noqa: BLE001
                 logger.error("%s could not finalize after the error: %s",
                              type(comp).__name__, exc)
+        self._flush_after(reason)
+
+    def _flush_after(self, reason):
+        if reason != "error":
+            self.flush_output()
+            return
+        try:
+            self.flush_output()
+        except Exception as exc:  # noqa: BLE001 - the run's own exception is the one to report
+            logger.error("an output write failed after the error: %s", exc)
+
+    # -- output: the writers' files, at once or on the output thread -------------------------
+    def submit_output(self, func, undo=None):
+        """Write files: ``func()`` runs on the run's output thread (inside :meth:`run`, with
+        :attr:`async_output`), after every write submitted before it, or at once.
+
+        The output protocol for writers: a writer's ``write(sim)`` or ``finalize(sim,
+        reason)`` captures what it writes (host copies) and hands the file I/O to this.
+        ``func`` must use only what was captured (no device arrays, no simulation
+        state): it runs while the next steps are computed.  ``undo()`` (optional, main
+        thread) forgets what the writer recorded for this output if the write fails or
+        is discarded after an earlier failure; the writer's schedule is then restored
+        as well (to its state before the newest such output), so that the output stays
+        owed.  Raises the exception of a write that failed before (see :meth:`run`);
+        waits while two writes are pending.
+        """
+        call = self._output_call
+        name, schedule, before = ("output", None, None) if call is None else \
+            (call.name, call.schedule, call.before)
+        if call is not None:
+            call.submitted = True
+
+        def rollback():
+            if undo is not None:
+                undo()
+            if schedule is not None:
+                self._owed.append((schedule, before))
+
+        with self._owing():
+            if self._writer is not None:
+                self._writer.submit(Job(name, func, rollback))
+                return
+            try:
+                func()
+            except BaseException:
+                rollback()
+                raise
+
+    def flush_output(self):
+        """Wait until every file handed to :meth:`submit_output` is on disk; raises the
+        exception of a write that failed.  Nothing to do outside :meth:`run`."""
+        if self._writer is not None:
+            with self._owing():
+                self._writer.flush()
+
+    def _poll_output(self):
+        """Raise the exception of a write that failed on the output thread (no wait)."""
+        if self._writer is not None:
+            with self._owing():
+                self._writer.poll()
+
+    @contextlib.contextmanager
+    def _owing(self):
+        """Restore the schedules of the writes undone in the block (failed, or discarded
+        after a failure; undone newest first): each writer's to its state before the
+        newest of them, so that one output stays owed, as after a failed synchronous
+        write, and a restart writes it at once and is back on its times."""
+        try:
+            yield
+        finally:
+            owed, self._owed = self._owed, []
+            for schedule, before in reversed(owed):      # oldest first: the newest wins
+                load_schedule_state(schedule, before)
+
+    @contextlib.contextmanager
+    def _calling(self, name, schedule=None, before=None):
+        """The writer ``name`` is being called (for :meth:`submit_output`): its schedule
+        and the schedule's state before it fired (None: a finalize)."""
+        outer = self._output_call
+        self._output_call = call = _OutputCall(name, schedule, before)
+        try:
+            yield call
+        finally:
+            self._output_call = outer
+
+    def _waited(self):
+        return 0.0 if self._writer is None else self._writer.waited
+
+    def _close_output(self):
+        """Stop the run's output thread and keep its timings in :attr:`output_timings`.
+        Idle after the final flush; with writes still pending (a KeyboardInterrupt, e.g.
+        a second Ctrl-C, cut the run short) it is aborted: the queued writes are given
+        up and the one in flight gets up to 5 s to finish (no partial file)."""
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        with self._owing():
+            if writer.pending:
+                writer.abort(timeout=5.0)
+            else:
+                writer.close()
+        self.output_timings = {name: {"write": w, "waited": d, "jobs": n}
+                               for name, (w, d, n) in writer.timings.items()}
+        self._output_waited = writer.waited
 
     @contextlib.contextmanager
     def _timed(self, name):
-        """Add the wall time of the block to ``run_timings[name]`` (and count it)."""
-        t0 = time.perf_counter()
+        """Add the main-thread wall time of the block (less its waits for the output
+        thread) to ``run_timings[name]`` (and count it)."""
+        t0, w0 = time.perf_counter(), self._waited()
         try:
             yield
         finally:
             entry = self.run_timings.setdefault(name, [0.0, 0])
-            entry[0] += time.perf_counter() - t0
+            entry[0] += time.perf_counter() - t0 - (self._waited() - w0)
             entry[1] += 1
 
     def _log_timings(self, wall):
-        """One log line: where the run's wall time went (steps, each writer, callbacks)."""
+        """Where the run's wall time went: one line for the main thread (steps, each writer
+        and callback, the waits for the output thread), one for the output thread."""
+        waited = self._output_waited
         parts = [f"{name} {sec:.3g} s ({n})" for name, (sec, n) in self.run_timings.items()
                  if n]
-        rest = wall - sum(sec for sec, _ in self.run_timings.values())
+        if self.output_timings:
+            parts.append(f"waiting for the output thread {waited:.3g} s")
+        rest = wall - sum(sec for sec, _ in self.run_timings.values()) - waited
         logger.info("time: %s; other %.3g s; wall %.3g s", ", ".join(parts), rest, wall)
+        if self.output_timings:
+            out = self.output_timings.values()
+            written = sum(o["write"] for o in out)
+            logger.info("output thread: %s; %.3g s of %.3g s overlapped with the run",
+                        ", ".join(f"{name} {o['write']:.3g} s ({o['jobs']}, waited "
+                                  f"{o['waited']:.3g} s)"
+                                  for name, o in self.output_timings.items()),
+                        max(written - sum(o["waited"] for o in out), 0.0), written)
 
     def _write_if_due(self, name, writer):
         """``writer.write(self)`` when its schedule is due; a write that raises leaves the
-        schedule as it was (a checkpoint then still owes that output)."""
+        schedule as it was (a checkpoint then still owes that output): here, or through
+        :meth:`submit_output` when the write fails on the output thread."""
         if writer.schedule is None:
             return
         before = schedule_state(writer.schedule)
         if writer.schedule(self):
-            try:
-                with self._timed(name):
-                    writer.write(self)
-            except BaseException:
-                load_schedule_state(writer.schedule, before)
-                raise
+            with self._calling(name, writer.schedule, before) as call:
+                try:
+                    with self._timed(name):
+                        writer.write(self)
+                except BaseException:
+                    if not call.submitted:        # (else its rollback restored it)
+                        load_schedule_state(writer.schedule, before)
+                    raise
 
     def request_stop(self):
         """Ask the running :meth:`run` to stop after the step in progress: the writers
@@ -797,6 +964,18 @@ class Simulation:
         self.planner.load_state_dict(state)
         self.planner.observe_box(self._host_box_stats())
         return self
+
+
+@dataclasses.dataclass
+class _OutputCall:
+    """The writer that :meth:`Simulation.run` is calling: its name, its schedule and the
+    schedule's state before it fired (None in ``finalize``), and whether it handed a
+    write to :meth:`Simulation.submit_output` (whose rollback then owns the schedule)."""
+
+    name: str
+    schedule: object = None
+    before: object = None
+    submitted: bool = False
 
 
 def _whole(name, value):

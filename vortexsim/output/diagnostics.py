@@ -12,9 +12,10 @@ Layout (xarray, engine netcdf4)::
 
 The quantities are those of :meth:`vortexsim.Simulation.diagnostics` (``physics.md``).
 The whole file is rewritten atomically at every new row (it is small), so it always holds
-every row up to the last one computed.  On a restart from a snapshot the rows after the
-snapshot's iteration are dropped and recomputed, so the file continues without
-duplicated or missing rows.
+every row up to the last one written; during a run the rewrite runs on the output thread
+(:mod:`vortexsim.writer_thread`), from the rows captured when the row was added.  On a
+restart from a snapshot the rows after the snapshot's iteration are dropped and
+recomputed, so the file continues without duplicated or missing rows.
 """
 from __future__ import annotations
 
@@ -138,19 +139,36 @@ class DiagnosticsLog:
         return cls(path, meta, kept, history)
 
     def append(self, row):
+        """Add ``row`` and rewrite the file; if the write fails the row is dropped again."""
+        row = self.add(row)
+        try:
+            self.write()
+        except BaseException:
+            self.discard(row)        # the file does not hold it: neither does the log
+            raise
+
+    def add(self, row):
+        """Add a copy of ``row`` in memory only (its arrays copied); returns the copy.  The
+        caller writes the file (:meth:`write` of ``list(self.rows)``, e.g. on the output
+        thread) or :meth:`discard` s the row when that fails."""
         row = dict(row)
         for k, v in row.items():
             if isinstance(v, np.ndarray):
                 row[k] = v.copy()
         self.rows.append(row)
-        try:
-            self.write()
-        except BaseException:
-            self.rows.pop()          # the file does not hold it: neither does the log
-            raise
+        return row
 
-    def write(self):
-        ds = _to_dataset(self.rows, self.meta, self.history)
+    def discard(self, row):
+        """Remove the row that :meth:`add` returned (the newest, when failed writes are
+        undone newest first)."""
+        for i in range(len(self.rows) - 1, -1, -1):
+            if self.rows[i] is row:
+                del self.rows[i]
+                return
+
+    def write(self, rows=None):
+        """Rewrite the file atomically with ``rows`` (default: all the rows in memory)."""
+        ds = _to_dataset(self.rows if rows is None else rows, self.meta, self.history)
         encoding = {name: {"_FillValue": None} for name in ds.variables if name != "ring"}
         with atomic_path(self.path) as tmp:
             ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=encoding)

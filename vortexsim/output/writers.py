@@ -20,18 +20,32 @@ stop criteria, schedules, the number of diagnostics rows) as its ``run_*`` globa
 attributes, in the form of snapshot format 1 (:func:`schedule_attrs`,
 :func:`run_state_from_schedule`), so that old and new snapshots restart alike.
 
+How a write goes: on the main thread, when the schedule fires, the writer captures what
+it writes (``state_dict()``: a host copy of the state; ``diagnostics()``: the row, which
+needs the device) and records it (the snapshot's path, the row); the file I/O goes to
+``sim.submit_output(func, undo)``, which runs it on the run's output thread
+(:mod:`vortexsim.writer_thread`: one thread, in submission order, at most two pending)
+while the next steps run, or at once outside a run or with ``async_output=False``.  If
+the write fails, ``undo`` forgets the record again, so the writer's state stays that of
+the files on disk.  The plot is made on the output thread too: during a run, every
+netCDF file is read and written by that one thread.  Each writer removes, when a run
+starts, the temporary files that an interrupted write of its own left
+(:func:`vortexsim.output.files.remove_stale_tmp`).
+
 This module knows the simulation only through that protocol (``sim.t``,
 ``sim.iteration``, ``sim.dt``, ``sim.config``, ``state_dict()``, ``diagnostics()``,
-``run_state_dict()``).
+``run_state_dict()``, ``submit_output()``, ``flush_output()``).
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
 
 from ..schedules import TimeInterval, load_schedule_state, schedule_state
 from .diagnostics import DiagnosticsLog
+from .files import remove_stale_tmp
 from .plot import latest_snapshot, plot_run
 from .snapshot import Snapshot, SnapshotError, read_snapshot, write_snapshot
 
@@ -142,6 +156,29 @@ def run_state_from_schedule(schedule):
 
 
 # -- the writers ----------------------------------------------------------------------------
+def _submit(sim, func, undo=None):
+    """``func()`` (file I/O of data captured on the main thread) through
+    ``sim.submit_output`` (the run's output thread), or at once for an object without
+    it; ``undo()`` when the write fails."""
+    submit = getattr(sim, "submit_output", None)
+    if submit is not None:
+        submit(func, undo)
+        return
+    try:
+        func()
+    except BaseException:
+        if undo is not None:
+            undo()
+        raise
+
+
+def _flush(sim):
+    """Wait until ``sim``'s pending writes are on disk (``sim.flush_output()``)."""
+    flush = getattr(sim, "flush_output", None)
+    if flush is not None:
+        flush()
+
+
 class SnapshotWriter:
     """``snapshot_<iteration:08d>.nc`` in ``run_dir`` on its schedule and at the end of a
     run; each snapshot is a complete checkpoint (:func:`write_snapshot`).
@@ -171,20 +208,38 @@ class SnapshotWriter:
         self.last_path = None
         self.last_iteration = None
         self._last_schedule = None
+        self._swept = False
 
     def path(self, iteration):
         return os.path.join(self.run_dir, snapshot_name(iteration))
 
+    def initialize(self, sim):
+        """Once: remove the temporary snapshot files of an interrupted earlier write."""
+        if not self._swept:
+            remove_stale_tmp(self.run_dir, "snapshot_*.nc")
+            self._swept = True
+
     def write(self, sim, kind="scheduled"):
-        """Write the snapshot of the current state; returns its path."""
+        """Write the snapshot of the current state; returns its path.
+
+        The state, config and run state are captured now; the file is written through
+        ``sim.submit_output`` (during a run: on the output thread, after the writes
+        submitted before it)."""
         path = self.path(sim.iteration)
         schedule = schedule_attrs(sim.run_state_dict())
-        write_snapshot(path, sim.state_dict(), sim.config, self.meta, schedule, kind,
-                       self.history)
+        state, config = sim.state_dict(), copy.deepcopy(sim.config)
+        meta, history = self.meta, self.history
+        recorded = self.last_path, self.last_iteration, self._last_schedule
+
+        def undo():
+            self.last_path, self.last_iteration, self._last_schedule = recorded
+
         self.last_path, self.last_iteration = path, sim.iteration
         self._last_schedule = schedule
+        _submit(sim, lambda: write_snapshot(path, state, config, meta, schedule, kind,
+                                            history), undo)
         if kind == "scheduled":
-            logger.info("t = %.6g, iteration %d, dt = %.4g: wrote %s", sim.t, sim.iteration,
+            logger.info("t = %.6g, iteration %d, dt = %.4g: saving %s", sim.t, sim.iteration,
                         sim.dt, os.path.basename(path))
         return path
 
@@ -197,6 +252,7 @@ class SnapshotWriter:
             return
         try:
             path = self.write(sim, "error")
+            _flush(sim)
             logger.error("unexpected error; the state of the last completed step is in %s",
                          path)
         except Exception:  # noqa: BLE001 - the run's own error is the one to report
@@ -255,8 +311,13 @@ class DiagnosticsWriter:
         self.meta, self.history = dict(meta or {}), history
         self.log = None
         self._resume_rows = None
+        self._swept = False
 
     def initialize(self, sim):
+        if not self._swept:       # once: the temporary file of an interrupted earlier write
+            remove_stale_tmp(os.path.dirname(os.path.abspath(self.path)),
+                             os.path.basename(self.path))
+            self._swept = True
         if self.log is not None:
             return
         if self._resume_rows is None:
@@ -267,10 +328,15 @@ class DiagnosticsWriter:
             self._resume_rows = None
 
     def write(self, sim):
+        """Compute the row now (main thread, device); rewrite the file through
+        ``sim.submit_output`` with the rows up to it."""
         self.initialize(sim)
         row = sim.diagnostics()
         row["dt_next"] = sim.dt
-        self.log.append(row)
+        log = self.log
+        row = log.add(row)
+        rows = list(log.rows)
+        _submit(sim, lambda: log.write(rows), lambda: log.discard(row))
 
     def finalize(self, sim, reason):
         if reason != "done":
@@ -300,14 +366,27 @@ class DiagnosticsWriter:
 class PlotWriter:
     """``plot.png`` of the run directory at the end of a completed run
     (:func:`vortexsim.output.plot.plot_run`); a plot never fails a run (a problem is a
-    warning).  No schedule, no state."""
+    warning).  No schedule, no state.  During a run the plot is made on the output
+    thread, after the final snapshot (it reads the run's netCDF files)."""
 
     schedule = None
 
     def __init__(self, run_dir, path=None):
         self.run_dir, self.path_ = os.fspath(run_dir), path
+        self._swept = False
+
+    def initialize(self, sim):
+        """Once: remove the temporary file of an interrupted earlier plot."""
+        if not self._swept:
+            path = self.path_ or os.path.join(self.run_dir, "plot.png")
+            remove_stale_tmp(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
+            self._swept = True
 
     def write(self, sim):
+        """Make the plot through ``sim.submit_output`` (at once outside a run)."""
+        _submit(sim, self._plot)
+
+    def _plot(self):
         try:
             return plot_run(self.run_dir, self.path_)
         except Exception as exc:  # noqa: BLE001 - a plot never fails a finished run
@@ -329,7 +408,8 @@ def run_writers(run_dir, meta, history, snapshot_interval, diagnostics_interval,
                 t0=None):
     """The writers of ``vortexsim run`` in their order: ``diagnostics``, ``snapshots`` and
     (with ``plot``) ``plot``, writing into ``run_dir`` at ``t0 + k·interval`` (t0 None:
-    the start of the run)."""
+    the start of the run).  Their files are written on the run's output thread (the
+    simulation's ``async_output``, default True), in this order at a time that is both."""
     writers = {
         "diagnostics": DiagnosticsWriter(os.path.join(run_dir, "diagnostics.nc"),
                                          TimeInterval(diagnostics_interval, t0), meta, history),
