@@ -41,6 +41,7 @@ def measure(n_phi, device, repeats, direct):
     fast_t = times(sim.diagnostics, repeats)
     fast = sim.diagnostics()
     fmm = sim.summation.fmm
+    fields_t = times(lambda: sim.summation.fields(el.x, el.alpha, el.sigma), repeats)
 
     def evaluate():
         fmm.evaluate(el.x, el.alpha, el.sigma)
@@ -55,6 +56,7 @@ def measure(n_phi, device, repeats, direct):
     fmm.profile = False
     row = {"n_phi": n_phi, "elements": len(el), "device": kind,
            "diagnostics_ms": [1e3 * t for t in fast_t], "fmm_eval_ms": [1e3 * t for t in eval_t],
+           "fields_ms": [1e3 * t for t in fields_t],
            "stage_ms": {k: {s: round(1e3 * v, 3) for s, v in d.items()}
                         for k, d in stages.items()}}
     row["ratio"] = float(np.median(fast_t) / np.median(eval_t))
@@ -84,6 +86,7 @@ def main():
         row = measure(n_phi, args.device, args.repeats, not args.no_direct)
         rows.append(row)
         print(f"{row['elements']:>8} elements: diagnostics {np.median(row['diagnostics_ms']):.1f} ms,"
+              f" (its fields pass {np.median(row['fields_ms']):.1f} ms),"
               f" one FMM evaluation {np.median(row['fmm_eval_ms']):.1f} ms, ratio "
               f"{row['ratio']:.2f}; direct {row.get('direct_ms', float('nan')):.0f} ms; "
               f"errors {row.get('rel_error')}\n  stages [ms] {row['stage_ms']}", flush=True)

@@ -126,12 +126,19 @@ def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock):
     ys, st = y[tree.tgt_order], sigma_t[tree.tgt_order]
     clock.lap("tree")
 
+    # near field ∥ far field (GPU: its own stream, as in FMM.evaluate); joined before the
+    # far field's L2P adds into its sums
     stages.near.prepare(depth)
     uniform = s_min == s_max == t_min == t_max
-    u_s, psi_s, omega_s = stages.near.fields(tree, xs, alpha_s, sigma_s, ys, st,
-                                             occupied=occ, uniform=uniform)
-    clock.lap("near")
-    if depth >= 2:
+    lanes = stages.backend.near_lanes(1, clock.sync)
+    near = lanes.run(0, lambda: stages.near.fields(tree, xs, alpha_s, sigma_s, ys, st,
+                                                   occupied=occ, uniform=uniform))
+    if not lanes.concurrent:
+        clock.lap("near")
+    if depth < 2:
+        lanes.join()
+        u_s, psi_s, omega_s = near
+    else:
         centres, w = stages.operators.box_centers(tree, depth), float(tree.box_width(depth))
         # one M2L per distinct far-field Green's function; its locals serve u, ψ, ω alike
         wanted = [(green_u, "u"), (green_psi, "psi")] + (
@@ -145,6 +152,9 @@ def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock):
                       and fmm.separation == 1 else None)
             locals_ = stages.m2l(tree, multipoles[harmonic], green, P, clock, sparse)
             Ll = stages.downward.to_leaves(tree, locals_, P, clock, harmonic)
+            if near is not None:                                   # before L2P adds
+                lanes.join()
+                (u_s, psi_s, omega_s), near = near, None
             for g, field in wanted:
                 if g != green:
                     continue
