@@ -4,8 +4,8 @@ times read off its rows.
 
 Recording.  :func:`ring_rows` gives each ring group's impulse centre (3,) [L] and impulse
 radius [L], the same quantities as the ``ring_centre`` and ``ring_radius`` of
-``Simulation.diagnostics()`` (``vortexsim.diagnostics.ring_frame``, ``ring_centre``,
-``ring_radius``; ``physics.md``, "Vortex rings"), without the all-pairs energy and
+``Simulation.diagnostics()`` (``vortexsim.diagnostics.RingMeasure``; ``physics.md``,
+"Vortex rings"), without the all-pairs energy and
 enstrophy of a full diagnostics row: a few reductions on the device and one transfer.
 :class:`RingRecorder` is a callback that appends one such row at the times of its
 schedule, and the final state.
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from vortexsim import diagnostics as D
 from vortexsim.backend import to_host
 
 __all__ = ["ring_rows", "RingRecorder", "crossing_times", "first_crossing", "extremum",
@@ -36,19 +35,14 @@ __all__ = ["ring_rows", "RingRecorder", "crossing_times", "first_crossing", "ext
 # -- recording --------------------------------------------------------------------------
 def ring_rows(sim):
     """Impulse centres (R, 3) [L] and radii (R,) [L] of the ring groups of ``sim``
-    (host arrays, one transfer), as ``Simulation.diagnostics()`` defines them."""
-    el = sim.elements
-    xp = sim.device.xp
-    parts = []
-    for g in (g for g in sim.groups if g.is_ring):
-        x, alpha = el.x[g.start:g.stop], el.alpha[g.start:g.stop]
-        n_hat, origin = D.ring_frame(x, alpha, g.circulation, g.axis)
-        parts.append(xp.concatenate([D.ring_centre(x, alpha, n_hat, origin),
-                                     D.ring_radius(x, alpha, g.circulation, n_hat)[None]]))
-    if not parts:
+    (host arrays, one transfer), as ``Simulation.diagnostics()`` defines them
+    (:meth:`Simulation.ring_measure`)."""
+    if not any(g.is_ring for g in sim.groups):
         raise ValueError("the simulation has no ring groups; ring_rows measures the rings of "
                          "the ring cases (vortexsim.make_case).")
-    rows = to_host(xp.stack(parts))
+    xp = sim.device.xp
+    centre, radius, _ = sim.ring_measure()(sim.elements.x, sim.elements.alpha)
+    rows = to_host(xp.concatenate([centre, radius[:, None]], axis=1))
     return rows[:, :3], rows[:, 3]
 
 

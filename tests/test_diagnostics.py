@@ -117,3 +117,26 @@ def test_helicity_of_a_ring_vanishes_and_of_a_linked_pair_does_not():
     X, A, S = np.concatenate([x, x2]), np.concatenate([a, a2]), np.concatenate([s, s2])
     u, _ = vortexsim.induced_velocity(X, A, S, device="cpu", gradient=False)
     assert abs(float(D.helicity(A, u))) == pytest.approx(2.0, rel=0.02)
+
+
+def test_ring_measure_equals_the_per_ring_functions():
+    """RingMeasure (segment sums over all rings at once) = ring_frame, ring_centre and
+    ring_radius of each ring, to rounding; an element outside the rings is ignored."""
+    rings = [vortex_ring(radius=0.9, circulation=-1.3, centre=(1.0, -2.0, 0.5),
+                         axis=(0.0, 0.6, 0.8), core=0.1, layers=2, n_phi=30),
+             vortex_ring(radius=1.2, circulation=0.7, centre=(0.0, 0.3, -1.0),
+                         axis=(1.0, 0.0, 0.0), core=0.05, layers=3, n_phi=24)]
+    stray = (np.array([[5.0, 5.0, 5.0]]), np.array([[0.0, 1.0, 0.0]]))
+    x = np.concatenate([rings[0][0], stray[0], rings[1][0]])
+    alpha = np.concatenate([rings[0][1], stray[1], rings[1][1]])
+    n0 = len(rings[0][0])
+    ranges = [(0, n0), (n0 + 1, len(x))]
+    gammas, hints = [-1.3, 0.7], [(0.0, 0.6, 0.8), (1.0, 0.0, 0.0)]
+    centre, radius, axis = D.RingMeasure(ranges, gammas, hints, len(x), np, x.dtype)(x, alpha)
+    for i, (a, b) in enumerate(ranges):
+        n_hat, origin = D.ring_frame(x[a:b], alpha[a:b], gammas[i], hints[i])
+        np.testing.assert_allclose(axis[i], n_hat, atol=1e-14)
+        np.testing.assert_allclose(centre[i], D.ring_centre(x[a:b], alpha[a:b], n_hat, origin),
+                                   atol=1e-13)
+        assert radius[i] == pytest.approx(float(D.ring_radius(x[a:b], alpha[a:b], gammas[i],
+                                                              n_hat)), rel=1e-13)

@@ -53,7 +53,7 @@ from .kernels.cutoff import blob_pair_factors, get_kernel, stream_factor
 
 __all__ = ["total_vorticity", "linear_impulse", "angular_impulse", "ring_centre",
            "ring_radius", "ring_frame", "kinetic_energy", "enstrophy", "energy_and_enstrophy",
-           "helicity", "stream_factor", "field_sums"]
+           "helicity", "stream_factor", "field_sums", "RingMeasure"]
 
 
 def total_vorticity(alpha):
@@ -126,6 +126,57 @@ def field_sums(alpha, fields):
     a = alpha.astype(xp.float64, copy=False)
     enstrophy = xp.asarray(float("nan")) if fields.omega is None else (a * fields.omega).sum()
     return 0.5 * (a * fields.psi).sum(), enstrophy, (a * fields.u).sum()
+
+
+class RingMeasure:
+    """Centre, radius and axis of R rings in one pass: :func:`ring_frame`,
+    :func:`ring_centre` and :func:`ring_radius` of every ring as segment sums (two
+    (R, N) × (N, k) products), a fixed number of device operations whatever R.
+
+    Parameters
+    ----------
+    ranges : R pairs (start, stop): each ring's elements x[start:stop] of the N elements
+    circulations : R floats Γ [L²/T]; axis_hints : (R, 3), each ring's initial axis
+    n : int, N; xp : the array namespace; dtype : the positions' dtype
+
+    ``measure(x, alpha)`` returns (centre (R, 3) [L], radius (R,) [L], axis (R, 3)) as
+    arrays of ``xp``, equal to the per-ring functions up to rounding.
+    """
+
+    def __init__(self, ranges, circulations, axis_hints, n, xp, dtype):
+        idx = np.arange(n)
+        starts = np.array([a for a, _ in ranges])[:, None]
+        stops = np.array([b for _, b in ranges])[:, None]
+        hints = np.asarray(axis_hints, dtype=np.float64).reshape(len(ranges), 3)
+        hints = hints / np.linalg.norm(hints, axis=1, keepdims=True)
+        gamma = np.asarray(circulations, dtype=np.float64)
+        # one host-to-device transfer: the one-hot rows, the hints, Γ
+        packed = xp.asarray(np.concatenate([((idx >= starts) & (idx < stops)).ravel(),
+                                            hints.ravel(), gamma]).astype(dtype))
+        r = len(ranges)
+        self.onehot = packed[:r * n].reshape(r, n)
+        self.hints = packed[r * n:r * n + 3 * r].reshape(r, 3)
+        self.gamma = packed[r * n + 3 * r:]
+        self.xp = xp
+
+    def __call__(self, x, alpha):
+        xp, m = self.xp, self.onehot
+        w = xp.linalg.norm(alpha, axis=1)
+        s1 = m @ xp.concatenate([xp.cross(x, alpha), w[:, None], x * w[:, None]], axis=1)
+        impulse = 0.5 * s1[:, :3]                                  # P of each ring
+        p = impulse * xp.where(self.gamma >= 0, 1.0, -1.0)[:, None]
+        norm = xp.linalg.norm(p, axis=1, keepdims=True)
+        n_hat = xp.where(norm > 0, p / xp.where(norm > 0, norm, 1.0), self.hints)
+        origin = s1[:, 4:7] / s1[:, 3:4]
+        # each element's ring frame (elements outside the rings get zeros, masked by m)
+        rel = x - m.T @ origin
+        z = (rel * (m.T @ n_hat)).sum(axis=1)
+        w2 = ((rel * rel).sum(axis=1) - z * z) * w
+        s2 = m @ xp.stack([z * w2, w2], axis=1)
+        centre = origin + (s2[:, 0] / s2[:, 1])[:, None] * n_hat
+        radius = xp.sqrt(xp.abs((impulse * n_hat).sum(axis=1))
+                         / (math.pi * xp.abs(self.gamma)))
+        return centre, radius, n_hat
 
 
 def helicity(alpha, u):

@@ -213,6 +213,7 @@ class Simulation:
         self.iteration = 0
         self._sigma_range = self._host_sigma_range()
         self._warned_direct_diagnostics = False
+        self._ring_measure = None
         self.planner.observe_box(self._host_box_stats())
         # -- an evaluation at t0: the blow-up bound and the first adaptive dt ---
         speed, grad = self._initial_maxima()
@@ -842,12 +843,9 @@ class Simulation:
                   "angular_impulse": D.angular_impulse(el.x, el.alpha),
                   "energy": energy, "helicity": helicity, "enstrophy": enstrophy}
         rings = [g for g in self.groups if g.is_ring]
-        for i, g in enumerate(rings):
-            xg, ag = el.x[g.start:g.stop], el.alpha[g.start:g.stop]
-            n_hat, origin = D.ring_frame(xg, ag, g.circulation, g.axis)
-            values.update({("ring_centre", i): D.ring_centre(xg, ag, n_hat, origin),
-                           ("ring_radius", i): D.ring_radius(xg, ag, g.circulation, n_hat),
-                           ("ring_axis", i): n_hat})
+        if rings:
+            values["ring_centre"], values["ring_radius"], values["ring_axis"] = \
+                self.ring_measure()(el.x, el.alpha)
         # one device-to-host transfer for all of them
         flat = to_host(xp.concatenate([xp.ravel(v).astype(xp.float64) for v in values.values()]))
         host, start = {}, 0
@@ -859,11 +857,20 @@ class Simulation:
                **{k: float(host[k]) for k in ("energy", "helicity", "enstrophy")}}
         if rings:
             out.update(ring_names=[g.name for g in rings],
-                       ring_centre=np.array([host["ring_centre", i] for i in range(len(rings))]),
-                       ring_radius=np.array([float(host["ring_radius", i])
-                                             for i in range(len(rings))]),
-                       ring_axis=np.array([host["ring_axis", i] for i in range(len(rings))]))
+                       **{k: host[k] for k in ("ring_centre", "ring_radius", "ring_axis")})
         return out
+
+    def ring_measure(self):
+        """The :class:`vortexsim.diagnostics.RingMeasure` of the ring groups (made once per
+        particle set)."""
+        rings = [g for g in self.groups if g.is_ring]
+        key = (len(self.elements), tuple((g.start, g.stop) for g in rings))
+        if self._ring_measure is None or self._ring_measure[0] != key:
+            el = self.elements
+            self._ring_measure = (key, D.RingMeasure(
+                [(g.start, g.stop) for g in rings], [g.circulation for g in rings],
+                [g.axis for g in rings], len(el), self.device.xp, el.x.dtype))
+        return self._ring_measure[1]
 
     def _quadratic_diagnostics(self):
         """(E, Ω₂, H) as 0-d device arrays: by the direct double sums up to

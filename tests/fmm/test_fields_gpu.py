@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.parametrize("kernel, sigma", [
-    ("gaussian", "mixed"), ("algebraic", 0.04), ("winckelmans", 0.04), ("singular", 0.04),
+    ("gaussian", "mixed"), ("gaussian", 0.03), ("algebraic", 0.04), ("winckelmans", 0.04), ("singular", 0.04),
     ("polynomial", "mixed")])
 def test_gpu_fields_equal_the_cpu_fields(kernel, sigma):
     import cupy as cp

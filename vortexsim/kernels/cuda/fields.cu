@@ -108,6 +108,10 @@ p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
     const double p_u = UNIFORM ? param[0] : 0.0, p2_u = UNIFORM ? param[1] : 0.0;
     const double inv_su = UNIFORM ? rsqrt(2.0 * sig_s[0] * sig_s[0]) : 0.0;
     const double inv_su2 = inv_su * inv_su;
+    // r² beyond which a uniform Gaussian pair is far for u (s = r²/σ² ≥ scut) and for ψ, ω
+    // (r²/σ_tq² ≥ fcut)
+    const double far_r2u = UNIFORM && K == KERNEL_GAUSSIAN
+                           ? fmax(fcut / inv_su2, scut / p_u) : 0.0;
     for (long long c0 = t_begin; c0 < t_end; c0 += BS) {
         const long long i = c0 + threadIdx.x;
         const bool active = i < t_end;
@@ -139,21 +143,36 @@ p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
             }
             __syncthreads();
             const int jn = min(TS, total - base);
+#pragma unroll 2
             for (int jj = 0; jj < jn; ++jj) {
-                double dx, dy, dz, ax, ay, az, inv_s, p, p2;
+                double dx, dy, dz, ax, ay, az, inv_s, p, p2, s2;
                 if constexpr (UNIFORM) {
                     const PointRecord<double> r = load_point(sh + jj);
                     dx = tx - r.x; dy = ty - r.y; dz = tz - r.z;
                     ax = r.ax; ay = r.ay; az = r.az;
-                    inv_s = inv_su; p = p_u; p2 = p2_u;
+                    inv_s = inv_su; p = p_u; p2 = p2_u; s2 = 0.0;
                 } else {
                     const FieldRecord r = sh[jj];
                     dx = tx - r.x; dy = ty - r.y; dz = tz - r.z;
                     ax = r.ax; ay = r.ay; az = r.az;
-                    inv_s = rsqrt(st2 + r.s2); p = r.p; p2 = r.p2;
+                    inv_s = 0.0; p = r.p; p2 = r.p2; s2 = st2 + r.s2;
                 }
-                acc.template add<K, false>(dx, dy, dz, ax, ay, az, p, p2, gtab, scut);
                 const double r2 = dx * dx + dy * dy + dz * dz;
+                // Gaussian pairs beyond both reaches (most of a stencil's): the singular
+                // factors of u and the far field's of ψ, ω from one rsqrt — the same
+                // values as the branches below take there (pair_factors, blob_fields)
+                if (K == KERNEL_GAUSSIAN && (UNIFORM ? r2 >= far_r2u
+                                             : (r2 >= fcut * s2 && r2 * p >= scut))) {
+                    const double ir = rsqrt(r2);
+                    const double a = ir * ir * ir;
+                    acc.u0 += a * (ay * dz - az * dy);
+                    acc.u1 += a * (az * dx - ax * dz);
+                    acc.u2 += a * (ax * dy - ay * dx);
+                    p0 += ir * ax; p1 += ir * ay; p2s += ir * az;
+                    continue;
+                }
+                if (!UNIFORM) inv_s = rsqrt(s2);
+                acc.template add<K, false>(dx, dy, dz, ax, ay, az, p, p2, gtab, scut);
                 double e, z;
                 blob_fields<K>(r2, r2 * (UNIFORM ? inv_su2 : inv_s * inv_s), inv_s, fcut, e, z);
                 p0 += e * ax; p1 += e * ay; p2s += e * az;
