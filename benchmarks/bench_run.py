@@ -1,0 +1,111 @@
+"""A whole ``vortexsim run`` against its bare stepping, back to back (issue 15).
+
+What it measures: the wall time a user meets.  It runs the same case twice through the
+CLI, in fresh processes, in this order:
+
+1. ``bare``: the run with its output cut to the minimum the CLI allows (one snapshot
+   and one diagnostics row at t_end, no plot) — the stepping of the same trajectory;
+2. ``full``: the run with the case file's output cadence (diagnostics rows,
+   snapshots, plot.png), as a user runs it;
+
+and reports, from each run log's last lines, the run's wall time ("ran N steps ... in
+S s") and its breakdown, and the ratio full / bare (issue 15's target: ≤ 1.25).  The
+bare run's steps are the reference rather than 200 × one step at t = 0
+(``bench_step.py``), because the step cost changes along the trajectory (tracers
+spread over more leaves: on the H100 the leapfrog GPU run's steps took 55 ms at t = 0
+and ~89 ms near t = 20).
+
+Usage::
+
+    python benchmarks/bench_run.py                          # leapfrog --preset gpu, GPU
+    python benchmarks/bench_run.py --case collision --preset gpu
+    python benchmarks/bench_run.py --device cpu --preset "" --set n_phi=8 \\
+        --set tracers_per_ring=16 --set t_end=0.5              # smoke test
+
+Output: JSON (default ``benchmarks/results/bench_run_DATE[_LABEL].json``) with both run
+logs' summaries, and a table printed last.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import _timing as T
+
+RAN = re.compile(r"ran (\d+) steps .* in ([0-9.e+-]+) s")
+
+
+def run_once(args, extra, out_dir):
+    """One ``vortexsim run`` in a fresh process; (its run log's last lines, process wall)."""
+    cmd = [sys.executable, "-m", "vortexsim", "run", args.case, "--device", args.device,
+           "--out", out_dir, "-q"]
+    if args.preset:
+        cmd += ["--preset", args.preset]
+    for item in list(args.set or []) + extra:
+        cmd += ["--set", item]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    with open(os.path.join(out_dir, "run.log")) as fh:
+        lines = fh.read().splitlines()
+    summary = [ln.split(": ", 1)[-1] for ln in lines
+               if "ran " in ln or "time: " in ln or "output thread: " in ln]
+    return summary, wall
+
+
+def run_seconds(summary):
+    """(steps, seconds) of the run log's "ran N steps ... in S s" line."""
+    for line in summary:
+        m = RAN.search(line)
+        if m:
+            return int(m.group(1)), float(m.group(2))
+    raise ValueError(f"no 'ran ... steps' line in the run log: {summary}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", default="leapfrog")
+    ap.add_argument("--preset", default="gpu", help="case-file preset ('' for none)")
+    ap.add_argument("--set", action="append", help="KEY=VALUE, passed to both runs")
+    ap.add_argument("--timeout", type=float, default=550.0, help="[s] per run")
+    T.add_common_options(ap, "bench_run")
+    args = ap.parse_args()
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        t_end = None
+        for label, extra in (("bare", None), ("full", [])):
+            if extra is None:
+                # the output cadence at its minimum: one row and one snapshot, at t_end
+                dry = subprocess.run(
+                    [sys.executable, "-m", "vortexsim", "run", args.case, "--dry-run"]
+                    + (["--preset", args.preset] if args.preset else [])
+                    + sum((["--set", s] for s in args.set or []), []),
+                    capture_output=True, text=True, check=True).stdout
+                t_end = float(re.search(r"^t_end = ([0-9.e+-]+)", dry, re.M).group(1))
+                extra = [f"snapshot_interval={t_end}", f"diagnostics_interval={t_end}",
+                         "plot=false"]
+            summary, wall = run_once(args, extra, os.path.join(tmp, label))
+            steps, seconds = run_seconds(summary)
+            rows[label] = {"steps": steps, "run_s": seconds, "process_s": wall,
+                           "log": summary}
+            print(f"{label:>5}: {steps} steps in {seconds:.2f} s (process {wall:.1f} s)\n   "
+                  + "\n   ".join(summary), flush=True)
+    ratio = rows["full"]["run_s"] / rows["bare"]["run_s"]
+    print(f"\nfull / bare = {ratio:.3f} (target <= 1.25)")
+    T.write_json(args, "bench_run", args.device, {"case": args.case, "preset": args.preset,
+                                                  "set": args.set, "runs": rows,
+                                                  "ratio": ratio},
+                 summary=[{"what": f"vortexsim run {args.case} --preset {args.preset}: "
+                                   f"full / bare output", "ms": 1e3 * rows["full"]["run_s"],
+                           "target": "ratio <= 1.25", "met": ratio <= 1.25}])
+
+
+if __name__ == "__main__":
+    main()
