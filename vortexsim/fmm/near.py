@@ -58,6 +58,20 @@ def near_field_reach(kernel_name: str, tol: float, sigma_max: float) -> float:
     return 0.0
 
 
+def for_each_leaf(tgt_start, leaf_sum):
+    """``leaf_sum(leaf)`` for every leaf holding targets (CSR ``tgt_start``).  Leaves write
+    disjoint target ranges: threads (NumPy releases the GIL) keep the result bitwise
+    identical to a serial loop."""
+    leaves = np.nonzero(tgt_start[1:] > tgt_start[:-1])[0]
+    workers = min(len(leaves), os.cpu_count() or 1)
+    if workers > 1:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(leaf_sum, leaves))
+    else:
+        for leaf in leaves:
+            leaf_sum(leaf)
+
+
 class SerialLanes:
     """Runs the near field of each target set in turn on the current stream (the CPU,
     and the GPU when profiling; the GPU's concurrent lanes: :class:`cuda.NearLanes`)."""
@@ -153,16 +167,7 @@ class NearField:
                                  singular_from=cut)
                 u_s[c0:c1], w_s[c0:c1], g_s[c0:c1] = ub, wb, gb
 
-        # leaves write disjoint target ranges: threads (NumPy releases the GIL) keep the
-        # result bitwise identical to a serial loop
-        leaves = np.nonzero(ts[1:] > ts[:-1])[0]
-        workers = min(len(leaves), os.cpu_count() or 1)
-        if workers > 1:
-            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-                list(pool.map(leaf_sum, leaves))
-        else:
-            for leaf in leaves:
-                leaf_sum(leaf)
+        for_each_leaf(ts, leaf_sum)
         return INV_4PI * u_s, (INV_4PI * (skew(w_s) - g_s) if gradient else None)
 
     def field_cut(self):
@@ -215,12 +220,5 @@ class NearField:
                 if z is not None:
                     omega[c0:c1] = z @ a_src
 
-        leaves = np.nonzero(ts[1:] > ts[:-1])[0]
-        workers = min(len(leaves), os.cpu_count() or 1)
-        if workers > 1:
-            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-                list(pool.map(leaf_sum, leaves))
-        else:
-            for leaf in leaves:
-                leaf_sum(leaf)
+        for_each_leaf(ts, leaf_sum)
         return INV_4PI * u, INV_4PI * psi, omega

@@ -16,6 +16,7 @@
 // pairs: no erf, no exp; fmm/fields.py).  No atomics: the results are bitwise
 // reproducible.
 #include "p2p.cuh"
+#include "leaf_blocks.cuh"
 
 #define VS_INV_4PI 0.079577471545947667884
 #define VS_GAUSS_ZETA0 0.063493635934240969785          // (2π)^(−3/2)
@@ -81,29 +82,12 @@ p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
     __shared__ int s_cnt[125], s_off[126];
     const long long b = blockIdx.x;
     if (b >= chunk_start[n_leaves]) return;              // spare block of the bound grid
-    int lo_leaf = 0, hi_leaf = n_leaves;                 // chunk_start[lo] <= b < [hi]
-    while (hi_leaf - lo_leaf > 1) {
-        const int mid = (lo_leaf + hi_leaf) >> 1;
-        if (chunk_start[mid] <= b) lo_leaf = mid; else hi_leaf = mid;
-    }
+    const int lo_leaf = block_leaf(chunk_start, n_leaves, b);
     load_gauss_table<K, double>(gtab);
     const int leaf = lo_leaf;
     const long long t_begin = tgt_start[leaf] + (b - chunk_start[leaf]) * BS;
     const long long t_end = min(tgt_start[leaf + 1], t_begin + BS);
-    for (int q = threadIdx.x; q < n_nbr; q += BS) {
-        const long long box = nbr[(long long)leaf * n_nbr + q];
-        const long long b0 = box >= 0 ? src_start[box] : 0;
-        s_beg[q] = b0;
-        s_cnt[q] = box >= 0 ? (int)(src_start[box + 1] - b0) : 0;
-    }
-    __syncthreads();
-    for (int q = threadIdx.x; q <= n_nbr; q += BS) {
-        int off = 0;
-        for (int r = 0; r < q; ++r) off += s_cnt[r];
-        s_off[q] = off;
-    }
-    __syncthreads();
-    const int total = s_off[n_nbr];
+    const int total = stencil_stream<BS>(nbr, n_nbr, leaf, src_start, s_beg, s_cnt, s_off);
     // kernel-wide parameters of the uniform case: the u pair's p, p2; 1/σ_tq and 1/σ_tq²
     const double p_u = UNIFORM ? param[0] : 0.0, p2_u = UNIFORM ? param[1] : 0.0;
     const double inv_su = UNIFORM ? rsqrt(2.0 * sig_s[0] * sig_s[0]) : 0.0;
@@ -124,13 +108,7 @@ p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
         for (int base = 0; base < total; base += TS) {
             __syncthreads();
             for (int k = threadIdx.x; k < TS && base + k < total; k += BS) {
-                const int pos = base + k;
-                int lo = 0, hi = n_nbr;                  // s_off[lo] ≤ pos < s_off[hi]
-                while (hi - lo > 1) {
-                    const int mid = (lo + hi) >> 1;
-                    if (s_off[mid] <= pos) lo = mid; else hi = mid;
-                }
-                const long long j = s_beg[lo] + (pos - s_off[lo]);
+                const long long j = stencil_source(base + k, s_beg, s_off, n_nbr);
                 if constexpr (UNIFORM) {
                     sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2],
                              alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2]};
@@ -208,11 +186,7 @@ l2p_values(const double* __restrict__ Lg, const int* __restrict__ perm,
     constexpr int N = (ORDER + 1) * (ORDER + 2) * (ORDER + 3) / 6;
     const long long b = blockIdx.x;
     if (b >= chunk_start[n_leaves]) return;
-    int lo_leaf = 0, hi_leaf = n_leaves;
-    while (hi_leaf - lo_leaf > 1) {
-        const int mid = (lo_leaf + hi_leaf) >> 1;
-        if (chunk_start[mid] <= b) lo_leaf = mid; else hi_leaf = mid;
-    }
+    const int lo_leaf = block_leaf(chunk_start, n_leaves, b);
     const long long leaf = lo_leaf;
     const long long i = tgt_start[leaf] + (b - chunk_start[leaf]) * BS + threadIdx.x;
     if (i >= tgt_start[leaf + 1]) return;

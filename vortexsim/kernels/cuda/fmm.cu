@@ -4,6 +4,7 @@
 // give each leaf's range.  Every kernel is deterministic (no atomics): results
 // are bitwise reproducible run to run on the same device.
 #include "p2p.cuh"
+#include "leaf_blocks.cuh"
 
 // Near field: one block per chunk of BS targets of one leaf (a leaf holding many
 // targets gets many blocks; `chunk_start` maps blocks to leaves), one thread per
@@ -48,11 +49,7 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
     // before it, so a leaf with many targets is spread over many blocks (occupancy)
     const long long b = blockIdx.x;
     if (b >= chunk_start[n_leaves]) return;              // spare block of the bound grid
-    int lo_leaf = 0, hi_leaf = n_leaves;                 // chunk_start[lo] <= b < [hi]
-    while (hi_leaf - lo_leaf > 1) {
-        const int mid = (lo_leaf + hi_leaf) >> 1;
-        if (chunk_start[mid] <= b) lo_leaf = mid; else hi_leaf = mid;
-    }
+    const int lo_leaf = block_leaf(chunk_start, n_leaves, b);
     load_gauss_table<K, T>(gtab);
     constexpr bool TILE_SUMS = sizeof(T) == 4;
     const T p_u = UNIFORM ? param[0] : T(0), p2_u = UNIFORM ? param[1] : T(0);
@@ -60,20 +57,7 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
     const long long t_leaf = tgt_start[leaf];
     const long long t_begin = t_leaf + (b - chunk_start[leaf]) * BS;
     const long long t_end = min(tgt_start[leaf + 1], t_begin + BS);
-    for (int q = threadIdx.x; q < n_nbr; q += BS) {
-        const long long box = nbr[(long long)leaf * n_nbr + q];
-        const long long b0 = box >= 0 ? src_start[box] : 0;
-        s_beg[q] = b0;
-        s_cnt[q] = box >= 0 ? (int)(src_start[box + 1] - b0) : 0;
-    }
-    __syncthreads();
-    for (int q = threadIdx.x; q <= n_nbr; q += BS) {
-        int off = 0;
-        for (int r = 0; r < q; ++r) off += s_cnt[r];
-        s_off[q] = off;
-    }
-    __syncthreads();
-    const int total = s_off[n_nbr];
+    const int total = stencil_stream<BS>(nbr, n_nbr, leaf, src_start, s_beg, s_cnt, s_off);
     // stream position of target t_begin's own record (the centre box is the leaf)
     const int own = self_exclude ? s_off[n_nbr / 2] + (int)(t_begin - t_leaf) : 0;
     for (long long c0 = t_begin; c0 < t_end; c0 += BS) {
@@ -88,13 +72,7 @@ p2p_near(const T* __restrict__ xs, const T* __restrict__ alpha, const T* __restr
         for (int base = 0; base < total; base += TS) {
             __syncthreads();
             for (int k = threadIdx.x; k < TS && base + k < total; k += BS) {
-                const int pos = base + k;
-                int lo = 0, hi = n_nbr;                  // s_off[lo] ≤ pos < s_off[hi]
-                while (hi - lo > 1) {
-                    const int mid = (lo + hi) >> 1;
-                    if (s_off[mid] <= pos) lo = mid; else hi = mid;
-                }
-                const long long j = s_beg[lo] + (pos - s_off[lo]);
+                const long long j = stencil_source(base + k, s_beg, s_off, n_nbr);
                 if constexpr (UNIFORM) {
                     sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2],
                              alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2]};
@@ -231,11 +209,7 @@ l2p_targets_tiled(const double* __restrict__ C, const double* __restrict__ centr
     __shared__ double2 sh[TL * SR];
     const long long b = blockIdx.x;
     if (b >= chunk_start[n_leaves]) return;              // spare block of the bound grid
-    int lo_leaf = 0, hi_leaf = n_leaves;
-    while (hi_leaf - lo_leaf > 1) {
-        const int mid = (lo_leaf + hi_leaf) >> 1;
-        if (chunk_start[mid] <= b) lo_leaf = mid; else hi_leaf = mid;
-    }
+    const int lo_leaf = block_leaf(chunk_start, n_leaves, b);
     const long long leaf = lo_leaf;
     const long long t_begin = tgt_start[leaf] + (b - chunk_start[leaf]) * BS;
     const long long t_end = min(tgt_start[leaf + 1], t_begin + BS);
