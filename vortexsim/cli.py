@@ -12,6 +12,11 @@ r"""The ``vortexsim`` command: run named cases, restart from snapshots, list cas
 A run directory holds ``config.toml`` (the resolved case file: ``vortexsim run
 DIR/config.toml`` repeats the run), ``snapshot_<iteration>.nc`` (one per output time, each a
 checkpoint), ``diagnostics.nc`` (one row per diagnostic time), ``plot.png`` and ``run.log``.
+A restart from a snapshot that is not the newest state of its directory continues in the
+new branch ``branch_<iteration>[_k]/`` inside it, a run directory of its own, and leaves
+the directory's files as they were (``--truncate`` continues in place and deletes the
+later output it lists; ``--out DIR`` writes the continuation elsewhere;
+``docs/cli.md``, *Run history*).
 
 This module is wiring: it parses the command, builds the simulation
 (:func:`vortexsim.make_case`, or :func:`vortexsim.from_config` and
