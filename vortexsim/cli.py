@@ -12,6 +12,11 @@ r"""The ``vortexsim`` command: run named cases, restart from snapshots, list cas
 A run directory holds ``config.toml`` (the resolved case file: ``vortexsim run
 DIR/config.toml`` repeats the run), ``snapshot_<iteration>.nc`` (one per output time, each a
 checkpoint), ``diagnostics.nc`` (one row per diagnostic time), ``plot.png`` and ``run.log``.
+A restart from a snapshot that is not the newest state of its directory continues in the
+new branch ``branch_<iteration>[_k]/`` inside it, a run directory of its own, and leaves
+the directory's files as they were (``--truncate`` continues in place and deletes the
+later output it lists; ``--out DIR`` writes the continuation elsewhere;
+``docs/cli.md``, *Run history*).
 
 This module is wiring: it parses the command, builds the simulation
 (:func:`vortexsim.make_case`, or :func:`vortexsim.from_config` and
@@ -43,6 +48,7 @@ Exit codes: 0 done; 1 the simulation failed (the last good state is written); 2 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import glob
 import json
@@ -193,15 +199,30 @@ def build_parser():
 
     rs = sub.add_parser("restart", parents=[common, stop], help="continue a run from a snapshot",
                         description=(
-        "Continue the run of a snapshot file in its directory: the same configuration and "
-        "device, bitwise identical to the uninterrupted run; diagnostics.nc continues "
-        "without duplicated or missing rows.  Without --t-end/--steps the run continues to "
-        "the end it was heading for.  Later files of the directory are rewritten as the "
-        "run reaches them."))
+        "Continue the run of a snapshot file: the same configuration and device, bitwise "
+        "identical to the uninterrupted run; diagnostics.nc continues without duplicated "
+        "or missing rows.  Without --t-end/--steps the run continues to the end it was "
+        "heading for.  From the newest snapshot of its directory the run continues in that "
+        "directory; from an earlier one (the directory holds later snapshots or "
+        "diagnostics rows) it continues in a new branch directory DIR/branch_<iteration> "
+        "whose diagnostics.nc starts with the rows up to the snapshot, and the original "
+        "files are left as they are (--truncate continues in the directory instead and "
+        "deletes its later output)."))
     rs.add_argument("snapshot", metavar="SNAPSHOT.nc", help="a snapshot_*.nc of a run")
     rs.add_argument("--device", choices=("cpu", "gpu", "auto"),
                     help="continue on another device (the result is then not bitwise equal "
                          "to a run on the original device)")
+    where = rs.add_argument_group("where the continuation goes (one of)") \
+        .add_mutually_exclusive_group()
+    where.add_argument("--out", metavar="DIR",
+                       help="write the continuation into the new (or empty) directory DIR, "
+                            "which starts with a copy of the snapshot and the diagnostics "
+                            "rows up to it; the snapshot's directory is left as it is")
+    where.add_argument("--truncate", action="store_true",
+                       help="continue in the snapshot's own directory even if it holds "
+                            "later output: DELETE its snapshots after this one and its "
+                            "diagnostics rows after this one's iteration (each listed "
+                            "before the run)")
     rs.set_defaults(func=cmd_restart)
 
     c = sub.add_parser("cases", parents=[common], help="list the cases",
@@ -455,9 +476,93 @@ def cmd_run(args, argv):
     return _run(sim, args.quiet == 0, **stop)
 
 
+def _restart_stop(snap, t_end=None, steps=None):
+    """The stop criterion of a restart of ``snap``: ``{"t_end": T}``, ``{"steps": N}`` or
+    ``{}`` (the one stored in the snapshot: the end its run was heading for).  Raises
+    :class:`UsageError` for a bad one, or without one at the end of a finished run."""
+    s, t = snap.schedule, snap.t
+    if t_end is not None:
+        if not (math.isfinite(t_end) and t_end > t):
+            raise UsageError(f"--t-end {t_end:g} is not after the snapshot's time "
+                             f"t = {t:.10g}.")
+        return {"t_end": float(t_end)}
+    if steps is not None:
+        if steps <= 0:
+            raise UsageError(f"--steps must be a positive integer, got {steps}.")
+        return {"steps": steps}
+    if (s.get("stop_iteration") is not None and snap.iteration >= s["stop_iteration"]) or \
+            (s.get("stop_time") is not None and due(t, float(s["stop_time"]))):
+        end = (f"iteration {s['stop_iteration']}" if s.get("stop_iteration") is not None
+               else f"t_end = {s['stop_time']:g}")
+        raise UsageError(f"{snap.path} is the end of its run ({end}); pass --t-end T "
+                         f"(T > {t:.10g}) or --steps N to continue.")
+    return {}
+
+
+def _reaches(snap, stop, row):
+    """Whether a restart of ``snap`` with ``stop`` runs at least to the diagnostics
+    ``row`` (so that it writes that row again)."""
+    s = snap.schedule
+    if "t_end" in stop:
+        return due(stop["t_end"], row["t"])
+    if "steps" in stop:
+        return snap.iteration + stop["steps"] >= row["iteration"]
+    if s.get("stop_iteration") is not None:
+        return int(s["stop_iteration"]) >= row["iteration"]
+    return s.get("stop_time") is not None and due(float(s["stop_time"]), row["t"])
+
+
+def _restart_target(snap, stop, truncate=False, out=None):
+    """Where a restart of ``snap`` continues (``docs/cli.md``, *Run history*):
+    ``(mode, directory, later)``, ``later`` the :class:`~vortexsim.output.writers.LaterOutput`
+    of the snapshot's directory.
+
+    * ``"in place"``: the snapshot's directory, when it holds no later snapshot and any
+      later diagnostics rows (written after the snapshot by a run that was killed) are
+      rewritten by the continuation;
+    * ``"truncate"`` (``--truncate``): the snapshot's directory, its later output deleted;
+    * ``"branch"``: ``out`` (``--out DIR``), or otherwise, when the directory holds later
+      output, the new directory ``branch_<iteration>[_k]`` inside it; the snapshot's
+      directory is left as it is.
+
+    Raises :class:`UsageError` when the directory's ``diagnostics.nc`` does not match the
+    snapshot (missing, or another number of rows up to it).
+    """
+    from .output import SnapshotError  # noqa: PLC0415
+    from .output.writers import branch_dir, later_output  # noqa: PLC0415
+    run_dir = os.path.dirname(os.path.abspath(snap.path))
+    try:
+        rows = int(snap.schedule["diagnostics_rows"])
+        later = later_output(run_dir, snap.iteration, rows)
+    except (TypeError, ValueError) as exc:   # SnapshotError is a ValueError
+        what = _first(exc) if isinstance(exc, SnapshotError) else \
+            f"{snap.path} has a malformed run_diagnostics_rows attribute"
+        raise UsageError(f"cannot restart: {what}") from None
+    if out is not None:
+        return "branch", os.path.abspath(out), later
+    if truncate:
+        return "truncate", run_dir, later
+    if not later.snapshots and all(_reaches(snap, stop, r) for r in later.later_rows[-1:]):
+        return "in place", run_dir, later
+    return "branch", branch_dir(run_dir, snap.iteration), later
+
+
+def _remove_branch(branch, created):
+    """Undo a branch that could not start: remove its vortexsim files (and the directory
+    when this restart created it)."""
+    _remove_handlers()                 # run.log is closed before it is removed
+    for pattern in _OUR_FILES:
+        for f in glob.glob(os.path.join(glob.escape(branch), pattern)):
+            with contextlib.suppress(OSError):
+                os.remove(f)
+    if created:
+        with contextlib.suppress(OSError):
+            os.rmdir(branch)
+
+
 def cmd_restart(args, argv):
     from .output import SnapshotError, read_snapshot, run_writers  # noqa: PLC0415
-    from .output.writers import SCHEDULE_KEYS, snapshot_name  # noqa: PLC0415
+    from .output.writers import SCHEDULE_KEYS, start_branch, truncate_run  # noqa: PLC0415
     try:
         snap = read_snapshot(args.snapshot)
     except SnapshotError as exc:
@@ -477,49 +582,76 @@ def cmd_restart(args, argv):
                 "cpu to continue on the CPU, not bitwise equal)" if not args.device else "")
         raise UsageError(f"{exc}{hint}") from None
     t = snap.t
-    stop = {}      # without --t-end/--steps: the stop criterion stored in the snapshot
-    if args.t_end is not None:
-        if not (math.isfinite(args.t_end) and args.t_end > t):
-            raise UsageError(f"--t-end {args.t_end:g} is not after the snapshot's time "
-                             f"t = {t:.10g}.")
-        stop = {"t_end": float(args.t_end)}
-    elif args.steps is not None:
-        if args.steps <= 0:
-            raise UsageError(f"--steps must be a positive integer, got {args.steps}.")
-        stop = {"steps": args.steps}
-    elif (s.get("stop_iteration") is not None and snap.iteration >= s["stop_iteration"]) or \
-            (s.get("stop_time") is not None and due(t, float(s["stop_time"]))):
-        end = (f"iteration {s['stop_iteration']}" if s.get("stop_iteration") is not None
-               else f"t_end = {s['stop_time']:g}")
-        raise UsageError(f"{args.snapshot} is the end of its run ({end}); pass --t-end T "
-                         f"(T > {t:.10g}) or --steps N to continue.")
-    run_dir = os.path.dirname(os.path.abspath(args.snapshot))
+    stop = _restart_stop(snap, args.t_end, args.steps)
+    if args.out is not None and os.path.exists(args.out) and \
+            (not os.path.isdir(args.out) or os.listdir(args.out)):
+        raise UsageError(f"--out {args.out} exists and is not an empty directory; the "
+                         "continuation of a restart goes into a new (or empty) directory.")
+    mode, run_dir, later = _restart_target(snap, stop, args.truncate, args.out)
+    source_dir = os.path.dirname(os.path.abspath(snap.path))
+    branch = mode == "branch"
+    created = False
+    if branch:
+        try:
+            created = not os.path.isdir(run_dir)
+            os.makedirs(run_dir, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create the branch directory {run_dir} for the "
+                             f"continuation ({exc.strerror or exc}); choose one with --out "
+                             "DIR.") from None
     _add_file_log(run_dir)
     from .cases import from_config  # noqa: PLC0415
     try:
-        sim = from_config({**config, "progress": False})
-    except (ValueError, TypeError) as exc:
-        raise UsageError(f"cannot restart from {args.snapshot}: {_first(exc)}") from None
-    meta = {k: snap.attrs.get(k) for k in ("case", "config", "vortexsim_version", "precision",
-                                           "kernel", "method", "tolerance", "integrator")}
-    meta.update(_meta(sim, snap.attrs.get("config", "")))
-    history = (str(snap.attrs.get("history", "")) + "\n" + _history_line(argv)).strip()
-    sim.output_writers.update(run_writers(
-        run_dir, meta, history, float(s["snapshot_interval"]), float(s["diagnostics_interval"]),
-        plot=bool(s.get("plot", 1))))
-    try:     # the state, the schedules, the stop criterion; diagnostics.nc resumed
-        sim.pickup(snap)
-    except SnapshotError as exc:
-        raise UsageError(f"cannot restart: {_first(exc)}") from None
-    except (ValueError, TypeError) as exc:
-        raise UsageError(f"cannot restart from {args.snapshot}: {_first(exc)}") from None
-    later = [f for f in sorted(glob.glob(os.path.join(run_dir, "snapshot_*.nc")))
-             if f > os.path.join(run_dir, snapshot_name(snap.iteration))]
-    if later:
-        logger.info("restart: %d later snapshot(s) in %s will be rewritten as the run reaches "
-                    "them (or left as they are beyond its end)", len(later), run_dir)
-    logger.info("restart %s from %s: t = %.10g, iteration %d, on %s", config.get("case"),
-                args.snapshot, t, snap.iteration, sim.device.describe())
+        try:
+            sim = from_config({**config, "progress": False})
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"cannot restart from {args.snapshot}: {_first(exc)}") from None
+        meta = {k: snap.attrs.get(k) for k in ("case", "config", "vortexsim_version",
+                                               "precision", "kernel", "method", "tolerance",
+                                               "integrator")}
+        meta.update(_meta(sim, snap.attrs.get("config", "")))
+        history = (str(snap.attrs.get("history", "")) + "\n" + _history_line(argv)).strip()
+        if branch:
+            if args.out is not None:
+                logger.info("restart from %s into %s, a new run directory (%s is left as "
+                            "it is)", args.snapshot, run_dir, source_dir)
+            else:
+                logger.warning(
+                    "%s is not the newest state of %s (which holds %s after it); that "
+                    "directory is left as it is and the continuation goes into the new "
+                    "branch %s (--truncate would continue in %s and delete that later "
+                    "output instead)", os.path.basename(snap.path), source_dir,
+                    later.describe(), run_dir, source_dir)
+            copy = start_branch(run_dir, snap.path, later.rows, meta, history,
+                                snap.attrs.get("config") or None)
+            snap = read_snapshot(copy)
+        sim.output_writers.update(run_writers(
+            run_dir, meta, history, float(s["snapshot_interval"]),
+            float(s["diagnostics_interval"]), plot=bool(s.get("plot", 1))))
+        try:     # the state, the schedules, the stop criterion; diagnostics.nc resumed
+            sim.pickup(snap)
+        except SnapshotError as exc:
+            raise UsageError(f"cannot restart: {_first(exc)}") from None
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"cannot restart from {args.snapshot}: {_first(exc)}") from None
+    except BaseException:
+        if branch:
+            _remove_branch(run_dir, created)
+        raise
+    if mode == "truncate":
+        if later:
+            logger.warning("--truncate: continuing in %s from iteration %d; deleting its %s",
+                           run_dir, snap.iteration, later.describe())
+            truncate_run(later, meta, history)
+        else:
+            logger.info("--truncate: %s holds nothing after iteration %d; nothing deleted",
+                        run_dir, snap.iteration)
+    elif mode == "in place" and later.later_rows:
+        logger.info("restart: %s holds %s, written after this snapshot by a run that did not "
+                    "finish; the continuation writes them again", run_dir, later.describe())
+    logger.info("restart %s from %s: t = %.10g, iteration %d, on %s; writing into %s",
+                config.get("case"), args.snapshot, t, snap.iteration, sim.device.describe(),
+                run_dir)
     _log_cores(sim.config)
     return _run(sim, args.quiet == 0, **stop)
 
@@ -540,6 +672,29 @@ def cmd_cases(args, argv):
     return EXIT_OK
 
 
+def _restart_note(path, snap):
+    """What ``vortexsim restart path`` would do with the snapshot ``snap`` (read and
+    checked), in the words of ``info``: refused, the end of its run, or where it
+    continues (the checks and the choice of :func:`cmd_restart`)."""
+    from .output.writers import SCHEDULE_KEYS  # noqa: PLC0415
+    if any(snap.schedule.get(k) is None for k in SCHEDULE_KEYS):
+        return "NOT restartable: no output schedule (run_* attributes); not written by " \
+               "vortexsim run"
+    try:
+        mode, where, later = _restart_target(snap, {})
+        _restart_stop(snap)
+    except UsageError as exc:
+        text = " ".join(str(exc).split())
+        if text.startswith("cannot restart: "):
+            return "NOT restartable: " + text[len("cannot restart: "):]
+        return text                    # the end of its run: how to continue
+    command = "restart with: vortexsim restart " + shlex.quote(path)
+    if mode == "in place":
+        return f"{command} (continues in {where})"
+    return (f"{command} (continues in the new branch {where}: {later.run_dir} holds "
+            f"{later.describe()} after it, left as it is)")
+
+
 def cmd_info(args, argv):
     from .output import SnapshotError, open_netcdf, read_snapshot  # noqa: PLC0415
     from .output.diagnostics import DIAGNOSTICS_FORMAT  # noqa: PLC0415
@@ -555,7 +710,7 @@ def cmd_info(args, argv):
     if fmt == FORMAT:
         try:
             snap = read_snapshot(args.file)
-            check = "checksum ok; restart with: vortexsim restart " + shlex.quote(args.file)
+            check = "checksum ok; " + _restart_note(args.file, snap)
         except SnapshotError as exc:
             snap, check = None, f"NOT restartable: {_first(exc)}"
         cfg = json.loads(a.get("config_json", "{}"))

@@ -13,9 +13,11 @@ Layout (xarray, engine netcdf4)::
 The quantities are those of :meth:`vortexsim.Simulation.diagnostics` (``physics.md``).
 The whole file is rewritten atomically at every new row (it is small), so it always holds
 every row up to the last one written; during a run the rewrite runs on the output thread
-(:mod:`vortexsim.writer_thread`), from the rows captured when the row was added.  On a
-restart from a snapshot the rows after the snapshot's iteration are dropped and
-recomputed, so the file continues without duplicated or missing rows.
+(:mod:`vortexsim.writer_thread`), from the rows captured when the row was added.  A
+restart continues the file after the snapshot's rows without duplicated or missing rows;
+``vortexsim restart`` does so in place only when no later row would be lost, and
+otherwise writes a branch whose file starts with a copy of the rows up to the snapshot
+(:func:`split_rows`, :mod:`vortexsim.output.writers`).
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from .snapshot import FORMAT_VERSION, UNITS_NOTE, SnapshotError, open_netcdf
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DIAGNOSTICS_FORMAT", "DiagnosticsLog", "read_rows", "QUANTITIES"]
+__all__ = ["DIAGNOSTICS_FORMAT", "DiagnosticsLog", "read_rows", "split_rows", "QUANTITIES"]
 
 DIAGNOSTICS_FORMAT = "vortexsim diagnostics"
 
@@ -103,6 +105,29 @@ def read_rows(path):
     return rows
 
 
+def split_rows(path, iteration, expected_rows):
+    """The rows of the diagnostics file ``path`` up to a snapshot at ``iteration`` and
+    those after it: ``(kept, later)`` (lists of rows, :func:`read_rows`).
+
+    Raises :class:`SnapshotError` when ``kept`` does not have the ``expected_rows`` that
+    the snapshot counted (the file does not belong to its run), or when the file is
+    missing although rows are expected."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        if expected_rows:
+            raise SnapshotError(
+                f"{path} is missing but the snapshot expects {expected_rows} earlier "
+                "rows; restore it (or copy the whole run directory) before restarting.")
+        return [], []
+    rows = read_rows(path)
+    kept = [r for r in rows if r["iteration"] <= iteration]
+    if len(kept) != expected_rows:
+        raise SnapshotError(
+            f"{path} has {len(kept)} rows up to iteration {iteration} but the snapshot "
+            f"expects {expected_rows}; it does not belong to this run.")
+    return kept, [r for r in rows if r["iteration"] > iteration]
+
+
 class DiagnosticsLog:
     """Rows of diagnostics in memory, written to ``path`` (atomically) after each append.
 
@@ -120,22 +145,15 @@ class DiagnosticsLog:
     @classmethod
     def resume(cls, path, meta, iteration, expected_rows, history=""):
         """Continue ``path`` after a snapshot at ``iteration``: keep its rows up to that
-        iteration (there must be ``expected_rows`` of them) and drop the later ones."""
-        if not os.path.exists(path):
-            if expected_rows:
-                raise SnapshotError(
-                    f"{path} is missing but the snapshot expects {expected_rows} earlier "
-                    "rows; restore it (or copy the whole run directory) before restarting.")
-            return cls(path, meta, (), history)
-        rows = read_rows(path)
-        kept = [r for r in rows if r["iteration"] <= iteration]
-        if len(kept) != expected_rows:
-            raise SnapshotError(
-                f"{path} has {len(kept)} rows up to iteration {iteration} but the snapshot "
-                f"expects {expected_rows}; it does not belong to this run.")
-        if len(rows) > len(kept):
-            logger.info("diagnostics: dropping %d rows after iteration %d (recomputed by the "
-                        "restart)", len(rows) - len(kept), iteration)
+        iteration (there must be ``expected_rows`` of them) and drop the later ones from
+        the log (the file keeps them until the next write).  ``vortexsim restart`` only
+        continues a file in place when no later row would be lost (``docs/cli.md``,
+        *Run history*); otherwise it writes a branch (:func:`split_rows`)."""
+        kept, later = split_rows(path, iteration, expected_rows)
+        if later:
+            logger.info("diagnostics: dropping %d rows after iteration %d (t = %.6g … %.6g; "
+                        "recomputed by the restart)", len(later), iteration, later[0]["t"],
+                        later[-1]["t"])
         return cls(path, meta, kept, history)
 
     def append(self, row):

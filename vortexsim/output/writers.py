@@ -38,14 +38,18 @@ This module knows the simulation only through that protocol (``sim.t``,
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import dataclasses
 import json
 import logging
 import os
+import re
+import shutil
 
 from ..schedules import TimeInterval, load_schedule_state, schedule_state
-from .diagnostics import DiagnosticsLog
-from .files import remove_stale_tmp
+from .diagnostics import DiagnosticsLog, split_rows
+from .files import atomic_path, remove_stale_tmp
 from .plot import latest_snapshot, plot_run
 from .snapshot import Snapshot, SnapshotError, read_snapshot, write_snapshot
 
@@ -53,7 +57,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["SnapshotWriter", "DiagnosticsWriter", "PlotWriter", "run_writers",
            "output_intervals", "schedule_attrs", "run_state_from_schedule", "snapshot_name",
-           "SCHEDULE_KEYS"]
+           "SCHEDULE_KEYS", "snapshot_files", "LaterOutput", "later_output", "branch_dir",
+           "start_branch", "truncate_run"]
 
 #: the ``run_*`` attributes that ``vortexsim restart`` needs (snapshot format 1)
 SCHEDULE_KEYS = ("t0", "snapshot_interval", "diagnostics_interval", "next_snapshot",
@@ -66,6 +71,20 @@ _LEGACY = {"snapshots": ("snapshot_interval", "next_snapshot"),
 def snapshot_name(iteration):
     """``snapshot_<iteration:08d>.nc``."""
     return f"snapshot_{iteration:08d}.nc"
+
+
+_SNAPSHOT_FILE = re.compile(r"snapshot_(\d+)\.nc")
+
+
+def snapshot_files(run_dir):
+    """``{iteration: path}`` of the ``snapshot_<iteration>.nc`` files in ``run_dir``."""
+    out = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir(run_dir):
+            m = _SNAPSHOT_FILE.fullmatch(name)
+            if m:
+                out[int(m.group(1))] = os.path.join(run_dir, name)
+    return out
 
 
 def output_intervals(dt, duration, snapshot_interval=None, diagnostics_interval=None):
@@ -419,3 +438,108 @@ def run_writers(run_dir, meta, history, snapshot_interval, diagnostics_interval,
     if plot:
         writers["plot"] = PlotWriter(run_dir)
     return writers
+
+
+# -- run history: the output after a snapshot, branches, truncation ---------------------------
+@dataclasses.dataclass(frozen=True)
+class LaterOutput:
+    """What a run directory holds around a snapshot at ``iteration``
+    (:func:`later_output`).
+
+    run_dir : str
+    iteration : int, the snapshot's
+    snapshots : tuple of the paths of the snapshots after it (oldest first)
+    rows : tuple of the diagnostics rows up to it (as many as the snapshot counts)
+    later_rows : tuple of the diagnostics rows after it
+
+    True when there is output after the snapshot (later snapshots or rows): a restart
+    that continued in ``run_dir`` would replace or strand it.
+    """
+
+    run_dir: str
+    iteration: int
+    snapshots: tuple
+    rows: tuple
+    later_rows: tuple
+
+    def __bool__(self):
+        return bool(self.snapshots or self.later_rows)
+
+    def describe(self):
+        """E.g. ``3 later snapshots (snapshot_00000010.nc, …) and 15 later diagnostics
+        rows (t = 0.3 … 1)``."""
+        parts = []
+        if self.snapshots:
+            names = [os.path.basename(p) for p in self.snapshots]
+            if len(names) > 6:
+                names = [*names[:3], "…", *names[-2:]]
+            n = len(self.snapshots)
+            parts.append(f"{n} later snapshot{'s' * (n != 1)} ({', '.join(names)})")
+        if self.later_rows:
+            n, first, last = len(self.later_rows), self.later_rows[0], self.later_rows[-1]
+            span = f"{first['t']:.6g}" + (f" … {last['t']:.6g}" if n > 1 else "")
+            parts.append(f"{n} later diagnostics row{'s' * (n != 1)} (t = {span})")
+        return " and ".join(parts) or "no later output"
+
+
+def later_output(run_dir, iteration, expected_rows):
+    """The output of ``run_dir`` around its snapshot at ``iteration`` (:class:`LaterOutput`).
+
+    ``expected_rows`` is the snapshot's count of diagnostics rows; a ``diagnostics.nc``
+    that holds another number of rows up to ``iteration``, or none although rows are
+    expected, raises :class:`SnapshotError` (:func:`vortexsim.output.diagnostics.split_rows`).
+    """
+    run_dir = os.fspath(run_dir)
+    kept, later = split_rows(os.path.join(run_dir, "diagnostics.nc"), iteration,
+                             expected_rows)
+    snaps = tuple(p for k, p in sorted(snapshot_files(run_dir).items()) if k > iteration)
+    return LaterOutput(run_dir, int(iteration), snaps, tuple(kept), tuple(later))
+
+
+def branch_dir(run_dir, iteration):
+    """A new directory for a branch of ``run_dir`` at ``iteration``:
+    ``run_dir/branch_<iteration:08d>``, or with ``_2``, ``_3``, … when that exists."""
+    base = os.path.join(os.fspath(run_dir), f"branch_{iteration:08d}")
+    path, k = base, 1
+    while os.path.lexists(path):
+        k += 1
+        path = f"{base}_{k}"
+    return path
+
+
+def start_branch(branch, snapshot_path, rows, meta, history, config_toml=None):
+    """Make the existing empty directory ``branch`` a run directory that starts at a
+    snapshot: ``config.toml`` (``config_toml``, when given), a copy of the snapshot (the
+    same bytes, so its checksum holds) and ``diagnostics.nc`` with ``rows`` (the rows up to
+    the snapshot, :attr:`LaterOutput.rows`; none: no file).  Each file is written
+    atomically; the snapshot's own directory is only read.  Returns the copy's path."""
+    branch = os.fspath(branch)
+    if config_toml:
+        with atomic_path(os.path.join(branch, "config.toml")) as tmp:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(config_toml)
+    if rows:
+        DiagnosticsLog(os.path.join(branch, "diagnostics.nc"), meta, rows, history).write()
+    copy_path = os.path.join(branch, os.path.basename(os.fspath(snapshot_path)))
+    with atomic_path(copy_path) as tmp:
+        shutil.copyfile(snapshot_path, tmp)
+    return copy_path
+
+
+def truncate_run(later, meta, history):
+    """Drop the output after a snapshot from its run directory (``vortexsim restart
+    --truncate``): delete ``later.snapshots``, newest first, then rewrite
+    ``diagnostics.nc`` with ``later.rows`` (atomically; only when it has later rows).  In
+    this order an interruption leaves a directory that restarts (rows after the newest
+    snapshot are recomputed).  Each deleted file is logged.  Returns the deleted paths."""
+    deleted = []
+    for path in reversed(later.snapshots):
+        os.remove(path)
+        deleted.append(path)
+        logger.info("--truncate: deleted %s", path)
+    if later.later_rows:
+        path = os.path.join(later.run_dir, "diagnostics.nc")
+        DiagnosticsLog(path, meta, later.rows, history).write()
+        logger.info("--truncate: %s now ends at iteration %d (%d rows dropped)", path,
+                    later.iteration, len(later.later_rows))
+    return deleted
