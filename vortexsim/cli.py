@@ -696,57 +696,92 @@ def _restart_note(path, snap):
 
 
 def cmd_info(args, argv):
+    """Describe a netCDF file.  A file that says it is a vortexsim snapshot is read and
+    checked like a restart (:func:`vortexsim.output.read_snapshot`): a bad one is a
+    one-line error, exit 2.  Every text taken from the file is printed with its control
+    characters escaped (:func:`vortexsim.output.validate.printable`)."""
     from .output import SnapshotError, open_netcdf, read_snapshot  # noqa: PLC0415
     from .output.diagnostics import DIAGNOSTICS_FORMAT  # noqa: PLC0415
     from .output.snapshot import FORMAT  # noqa: PLC0415
-    from .cases import core_summary  # noqa: PLC0415
+    from .output.validate import printable  # noqa: PLC0415
     try:
         ds = open_netcdf(args.file)
     except SnapshotError as exc:
         raise UsageError(_first(exc)) from None
     a = ds.attrs
     fmt = a.get("vortexsim_format")
-    lines = [f"{args.file}"]
+    fmt = fmt if isinstance(fmt, str) else None
+    lines = [printable(args.file)]
     if fmt == FORMAT:
         try:
             snap = read_snapshot(args.file)
-            check = "checksum ok; " + _restart_note(args.file, snap)
         except SnapshotError as exc:
-            snap, check = None, f"NOT restartable: {_first(exc)}"
-        cfg = json.loads(a.get("config_json", "{}"))
-        cores = core_summary(cfg)
-        lines += [f"  vortexsim snapshot ({a.get('snapshot_kind')}), case {a.get('case')}, "
-                  f"vortexsim {a.get('vortexsim_version')}",
-                  f"  t = {float(ds['time'].values[0]):.10g}, iteration "
-                  f"{int(ds['iteration'].values[0])}, next dt = "
-                  f"{float(ds['dt_next'].values[0]):.6g}",
-                  f"  {ds.sizes.get('element', 0)} elements, {ds.sizes.get('tracer', 0)} tracers; "
-                  f"{cfg.get('integrator')} dt = {cfg.get('dt')}, {a.get('method')} "
-                  f"(tol {a.get('tolerance')}), kernel {a.get('kernel')}, {a.get('precision')}, "
-                  f"device {a.get('device')}",
-                  *([f"  {cores[0]}"] if cores else []),
-                  f"  run end: " + (f"t = {a.get('run_stop_time')}"
-                                    if a.get("run_stop_time", "none") != "none"
-                                    else f"iteration {a.get('run_stop_iteration')}"),
-                  f"  {check}"]
-        del snap
+            raise UsageError(_first(exc)) from None
+        lines += _snapshot_lines(snap, args.file)
     elif fmt == DIAGNOSTICS_FORMAT:
-        t = ds["time"].values
-        lines.append(f"  vortexsim diagnostics, case {a.get('case')}: {len(t)} rows, t = "
-                     + (f"{t[0]:.6g} … {t[-1]:.6g}" if len(t) else "(none)"))
+        lines.append(_diagnostics_line(ds, args.file))
+    elif fmt is not None and fmt.startswith("vortexsim"):
+        lines.append(f"  {printable(fmt)}: not a vortexsim format this version knows")
     else:
         lines.append("  not a vortexsim file (no vortexsim_format attribute)")
-    lines.append("  dimensions: " + ", ".join(f"{k} = {v}" for k, v in ds.sizes.items()))
+    lines.append("  dimensions: " + ", ".join(f"{printable(k)} = {v}"
+                                              for k, v in ds.sizes.items()))
     lines.append("  variables:")
     for name, var in ds.variables.items():
-        lines.append(f"    {name} ({', '.join(var.dims)}) [{var.attrs.get('units', '?')}] "
-                     f"{var.attrs.get('long_name', '')}".rstrip())
-    hist = str(a.get("history", "")).strip()
+        dims = ", ".join(printable(d) for d in var.dims)
+        lines.append(f"    {printable(name)} ({dims}) [{printable(var.attrs.get('units', '?'))}] "
+                     f"{printable(var.attrs.get('long_name', ''))}".rstrip())
+    hist = a.get("history", "")
+    hist = (hist if isinstance(hist, str) else str(hist)).strip()
     if hist:
         lines.append("  history:")
-        lines += [f"    {h}" for h in hist.splitlines()]
+        lines += [f"    {printable(h)}" for h in hist.splitlines()]
     print("\n".join(lines))
     return EXIT_OK
+
+
+def _snapshot_lines(snap, path):
+    """What ``info`` says of a checked snapshot (every text from the file escaped)."""
+    from .cases import core_summary  # noqa: PLC0415
+    from .output.snapshot import FORMAT_VERSION  # noqa: PLC0415
+    from .output.validate import printable  # noqa: PLC0415
+    a, cfg, s = snap.attrs, snap.config, snap.schedule
+
+    def attr(name):
+        return printable(a.get(name))
+
+    el, tr = snap.state["elements"], snap.state["tracers"]
+    cores = core_summary(cfg)
+    version = int(a["vortexsim_format_version"])
+    scope = "" if version >= FORMAT_VERSION else (
+        f" (format {version}: the checksum does not cover the config TOML text)")
+    end = (f"t = {s['stop_time']!r}" if s.get("stop_time") is not None
+           else f"iteration {s.get('stop_iteration')}")
+    return [f"  vortexsim snapshot ({attr('snapshot_kind')}), case {printable(cfg.get('case'))}, "
+            f"vortexsim {attr('vortexsim_version')}",
+            f"  t = {snap.t:.10g}, iteration {snap.iteration}, next dt = "
+            f"{snap.state['dt']:.6g}",
+            f"  {len(el['x'])} elements, {len(tr['x'])} tracers; "
+            f"{printable(cfg.get('integrator'))} dt = {printable(cfg.get('dt'))}, "
+            f"{printable(cfg.get('method'))} (tol {printable(cfg.get('tol'))}), kernel "
+            f"{printable(cfg.get('kernel'))}, {printable(cfg.get('precision'))}, device "
+            f"{attr('device')}",
+            *([f"  {printable(cores[0])}"] if cores else []),
+            f"  run end: {end}",
+            f"  checksum ok{scope}; {printable(_restart_note(path, snap))}"]
+
+
+def _diagnostics_line(ds, path):
+    """``info``'s line for a diagnostics file (UsageError when its times are unusable)."""
+    from .output.validate import printable  # noqa: PLC0415
+    t = ds["time"].values if "time" in ds.variables else None
+    if t is None or t.ndim != 1 or t.dtype.kind != "f":
+        what = "no time variable" if t is None else f"time of dtype {t.dtype}, shape {t.shape}"
+        raise UsageError(f"{path}: a vortexsim diagnostics file with {what}, expected float "
+                         "times (time); the file is corrupted.")
+    case = printable(ds.attrs.get("case"))
+    return (f"  vortexsim diagnostics, case {case}: {len(t)} rows, t = "
+            + (f"{t[0]:.6g} … {t[-1]:.6g}" if len(t) else "(none)"))
 
 
 def main(argv=None):

@@ -1,7 +1,9 @@
 """Run output: netCDF snapshots (each a checkpoint), the diagnostics file, atomic writes, plots.
 
-* :mod:`.snapshot`: ``write_snapshot``, ``read_snapshot`` (refuses truncated, corrupted or
-  foreign files with :class:`SnapshotError`), ``open_netcdf``
+* :mod:`.snapshot`: ``write_snapshot``, ``read_snapshot`` (refuses truncated, corrupted,
+  forged or foreign files with :class:`SnapshotError`), ``open_netcdf``
+* :mod:`.validate`: checks of values read from files (type, shape, range, strict JSON)
+  and ``printable`` (text from a file for a terminal)
 * :mod:`.diagnostics`: ``DiagnosticsLog`` (``diagnostics.nc``, one row per diagnostic time)
 * :mod:`.files`: ``atomic_path`` (temporary name, fsync, rename), ``remove_stale_tmp``
 * :mod:`.plot`: ``plot_run`` (``plot.png``; needs matplotlib)

@@ -18,11 +18,20 @@ Every variable has ``units`` and ``long_name``; the global attributes hold the C
 ``Conventions``, ``history``, the case, the resolved configuration (TOML text in
 ``config``, exact JSON in ``config_json``), the vortexsim version, device, precision,
 kernel, method and tolerance, the output schedule of the run (``run_*``) and a SHA-256
-checksum of the state.  Arrays are stored in their own dtype (float64: bitwise), so a
-restart from any snapshot continues bitwise like the uninterrupted run.
+checksum (:func:`state_checksum`) of the state, ``config_json``, the schedule and (format
+2) the attributes :data:`CHECKSUM_ATTRS`, the config TOML text among them.  Arrays are
+stored in their own dtype (float64: bitwise), so a restart from any snapshot continues
+bitwise like the uninterrupted run.
 
-:func:`read_snapshot` refuses (``SnapshotError``) a missing, truncated, corrupted or
-foreign file with a message that says which.
+:func:`read_snapshot` refuses (``SnapshotError``, one line) a missing, truncated,
+corrupted or foreign file with a message that says which.  A file is input like any
+other (issue 19): every attribute and variable is checked for type, dtype and shape
+before it is used (:mod:`.validate`), the checksum is verified under the file's format
+(1 or 2), and the values are checked even when the checksum matches, since a forged file
+can recompute it: finite numbers, σ and dt > 0, a time at or after the run's t0 and
+within ``iteration`` steps of dt, the stored config's parameters as a case file's
+(:func:`vortexsim.config.check_params`), an output schedule of positive intervals that
+owes at most a few outputs.
 """
 from __future__ import annotations
 
@@ -34,15 +43,34 @@ import os
 
 import numpy as np
 
+from . import validate as check
 from .files import atomic_path
+from .validate import InvalidValue
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "SnapshotError", "Snapshot", "write_snapshot",
-           "read_snapshot", "state_checksum", "UNITS_NOTE"]
+           "read_snapshot", "state_checksum", "UNITS_NOTE", "CHECKSUM_ATTRS"]
 
 FORMAT = "vortexsim snapshot"
-FORMAT_VERSION = 1
+#: 2: the checksum also covers the global attributes :data:`CHECKSUM_ATTRS` (the config
+#: TOML text among them); 1: the state, ``config_json`` and the ``run_*`` schedule only.
+#: Both are read (each verified under its own checksum); the layout is the same.
+FORMAT_VERSION = 2
+#: the global attributes that the checksum of format 2 covers besides the state,
+#: ``config_json`` and the schedule (an absent one counts as absent)
+CHECKSUM_ATTRS = ("vortexsim_format", "vortexsim_format_version", "snapshot_kind", "case",
+                  "config", "vortexsim_version", "device", "precision", "kernel", "method",
+                  "tolerance", "integrator")
+#: global attributes that are text when present (restart copies ``config`` and ``history``
+#: into the snapshots it writes)
+_TEXT_ATTRS = ("config", "history", "snapshot_kind", "case")
+#: outputs a snapshot may still owe (its writes failed; the output thread holds at most
+#: two pending writes): more would be written one per step after a restart
+_MAX_OWED = 4
+#: deepest FMM tree a snapshot may name (63-bit Morton keys: 21 levels, MAX_BITS of
+#: vortexsim/kernels/morton.py, which this layer does not import)
+_MAX_FMM_DEPTH = 21
 UNITS_NOTE = ("Units are the case's: L (length) and T (time), e.g. L = ring radius and "
               "T = R^2/Gamma for the ring cases; L^3/T is vorticity x volume.")
 
@@ -92,8 +120,15 @@ class Snapshot:
         return self.state["iteration"]
 
 
-def state_checksum(state, config_json, schedule):
-    """SHA-256 (hex) of the state's numbers, the config JSON and the schedule."""
+def state_checksum(state, config_json, schedule, attrs=None):
+    """SHA-256 (hex) of a snapshot.
+
+    Format 1 (``attrs`` None): the state's numbers (t, dt, σ range, iteration, FMM depth,
+    last speed, the arrays with their dtypes), the config JSON text and the schedule.
+    Format 2 (``attrs``: the global attributes): also the attributes
+    :data:`CHECKSUM_ATTRS` of ``attrs``, so that an edited config TOML text (which a
+    restart copies into its snapshots), case or kind is a mismatch too.
+    """
     h = hashlib.sha256()
     scalars = np.array([state["t"], state["dt"], *state["sigma_range"]], dtype="<f8")
     h.update(scalars.tobytes())
@@ -106,8 +141,21 @@ def state_checksum(state, config_json, schedule):
         h.update(str(a.dtype.str).encode())
         h.update(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
     h.update(config_json.encode())
-    h.update(json.dumps(schedule, sort_keys=True).encode())
+    h.update(json.dumps(schedule, sort_keys=True, default=repr).encode())
+    if attrs is not None:
+        covered = [[k, _canonical(attrs[k])] if k in attrs else [k] for k in CHECKSUM_ATTRS]
+        h.update(b"\0attributes\0")
+        h.update(json.dumps(covered, default=repr).encode())
     return h.hexdigest()
+
+
+def _canonical(value):
+    """An attribute's value as netCDF gives it back, in plain Python (for the checksum)."""
+    if isinstance(value, np.ndarray):
+        value = value.reshape(()).item() if value.size == 1 else value.tolist()
+    elif isinstance(value, np.generic):
+        value = value.item()
+    return int(value) if isinstance(value, bool) else value
 
 
 def _schedule_attrs(schedule):
@@ -184,9 +232,9 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
         **{k: ("none" if v is None else v) for k, v in meta.items()},
         "config_json": config_json,
         **_schedule_attrs(schedule),
-        "checksum_sha256": state_checksum(state, config_json,
-                                          _schedule_from_attrs(_schedule_attrs(schedule))),
     }
+    attrs["checksum_sha256"] = state_checksum(
+        state, config_json, _schedule_from_attrs(_schedule_attrs(schedule)), attrs)
     ds.attrs.update(attrs)
     encoding = {name: {"_FillValue": None} for name in list(ds.data_vars) + ["time"]}
     with atomic_path(path) as tmp:
@@ -198,7 +246,9 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
 
 def open_netcdf(path):
     """Open and load a netCDF file with xarray (engine netcdf4, no decoding), or raise
-    :class:`SnapshotError` saying that it is missing, truncated, corrupted or not netCDF."""
+    :class:`SnapshotError` saying that it is missing, not a regular file, truncated,
+    corrupted, not netCDF, or larger in memory than the memory available (a file can
+    declare huge variables that it does not store)."""
     import xarray as xr  # noqa: PLC0415
 
     path = os.fspath(path)
@@ -206,72 +256,252 @@ def open_netcdf(path):
         raise SnapshotError(f"{path} does not exist.")
     if os.path.isdir(path):
         raise SnapshotError(f"{path} is a directory; give a snapshot file (snapshot_*.nc).")
+    if not os.path.isfile(path):
+        raise SnapshotError(f"{path} is not a regular file; give a snapshot file "
+                            "(snapshot_*.nc).")
     try:
         with xr.open_dataset(path, engine="netcdf4", decode_times=False, decode_cf=False,
                              mask_and_scale=False) as ds:
+            _check_memory(path, ds)
             return ds.load()
+    except SnapshotError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any reader error means the same to the user
         size = os.path.getsize(path)
+        first = check.printable(str(exc).splitlines()[0] if str(exc) else "")
         raise SnapshotError(
             f"cannot read {path} ({size} bytes) as netCDF: the file is truncated, corrupted "
-            f"or not netCDF ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})."
+            f"or not netCDF ({type(exc).__name__}: {first})."
         ) from None
+
+
+def _check_memory(path, ds):
+    """SnapshotError when loading the variables of ``ds`` would take more than the
+    memory available now (Linux's MemAvailable; no check where it is unknown)."""
+    need = sum(int(np.prod(v.shape, dtype=np.float64)) * v.dtype.itemsize
+               for v in ds.variables.values())
+    available = _available_memory()
+    if available is not None and need > available:
+        raise SnapshotError(f"{path} declares variables of {need / 2**30:.3g} GiB, more than "
+                            f"the {available / 2**30:.3g} GiB of memory available; it is not "
+                            "a snapshot of this machine's size (or it is corrupted).")
+
+
+def _available_memory():
+    """Bytes of memory available (``MemAvailable`` of /proc/meminfo), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def read_snapshot(path):
     """Read a snapshot for a restart (:class:`Snapshot`), after checking it.
 
-    Raises :class:`SnapshotError` for a missing, unreadable (truncated, corrupted) or
-    foreign file, a diagnostics file, a newer format, missing variables, shapes that
-    do not match the config, or a checksum mismatch.
+    Raises :class:`SnapshotError` (one line: what is wrong and what to do) for a missing,
+    unreadable (truncated, corrupted) or foreign file, a diagnostics file, a newer
+    format, missing variables or attributes, any attribute or variable of the wrong type,
+    dtype or shape (``config_json`` that is not a JSON object, ``n_elements`` that is not
+    an integer, arrays that do not match the config, ...), a checksum mismatch, and,
+    even when the checksum matches (a forged file can recompute it), values that no run
+    writes: non-finite numbers, σ or dt ≤ 0, a time before the run's t0 or beyond
+    ``iteration`` steps of dt, an output schedule in the past, invalid stored config
+    values (:func:`vortexsim.config.check_params`).
+
+    Format 1 files are verified under the checksum of format 1 (which does not cover the
+    config TOML text); format 2 files under their own.
     """
     path = os.fspath(path)
     ds = open_netcdf(path)
     attrs = dict(ds.attrs)
+    _check_format(path, attrs)
+    missing = [v for v in list(_VARIABLES) + ["time"] if v not in ds.variables] + \
+        [a for a in ("vortexsim_format_version", "config_json", "checksum_sha256")
+         if a not in attrs]
+    # a newer format may have other contents: its version is reported first
+    version = _format_version(path, attrs) if "vortexsim_format_version" in attrs else None
+    if missing:
+        raise SnapshotError(f"{path} is an incomplete vortexsim snapshot (missing "
+                            f"{', '.join(missing)}); it is corrupted.")
+    try:
+        checksum, config, state = _parse(ds, attrs)
+    except InvalidValue as exc:
+        raise SnapshotError(f"{path}: {exc}; the file is corrupted or was not written by "
+                            "vortexsim.") from None
+    schedule = _schedule_from_attrs(attrs)
+    if state_checksum(state, attrs["config_json"], schedule,
+                      attrs if version >= 2 else None) != checksum:
+        covers = "numbers, configuration" if version >= 2 else "numbers, config_json"
+        raise SnapshotError(f"{path}: checksum mismatch; the file is corrupted or was edited "
+                            f"(its {covers} or schedule are not those that were written). "
+                            "Restart from another snapshot of the run.")
+    try:
+        _check_values(state, config, schedule)
+    except InvalidValue as exc:
+        raise SnapshotError(f"{path}: {exc}, although the checksum matches: the file was "
+                            "forged or written by a faulty program. Restart from another "
+                            "snapshot of the run.") from None
+    return Snapshot(path, state, config, schedule, attrs)
+
+
+def _check_format(path, attrs):
+    """SnapshotError unless ``attrs`` say that the file is a vortexsim snapshot."""
     fmt = attrs.get("vortexsim_format")
-    if fmt != FORMAT:
+    if not isinstance(fmt, str) or fmt != FORMAT:
         if isinstance(fmt, str) and fmt.startswith("vortexsim"):
-            raise SnapshotError(f"{path} is a {fmt} file, not a snapshot; restart from one of "
-                                "the run's snapshot_*.nc files.")
-        raise SnapshotError(f"{path} is not a vortexsim snapshot (foreign netCDF file: no "
-                            "vortexsim_format attribute); restart from a snapshot_*.nc that "
-                            "vortexsim wrote.")
-    version = int(attrs.get("vortexsim_format_version", 0))
+            raise SnapshotError(f"{path} is a {check.printable(fmt)} file, not a snapshot; "
+                                "restart from one of the run's snapshot_*.nc files.")
+        what = ("no vortexsim_format attribute" if fmt is None else
+                f"vortexsim_format = {check.show(fmt)}")
+        raise SnapshotError(f"{path} is not a vortexsim snapshot (foreign netCDF file: "
+                            f"{what}); restart from a snapshot_*.nc that vortexsim wrote.")
+
+
+def _format_version(path, attrs):
+    """The snapshot format version of ``attrs`` (1 or 2), or SnapshotError for a version
+    that is not a whole number in range."""
+    raw = attrs.get("vortexsim_format_version")
+    try:
+        version = check.integer("vortexsim_format_version", raw)
+    except InvalidValue as exc:
+        raise SnapshotError(f"{path}: {exc}; the file is corrupted.") from None
     if version > FORMAT_VERSION:
         raise SnapshotError(f"{path} has snapshot format {version}; this vortexsim reads up to "
                             f"{FORMAT_VERSION}. Upgrade vortexsim.")
-    missing = [v for v in list(_VARIABLES) + ["time"] if v not in ds.variables]
-    if missing or "config_json" not in attrs or "checksum_sha256" not in attrs:
-        raise SnapshotError(f"{path} is an incomplete vortexsim snapshot (missing "
-                            f"{missing or 'config_json/checksum_sha256'}); it is corrupted.")
-    try:
-        config = json.loads(attrs["config_json"])
-    except ValueError:
-        raise SnapshotError(f"{path}: the stored config is not valid JSON; the file is "
-                            "corrupted.") from None
-    n, m = int(config.get("n_elements", -1)), int(config.get("n_tracers", -1))
-    want = {"element_x": (1, n, 3), "element_alpha": (1, n, 3), "element_sigma": (1, n),
-            "tracer_x": (1, m, 3), "iteration": (1,), "dt_next": (1,), "sigma_range": (1, 2),
-            "time": (1,)}
-    for name, shape in want.items():
-        if tuple(ds[name].shape) != shape:
-            raise SnapshotError(f"{path}: {name} has shape {tuple(ds[name].shape)}, expected "
-                                f"{shape} from its config; the file is corrupted.")
+    if version < 1:
+        raise SnapshotError(f"{path}: vortexsim_format_version = {version}, expected 1 to "
+                            f"{FORMAT_VERSION}; the file is corrupted.")
+    return version
+
+
+def _parse(ds, attrs):
+    """(checksum, config, state) of a snapshot: every attribute and variable checked for
+    type, dtype and shape (:class:`InvalidValue` otherwise); values are checked later."""
+    checksum = check.text("checksum_sha256", attrs["checksum_sha256"])
+    if len(checksum) != 64 or set(checksum) - set("0123456789abcdef"):
+        raise InvalidValue(f"checksum_sha256 = {check.show(checksum)} is not a SHA-256 "
+                           "(64 hex digits)")
+    for name in _TEXT_ATTRS:
+        if name in attrs:
+            check.text(name, attrs[name])
+    config = check.json_object("config_json", attrs["config_json"])
+    n = check.integer("n_elements of config_json", config.get("n_elements"), minimum=0)
+    m = check.integer("n_tracers of config_json", config.get("n_tracers"), minimum=0)
+    shapes = {"element_x": ((1, n, 3), "f"), "element_alpha": ((1, n, 3), "f"),
+              "element_sigma": ((1, n), "f"), "tracer_x": ((1, m, 3), "f"),
+              "time": ((1,), "f"), "iteration": ((1,), "iu"), "dt_next": ((1,), "f"),
+              "sigma_range": ((1, 2), "f"), "fmm_depth": ((1,), "iu"),
+              "speed_last": ((1,), "f")}
+    v = {name: check.array(name, ds[name].values, shape, kinds)
+         for name, (shape, kinds) in shapes.items()}
+    speed = v["speed_last"][0]
     state = {
-        "t": float(ds["time"].values[0]),
-        "iteration": int(ds["iteration"].values[0]),
-        "dt": float(ds["dt_next"].values[0]),
-        "sigma_range": [float(v) for v in ds["sigma_range"].values[0]],
-        "fmm_depth": int(ds["fmm_depth"].values[0]) if "fmm_depth" in ds else -1,
-        "speed": (float(ds["speed_last"].values[0]) if "speed_last" in ds
-                  and np.isfinite(ds["speed_last"].values[0]) else None),
-        "elements": {"x": np.array(ds["element_x"].values[0]),
-                     "alpha": np.array(ds["element_alpha"].values[0]),
-                     "sigma": np.array(ds["element_sigma"].values[0])},
-        "tracers": {"x": np.array(ds["tracer_x"].values[0])},
+        "t": float(v["time"][0]),
+        "iteration": check.integer("iteration", v["iteration"][0]),
+        "dt": float(v["dt_next"][0]),
+        "sigma_range": [float(x) for x in v["sigma_range"][0]],
+        "fmm_depth": check.integer("fmm_depth", v["fmm_depth"][0]),
+        "speed": float(speed) if np.isfinite(speed) else None,
+        "elements": {"x": np.array(v["element_x"][0]), "alpha": np.array(v["element_alpha"][0]),
+                     "sigma": np.array(v["element_sigma"][0])},
+        "tracers": {"x": np.array(v["tracer_x"][0])},
     }
-    schedule = _schedule_from_attrs(attrs)
-    if state_checksum(state, attrs["config_json"], schedule) != attrs["checksum_sha256"]:
-        raise SnapshotError(f"{path}: checksum mismatch; the file is corrupted (its numbers "
-                            "are not those that were written).")
-    return Snapshot(path, state, config, schedule, attrs)
+    if not np.isnan(speed) and not np.isfinite(speed):
+        raise InvalidValue(f"speed_last = {check.show(speed)}, expected a finite number or NaN")
+    return checksum, config, state
+
+
+def _check_values(state, config, schedule):
+    """Values that no run writes (after the checksum matched): :class:`InvalidValue`."""
+    from ..config import PARAMETERS, ConfigError, check_params  # noqa: PLC0415
+
+    # the stored config: the case-file parameters it holds, and the derived t0 and groups
+    case = config.get("case")
+    if case is not None:
+        check.text("case of config_json", case)
+    for key, value in config.items():   # names and words, never terminal control sequences
+        for what in (key, value):
+            if isinstance(what, str) and not what.isprintable():
+                raise InvalidValue(f"config_json holds {check.show(what)}, text with control "
+                                   "characters")
+    params = {k: v for k, v in config.items() if k in PARAMETERS and v is not None}
+    try:
+        check_params(params, config, "config_json: ")
+    except ConfigError as exc:
+        raise InvalidValue(" ".join(str(exc).rstrip(".").split())) from None
+    t0 = None if config.get("t0") is None else check.number("t0 of config_json", config["t0"])
+    if "groups" in config and not isinstance(config["groups"], list):
+        raise InvalidValue(f"groups of config_json = {check.show(config['groups'])}, expected "
+                           "a list")
+    dt_max = config.get("dt") if isinstance(config.get("dt"), (int, float)) else None
+
+    # the state
+    t = check.number("time", state["t"])
+    n = state["iteration"]
+    if n < 0:
+        raise InvalidValue(f"iteration = {n}, expected >= 0")
+    dt = check.number("dt_next", state["dt"], positive=True)
+    if dt_max is not None and dt > dt_max * (1 + 1e-9):
+        raise InvalidValue(f"dt_next = {dt!r} exceeds the config's dt = {dt_max!r}")
+    lo, hi = (check.number("sigma_range", x, positive=True) for x in state["sigma_range"])
+    if lo > hi:
+        raise InvalidValue(f"sigma_range = [{lo!r}, {hi!r}] has min > max")
+    if not -1 <= state["fmm_depth"] <= _MAX_FMM_DEPTH:
+        raise InvalidValue(f"fmm_depth = {state['fmm_depth']}, expected -1 (none) to "
+                           f"{_MAX_FMM_DEPTH}")
+    if state["speed"] is not None and state["speed"] < 0:
+        raise InvalidValue(f"speed_last = {state['speed']!r}, expected >= 0")
+    el = state["elements"]
+    for name, values, positive in (("element_x", el["x"], False),
+                                   ("element_alpha", el["alpha"], False),
+                                   ("element_sigma", el["sigma"], True),
+                                   ("tracer_x", state["tracers"]["x"], False)):
+        check.array(name, values, values.shape, "f", finite=True, positive=positive)
+
+    # the output schedule (run_* attributes)
+    s = schedule
+    for key in ("t0", "stop_time"):
+        if s.get(key) is not None:
+            check.number(f"run_{key}", s[key])
+    for key in ("snapshot_interval", "diagnostics_interval"):
+        if s.get(key) is not None:
+            check.number(f"run_{key}", s[key], positive=True)
+    for key in ("next_snapshot", "next_diagnostics", "diagnostics_rows", "stop_iteration"):
+        if s.get(key) is not None:
+            check.integer(f"run_{key}", s[key], minimum=0)
+    if s.get("plot") is not None:
+        check.integer("run_plot", s["plot"], minimum=0, maximum=1)
+    if s.get("state_json") is not None:
+        state_json = check.json_object("run_state_json", s["state_json"])
+        for key in ("output_writers", "callbacks"):
+            if not isinstance(state_json.get(key, {}), dict):
+                raise InvalidValue(f"run_state_json: {key} = {check.show(state_json[key])}, "
+                                   "expected a JSON object")
+
+    # time against the run's start, the steps taken and the schedule
+    for name, start in (("t0 of config_json", t0), ("run_t0", s.get("t0"))):
+        if start is None:
+            continue
+        start = float(start)
+        if t < start:
+            raise InvalidValue(f"time = {t!r} is before the run's start ({name} = {start!r})")
+        if dt_max is not None and t - start > n * dt_max * (1 + 1e-6) + 1e-9 * max(1.0, abs(start)):
+            raise InvalidValue(f"time = {t!r} is beyond {n} steps of at most dt = {dt_max!r} "
+                               f"from the run's start {start!r}")
+    if s.get("t0") is not None:
+        # an output may be owed (a write that failed is written again by the restart), but
+        # not more than the few that can be pending: each owed one is written at a step
+        slack = 1e-10 * max(1.0, abs(t))
+        for key, next_key in (("snapshot_interval", "next_snapshot"),
+                              ("diagnostics_interval", "next_diagnostics")):
+            if s.get(key) is not None and s.get(next_key) is not None:
+                interval = float(s[key])
+                target = float(s["t0"]) + int(s[next_key]) * interval
+                if target < t - _MAX_OWED * interval * (1 + 1e-9) - slack:
+                    raise InvalidValue(f"run_{next_key} = {s[next_key]} puts the next output "
+                                       f"at t = {target!r}, more than {_MAX_OWED} intervals "
+                                       f"of {interval!r} before the snapshot's t = {t!r}")
