@@ -906,7 +906,7 @@ class Simulation:
         depends on the particle set is reset here and only here: the σ range, the FMM
         planner's depth and box, the group ranges and the recorded sizes.
 
-        Snapshots do not store volumes and group labels yet (snapshot format 1 holds x,
+        Snapshots do not store volumes and group labels yet (formats 1 and 2 hold x,
         alpha, sigma of a case's original size): a checkpoint taken after this call cannot
         be restarted until remeshing adds them (the restart refuses it with a message).
         """

@@ -59,7 +59,7 @@ class Elements:
     def to_host(self):
         """NumPy copies ``{"x", "alpha", "sigma"}`` (float64 arrays stay bitwise equal): the
         checkpointed state.  ``volume`` and ``group`` are rebuilt from the case on restart;
-        they join the checkpoint (snapshot format 2) when remeshing can change them."""
+        they join the checkpoint (a later snapshot format) when remeshing can change them."""
         return {"x": to_host(self.x).copy(), "alpha": to_host(self.alpha).copy(),
                 "sigma": to_host(self.sigma).copy()}
 
