@@ -17,8 +17,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "vortexsim"
 
 #: (layer name, module prefixes), lowest first
 LAYERS = (
-    ("base", ("vortexsim._names", "vortexsim.backend", "vortexsim.config",
-              "vortexsim.schedules")),
+    ("base", ("vortexsim._names", "vortexsim._startup", "vortexsim.backend",
+              "vortexsim.config", "vortexsim.schedules")),
     ("kernels", ("vortexsim.kernels",)),
     ("fmm", ("vortexsim.fmm",)),
     ("physics", ("vortexsim.state", "vortexsim.inputs", "vortexsim.physics",
@@ -26,7 +26,7 @@ LAYERS = (
     ("integrators", ("vortexsim.integrators",)),
     ("simulation", ("vortexsim.simulation", "vortexsim.writer_thread")),
     ("io", ("vortexsim.output",)),
-    ("cases", ("vortexsim.cases",)),
+    ("cases", ("vortexsim.cases", "vortexsim.resources")),
     ("cli", ("vortexsim.cli", "vortexsim.demo", "vortexsim.__main__", "vortexsim")),
 )
 

@@ -24,7 +24,11 @@ This module is wiring: it parses the command, builds the simulation
 writers (:func:`vortexsim.output.writers.run_writers`, intervals from
 :func:`~vortexsim.output.writers.output_intervals`), installs the SIGINT/SIGTERM handlers
 (they call :meth:`~vortexsim.Simulation.request_stop`) and runs
-(:meth:`vortexsim.Simulation.run`, which owns the loop).  One run, in order::
+(:meth:`vortexsim.Simulation.run`, which owns the loop).  Before it builds anything,
+``run`` checks what the run will cost (:mod:`vortexsim.resources`: memory against the
+machine or ``--max-memory``, steps, snapshot files, diagnostics rows and disk space
+against their bounds, ``--force``) and ``--overwrite`` accepts only a directory marked by
+an earlier run (:data:`RUN_MARKER`).  One run, in order::
 
     t0: diagnostics row, snapshot
     until t_end (or N steps):
@@ -34,34 +38,46 @@ writers (:func:`vortexsim.output.writers.run_writers`, intervals from
         on SIGINT/SIGTERM (after the step in progress and the pending writes): write a
             checkpoint, exit 130/143; a second SIGINT: give up the queued writes, exit 130
         on a failed safety check (NaN/inf, blow-up): write the last good state, exit 1
-        on any other error (a failed write too): write the state of the last completed
-            step, re-raise
+        on a failed file write (disk full, permission, netCDF/HDF5): write the state of
+            the last completed step if possible, one line, exit 1 (traceback in run.log)
+        on any other error: write the state of the last completed step, re-raise
     end: final diagnostics row and snapshot, plot.png
 
 The files are written on the run's output thread while the next steps run
 (:meth:`vortexsim.Simulation.run`, ``docs/driver.md``); signals reach only the main
 thread, which never holds a netCDF file, so a second Ctrl-C cannot hang the process.
 
-Exit codes: 0 done; 1 the simulation failed (the last good state is written); 2 bad input
-(one-line message, no traceback); 130/143 interrupted by SIGINT/SIGTERM (checkpoint written).
+Exit codes: 0 done; 1 the simulation failed (the last good state is written) or a file
+write failed; 2 bad input (one-line message, no traceback; also a run refused by the
+guards or an output directory that cannot be written); 130/143 interrupted by
+SIGINT/SIGTERM (checkpoint written during a run; one line at any time, also while the
+command starts: :mod:`vortexsim._startup`).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import datetime
+import errno
 import glob
 import json
 import logging
 import math
 import os
 import shlex
+import shutil
 import signal
+import stat
 import sys
+import threading
 
 from .config import (CLI_ONLY, OUTPUT_DEFAULTS, PARAMETERS, ConfigError, check_params, closest,
                      load_case_file, load_presets, parse_assignments, to_toml)
-from .schedules import due
+from .resources import (HARD_LIMIT, MAX_DIAGNOSTICS_ROWS, MAX_SNAPSHOTS, MAX_STEPS,
+                        ResourceError, check_disk, check_resources, check_schedule,
+                        format_bytes, parse_size)
+from ._startup import end_startup
+from .schedules import DUE_RTOL, due
 
 logger = logging.getLogger("vortexsim.cli")
 
@@ -70,7 +86,11 @@ __all__ = ["main", "build_parser", "case_files_dir", "case_file"]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 _DERIVED = ("case", "t0", "groups", "n_elements", "n_tracers")
 _OUR_FILES = ("snapshot_*.nc", "diagnostics.nc", "plot.png", "config.toml", "run.log",
-              ".snapshot_*.tmp", ".diagnostics.nc.*.tmp", ".plot.png.*.tmp")
+              ".snapshot_*.tmp", ".diagnostics.nc.*.tmp", ".plot.png.*.tmp",
+              ".config.toml.*.tmp")
+#: the file that marks a directory as a run directory of vortexsim (written by every
+#: ``vortexsim run``); ``--overwrite`` replaces only a directory that has it
+RUN_MARKER = ".vortexsim-run"
 
 
 class UsageError(Exception):
@@ -134,6 +154,25 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"vortexsim: error: {message} (see {self.prog} --help)\n")
 
 
+def _step_count(text):
+    """``--steps N``: a whole number from 1 to :data:`~vortexsim.resources.HARD_LIMIT`."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of steps, got {text!r}")
+    if not 1 <= n <= HARD_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {HARD_LIMIT}, got {text}")
+    return n
+
+
+def _memory_size(text):
+    """``--max-memory 8GB``: bytes (:func:`vortexsim.resources.parse_size`)."""
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).rstrip(".")) from None
+
+
 def build_parser():
     """The argparse parser of the ``vortexsim`` command."""
     common = argparse.ArgumentParser(add_help=False)
@@ -149,7 +188,12 @@ def build_parser():
                    help="run until simulated time T [T] (default: the case's t_end; for "
                         "restart, the end the run was heading for); the last step is "
                         "shortened to land on it")
-    s.add_argument("--steps", type=int, metavar="N", help="run N more time steps")
+    s.add_argument("--steps", type=_step_count, metavar="N", help="run N more time steps")
+    limits = argparse.ArgumentParser(add_help=False)
+    limits.add_argument("--max-memory", type=_memory_size, metavar="SIZE",
+                        help="memory the run may use, e.g. 8GB or 16GiB (default: what the "
+                             "machine has available, host memory or the GPU's); a run "
+                             "estimated to need more is refused before it starts")
 
     p = _Parser(prog="vortexsim", description=(
         "Vortex-particle simulations of vortex rings: run a named case or a case file, "
@@ -160,15 +204,19 @@ def build_parser():
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    r = sub.add_parser("run", parents=[common, stop], help="run a case",
+    r = sub.add_parser("run", parents=[common, stop, limits], help="run a case",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description=(
         "Run a named case (vortexsim cases lists them) or a TOML case file, writing "
         "config.toml, snapshot_<iteration>.nc (each a checkpoint), diagnostics.nc, "
         "plot.png and run.log into the output directory.\n\n"
-        "Exit codes: 0 done; 1 the simulation failed (last good state written); 2 bad "
-        "input; 130/143 interrupted by SIGINT/SIGTERM (checkpoint written; continue with "
-        "vortexsim restart)."))
+        "Before anything is built or written, the run's memory is estimated and checked "
+        "against the machine (--max-memory), and its schedule against the bounds: at most "
+        f"{MAX_STEPS:,} steps, {MAX_SNAPSHOTS:,} snapshot files, {MAX_DIAGNOSTICS_ROWS:,} "
+        "diagnostics rows and the free disk space (--force lifts these).\n\n"
+        "Exit codes: 0 done; 1 the simulation failed (last good state written) or a file "
+        "write failed (e.g. disk full); 2 bad input; 130/143 interrupted by SIGINT/SIGTERM "
+        "(checkpoint written; continue with vortexsim restart)."))
     r.add_argument("case", metavar="CASE|FILE",
                    help="a case name (single_ring, leapfrog, collision, oblique_collision, "
                         "ring_ground) or the path of a .toml case file")
@@ -193,11 +241,17 @@ def build_parser():
                    help="floating point precision of the summation (default: the case "
                         "file's, float64)")
     r.add_argument("--overwrite", action="store_true",
-                   help="replace the vortexsim files of an existing output directory "
-                        "(other files are left alone)")
+                   help="replace the vortexsim files of an existing run directory (one "
+                        f"that vortexsim run wrote: it holds {RUN_MARKER}; other files are "
+                        "left alone); any other directory is refused")
+    r.add_argument("--force", action="store_true",
+                   help=f"run even beyond {MAX_STEPS:,} steps, {MAX_SNAPSHOTS:,} snapshot "
+                        f"files or {MAX_DIAGNOSTICS_ROWS:,} diagnostics rows, or when the "
+                        "files are estimated not to fit on the disk")
     r.set_defaults(func=cmd_run)
 
-    rs = sub.add_parser("restart", parents=[common, stop], help="continue a run from a snapshot",
+    rs = sub.add_parser("restart", parents=[common, stop, limits],
+                        help="continue a run from a snapshot",
                         description=(
         "Continue the run of a snapshot file: the same configuration and device, bitwise "
         "identical to the uninterrupted run; diagnostics.nc continues without duplicated "
@@ -273,8 +327,20 @@ def _setup_logging(args):
     logging.captureWarnings(True)
 
 
+class _RunLog(logging.FileHandler):
+    """run.log of a run directory.  A record that cannot be written (a full disk) is
+    dropped and :attr:`failed` set, instead of logging's "--- Logging error ---" and a
+    traceback on stderr for every record; the run's own failure is reported once, in one
+    line (:func:`_run`)."""
+
+    failed = False
+
+    def handleError(self, record):  # noqa: N802 - logging's name
+        self.failed = True
+
+
 def _add_file_log(run_dir):
-    handler = logging.FileHandler(os.path.join(run_dir, "run.log"), encoding="utf-8")
+    handler = _RunLog(os.path.join(run_dir, "run.log"), encoding="utf-8")
     handler._vortexsim_cli = True
     handler.setLevel(logging.INFO)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -315,11 +381,15 @@ def _run(sim, progress, **stop):
     """Run ``sim`` (its output writers attached) with the signal handlers; the exit code.
 
     The run loop writes the checkpoints (:meth:`vortexsim.Simulation.run`); this maps its
-    outcome to the command's messages and exit codes: done 0, a failed safety check 1
-    (the last good state written), SIGINT/SIGTERM 128 + signal (a checkpoint written).
+    outcome to the command's messages and exit codes: done 0 (said in one line when the
+    run took no step, or when a signal came after its last step), a failed safety check
+    1 (the last good state written), a failed file write 1 (one line: disk full, no
+    permission, a netCDF/HDF5 error; the traceback goes to run.log), SIGINT/SIGTERM
+    128 + signal (a checkpoint written).
     """
     from .simulation import SimulationError  # noqa: PLC0415
     snapshots = sim.output_writers["snapshots"]
+    start = sim.iteration
     with _Stop(sim) as stop_signal:
         try:
             sim.run(progress=progress, **stop)
@@ -327,6 +397,11 @@ def _run(sim, progress, **stop):
             logger.error("run stopped: %s", exc)
             _say(f"vortexsim: the simulation failed at step {exc.step} (t = {exc.t:.6g}); the "
                  f"last good state is in {snapshots.last_path}. {_first(exc)}")
+            return EXIT_FAILED
+        except Exception as exc:
+            if not _is_write_failure(exc):
+                raise
+            _say(_write_failure_text(exc, sim, snapshots))
             return EXIT_FAILED
         if sim.stop_reason == "interrupted":
             path = snapshots.last_path
@@ -337,7 +412,67 @@ def _run(sim, progress, **stop):
             return 128 + stop_signal.signum
     logger.info("done at t = %.6g, iteration %d; last snapshot %s", sim.t, sim.iteration,
                 snapshots.last_path)
+    if sim.iteration == start:
+        end = (f"t_end = {sim.stop_time:.10g}" if sim.stop_time is not None
+               else f"iteration {sim.stop_iteration}")
+        _say(f"vortexsim: the run took no step: it starts at t = {sim.t:.10g} (iteration "
+             f"{sim.iteration}), which is already its end ({end}, within the schedule's "
+             f"relative tolerance {DUE_RTOL:g}); its state is in {snapshots.last_path}.")
+    elif stop_signal.signum is not None:
+        _say(f"vortexsim: {signal.Signals(stop_signal.signum).name} came after the run's last "
+             f"step; the run is complete (t = {sim.t:.6g}, iteration {sim.iteration}; last "
+             f"snapshot {snapshots.last_path}).")
     return EXIT_OK
+
+
+def _is_write_failure(exc):
+    """A file write that failed (the output thread's or the main thread's): an OSError
+    (disk full, permission, read-only file system) or netCDF4's RuntimeError
+    ("NetCDF: HDF error", what a full disk gives inside HDF5)."""
+    return isinstance(exc, OSError) or (isinstance(exc, RuntimeError)
+                                        and ("NetCDF" in str(exc) or "HDF" in str(exc)))
+
+
+def _write_failure_text(exc, sim, snapshots):
+    """The one-line message of a run ended by a failed write."""
+    run_dir = snapshots.run_dir
+    try:
+        free = f"{format_bytes(shutil.disk_usage(run_dir).free)} free"
+    except OSError:
+        free = "free space unknown"
+    code = getattr(exc, "errno", None)
+    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        what = f"the disk is full ({os.strerror(code)}; {run_dir}: {free})"
+    elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        what = f"no permission to write in {run_dir} ({os.strerror(code)})"
+    elif isinstance(exc, OSError):
+        what = f"{exc.strerror or _first(exc)} ({run_dir}: {free})"
+    else:
+        what = (f"{_first(exc)} (netCDF/HDF5 says this on a full disk, among other "
+                f"causes; {run_dir}: {free})")
+    log = os.path.join(run_dir, "run.log")
+    log_failed = _log_to_file("the run stopped: a file write failed", exc)
+    logged = f"{log} could not be written either" if log_failed else \
+        f"the traceback is in {log}"
+    return (f"vortexsim: error: writing the run's files failed: {what}. The run stopped at "
+            f"t = {sim.t:.6g} (iteration {sim.iteration}); "
+            + (f"the newest snapshot is {snapshots.last_path}; once the problem is fixed, "
+               "continue from it with vortexsim restart" if snapshots.last_path else
+               "no snapshot was written")
+            + f"; {logged}.")
+
+
+def _log_to_file(message, exc):
+    """``message`` and the traceback of ``exc`` into run.log only (not on the terminal);
+    True when run.log failed (now or before)."""
+    record = logger.makeRecord(logger.name, logging.ERROR, __file__, 0, message, (),
+                               (type(exc), exc, exc.__traceback__))
+    failed = False
+    for handler in logging.getLogger("vortexsim").handlers:
+        if isinstance(handler, _RunLog):
+            handler.handle(record)
+            failed = failed or handler.failed
+    return failed
 
 
 def _first(exc):
@@ -423,6 +558,10 @@ def cmd_run(args, argv):
     t_end = params.get("t_end", defaults.get("t_end"))
     if t_end is None or not t_end > 0:
         raise UsageError(f"t_end = {t_end!r} is not after the start time t = 0; set t_end > 0.")
+    if args.steps is None and due(0.0, float(t_end)):
+        raise UsageError(f"t_end = {t_end:g} is within the schedule's tolerance "
+                         f"({DUE_RTOL:g}) of the start time t = 0, so the run would take no "
+                         f"step; set t_end > {DUE_RTOL:g} or use --steps N.")
     if args.dry_run:
         resolved = {**{k: v for k, v in defaults.items() if k not in OUTPUT_DEFAULTS},
                     **params, **output}
@@ -439,7 +578,15 @@ def cmd_run(args, argv):
                          "to replace its vortexsim files, or choose another with --out DIR.")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise UsageError(f"--out {run_dir} is a file, not a directory.")
-    _check_device(params.get("device", defaults.get("device")))
+    if existing and not _is_run_dir(run_dir):
+        raise UsageError(f"--overwrite: {run_dir} is not a run directory of vortexsim (it has "
+                         f"no {RUN_MARKER} file; runs of vortexsim before issue 19 have none "
+                         "either), so none of its files are touched; delete or empty it "
+                         "yourself, or choose another with --out DIR.")
+    device = params.get("device", defaults.get("device"))
+    _check_device(device)
+    freed = _our_files_size(run_dir) if existing else 0
+    _check_costs(case, {**defaults, **params}, output, device, run_dir, args, freed)
 
     from .cases import make_case  # noqa: PLC0415
     try:
@@ -452,17 +599,13 @@ def cmd_run(args, argv):
                                         output["diagnostics_interval"])
     output.update(snapshot_interval=snap_dt, diagnostics_interval=diag_dt)
 
-    os.makedirs(run_dir, exist_ok=True)
-    if args.overwrite:
-        for pattern in _OUR_FILES:
-            for f in glob.glob(os.path.join(run_dir, pattern)):
-                os.remove(f)
-    _add_file_log(run_dir)
     config_toml = _resolved_toml(sim, output)
-    from .output import atomic_path  # noqa: PLC0415
-    with atomic_path(os.path.join(run_dir, "config.toml")) as tmp:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(config_toml)
+    try:
+        _prepare_run_dir(run_dir, args.overwrite, config_toml)
+    except OSError as exc:
+        raise UsageError(f"cannot write into the output directory {run_dir}: "
+                         f"{exc.strerror or _first(exc)}"
+                         + (f" ({exc.filename})" if exc.filename else "") + ".") from None
     meta = _meta(sim, config_toml)
     history = _history_line(argv)
     sim.output_writers.update(run_writers(run_dir, meta, history, snap_dt, diag_dt,
@@ -551,13 +694,105 @@ def _remove_branch(branch, created):
     """Undo a branch that could not start: remove its vortexsim files (and the directory
     when this restart created it)."""
     _remove_handlers()                 # run.log is closed before it is removed
-    for pattern in _OUR_FILES:
+    for pattern in (*_OUR_FILES, RUN_MARKER):
         for f in glob.glob(os.path.join(glob.escape(branch), pattern)):
             with contextlib.suppress(OSError):
                 os.remove(f)
     if created:
         with contextlib.suppress(OSError):
             os.rmdir(branch)
+
+
+def _is_run_dir(run_dir):
+    """True when ``run_dir`` holds the marker of a run directory (:data:`RUN_MARKER`): a
+    regular file (not a link) of at most 4 kB holding a JSON object with
+    ``"vortexsim_run"``."""
+    path = os.path.join(run_dir, RUN_MARKER)
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > 4096:
+            return False
+        with open(path, encoding="utf-8") as fh:
+            marker = json.loads(fh.read(4097))
+    except (OSError, ValueError):
+        return False
+    return isinstance(marker, dict) and "vortexsim_run" in marker
+
+
+def _our_files_size(run_dir):
+    """Bytes of vortexsim's files in ``run_dir`` (what ``--overwrite`` removes)."""
+    total = 0
+    for pattern in _OUR_FILES:
+        for f in glob.glob(os.path.join(glob.escape(run_dir), pattern)):
+            try:
+                total += os.lstat(f).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _check_costs(case, config, output, device, run_dir, args, freed):
+    """Refuse (UsageError) a run that does not fit in memory (``--max-memory``), whose
+    schedule is beyond the bounds of :mod:`vortexsim.resources` or whose files would not
+    fit on the disk (``--force`` lifts the last two)."""
+    config = {k: v for k, v in config.items() if k not in OUTPUT_DEFAULTS}
+    config["case"] = case
+    try:
+        est = check_resources(config, device, args.max_memory)
+        dt = config.get("dt")
+        if not (isinstance(dt, (int, float)) and dt > 0):
+            return                         # make_case says what is wrong
+        plan = check_schedule(dt=float(dt), duration=float(config["t_end"]), steps=args.steps,
+                              snapshot_interval=output["snapshot_interval"],
+                              diagnostics_interval=output["diagnostics_interval"],
+                              force=args.force)
+        if est is not None:
+            check_disk(run_dir, est.n_elements, est.n_tracers, plan["snapshots"],
+                       plan["rows"], force=args.force, freed=freed)
+    except ResourceError as exc:
+        raise UsageError(str(exc)) from None
+    except (ValueError, TypeError) as exc:   # the case builder rejects the parameters
+        raise UsageError(f"case {case}: {_first(exc)}") from None
+
+
+def check_memory(config, device, max_memory=None):
+    """Refuse (UsageError) the run of ``config`` (a snapshot's stored config on restart)
+    when it would not fit in memory on ``device``
+    (:func:`vortexsim.resources.check_resources`); a config whose size cannot be told is
+    left to ``from_config`` to reject."""
+    try:
+        check_resources(config, device, max_memory)
+    except ResourceError as exc:
+        raise UsageError(str(exc)) from None
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return
+
+
+def _mark_run_dir(run_dir):
+    """Write the marker :data:`RUN_MARKER` into ``run_dir`` unless it holds one."""
+    from . import __version__  # noqa: PLC0415
+    if not _is_run_dir(run_dir):
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with open(os.path.join(run_dir, RUN_MARKER), "w", encoding="utf-8") as fh:
+            json.dump({"vortexsim_run": 1, "vortexsim_version": __version__,
+                       "created": now}, fh)
+            fh.write("\n")
+
+
+def _prepare_run_dir(run_dir, overwrite, config_toml):
+    """Create ``run_dir`` with its marker (or, with ``overwrite``, remove vortexsim's files
+    of the run directory there), start run.log and write config.toml."""
+    from .output import atomic_path  # noqa: PLC0415
+    os.makedirs(run_dir, exist_ok=True)
+    if overwrite:
+        for pattern in _OUR_FILES:
+            for f in glob.glob(os.path.join(glob.escape(run_dir), pattern)):
+                os.remove(f)
+    _mark_run_dir(run_dir)
+    _add_file_log(run_dir)
+    with atomic_path(os.path.join(run_dir, "config.toml")) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(config_toml)
 
 
 def cmd_restart(args, argv):
@@ -583,6 +818,7 @@ def cmd_restart(args, argv):
         raise UsageError(f"{exc}{hint}") from None
     t = snap.t
     stop = _restart_stop(snap, args.t_end, args.steps)
+    check_memory(config, config.get("device", "auto"), args.max_memory)
     if args.out is not None and os.path.exists(args.out) and \
             (not os.path.isdir(args.out) or os.listdir(args.out)):
         raise UsageError(f"--out {args.out} exists and is not an empty directory; the "
@@ -595,6 +831,7 @@ def cmd_restart(args, argv):
         try:
             created = not os.path.isdir(run_dir)
             os.makedirs(run_dir, exist_ok=True)
+            _mark_run_dir(run_dir)             # a run directory of its own (--overwrite)
         except OSError as exc:
             raise UsageError(f"cannot create the branch directory {run_dir} for the "
                              f"continuation ({exc.strerror or exc}); choose one with --out "
@@ -784,16 +1021,32 @@ def _diagnostics_line(ds, path):
             + (f"{t[0]:.6g} … {t[-1]:.6g}" if len(t) else "(none)"))
 
 
+class _Terminated(BaseException):
+    """SIGTERM outside a run (while starting, reading, building, after the run)."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated
+
+
 def main(argv=None):
-    """Entry point of the ``vortexsim`` console script (and ``python -m vortexsim``)."""
+    """Entry point of the ``vortexsim`` console script (and ``python -m vortexsim``).
+
+    Every outcome is one line on stderr and an exit code: bad input (also an output
+    directory that cannot be written, before the run) 2; SIGINT 130 and SIGTERM 143 at
+    any time (during a run, after a checkpoint); the run's own codes from :func:`_run`.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        end_startup()           # SIGINT is KeyboardInterrupt again (vortexsim._startup)
+    old_term = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, --version (0) and usage errors (2, one line)
-        return exc.code
-    _setup_logging(args)
-    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # --help, --version (0) and usage errors (2, one line)
+            return exc.code
+        _setup_logging(args)
         return args.func(args, argv)
     except (UsageError, ConfigError) as exc:
         _say(f"vortexsim: error: {' '.join(str(exc).split())}")
@@ -802,11 +1055,21 @@ def main(argv=None):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAILED
+    except OSError as exc:   # before the run: e.g. restart in a read-only run directory
+        where = f" {exc.filename}" if exc.filename else ""
+        _say(f"vortexsim: error: cannot use{where}: {exc.strerror or _first(exc)}.")
+        return EXIT_USAGE
     except KeyboardInterrupt:
         _say("vortexsim: aborted (no checkpoint of the step in progress; the last snapshot of "
              "the run directory is a checkpoint)")
         return 128 + signal.SIGINT
+    except _Terminated:
+        _say("vortexsim: terminated by SIGTERM outside a run's steps (no checkpoint of its "
+             "own; the snapshots already in the run directory are checkpoints)")
+        return 128 + signal.SIGTERM
     finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
         _remove_handlers()
 
 

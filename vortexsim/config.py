@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import sys
 
 if sys.version_info >= (3, 11):
@@ -39,8 +40,8 @@ else:  # pragma: no cover - Python 3.10
 from ._names import did_you_mean
 
 __all__ = ["ConfigError", "PARAMETERS", "SECTIONS", "OUTPUT_DEFAULTS", "CLI_ONLY",
-           "load_case_file", "load_presets", "PRESETS", "parse_assignments", "check_params",
-           "to_toml", "closest"]
+           "MAX_CASE_FILE_BYTES", "load_case_file", "load_presets", "PRESETS",
+           "parse_assignments", "check_params", "to_toml", "closest"]
 
 
 class ConfigError(ValueError):
@@ -141,32 +142,75 @@ def _flatten(doc, where):
     return flat
 
 
-def _read_toml(path):
-    """The TOML document of a case file; ConfigError for a missing, unreadable or invalid
-    file."""
+#: the largest case file read [bytes]: the shipped ones are about 3 kB; anything larger
+#: (``/dev/zero``, a log passed by mistake) is refused before it is read
+MAX_CASE_FILE_BYTES = 1 << 20
+
+
+def _loads(text, what):
+    """``tomllib.loads(text)``; ConfigError for invalid TOML and for nesting too deep for
+    the parser (a RecursionError, e.g. ``x = [[[[...`` 5000 deep)."""
     try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what} is not valid TOML: {exc}.") from None
+    except RecursionError:
+        raise ConfigError(f"{what} is not a case file: its arrays or tables are nested too "
+                          "deeply to read (case files use plain tables and values).") from None
+
+
+def _read_toml(path):
+    """The TOML document of a case file; ConfigError for a missing, unreadable, non-regular
+    (a device, a FIFO, a directory), too large (> :data:`MAX_CASE_FILE_BYTES`), not UTF-8 or
+    invalid file, checked before it is parsed."""
+    def check(info):       # before open (a FIFO would block it) and of the opened file
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError(f"case file {path} is a directory; give the path of a .toml "
+                              "case file.")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"case file {path} is not a regular file; give the path of a "
+                              ".toml case file.")
+        if info.st_size > MAX_CASE_FILE_BYTES:
+            raise ConfigError(f"case file {path} has {info.st_size} bytes, more than a case "
+                              f"file can have ({MAX_CASE_FILE_BYTES} bytes); give the path "
+                              "of a .toml case file.")
+
+    try:
+        check(os.stat(path))
+        with open(path, "rb", buffering=0) as fh:
+            check(os.fstat(fh.fileno()))
+            data = fh.read(MAX_CASE_FILE_BYTES + 1)   # bounded even if the file grows
     except FileNotFoundError:
         raise ConfigError(f"case file {path} does not exist.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}.") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ConfigError(f"cannot read case file {path}: {exc}.") from None
+    if len(data) > MAX_CASE_FILE_BYTES:
+        raise ConfigError(f"case file {path} has more than {MAX_CASE_FILE_BYTES} bytes; give "
+                          "the path of a .toml case file.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read case file {path}: not UTF-8 text ({exc}).") from None
+    return _loads(text, path)
 
 
 def load_case_file(path):
     """Read a case file: ``(case_name, {key: value})``, tables flattened.
 
-    Raises :class:`ConfigError` for a missing or unreadable file, invalid TOML, a missing
-    ``case`` key or a key set twice.  Values are checked later (:func:`check_params`).
+    Raises :class:`ConfigError` for a missing, unreadable, non-regular or too large file
+    (:data:`MAX_CASE_FILE_BYTES`), invalid or too deeply nested TOML, a missing or
+    non-string ``case`` key or a key set twice.  Values are checked later (:func:`check_params`).
     """
     path = os.fspath(path)
     flat = _flatten(_read_toml(path), path)
-    case = flat.pop("case", None)
-    if not isinstance(case, str) or not case:
+    if "case" not in flat:
         raise ConfigError(f"{path}: missing top-level key case = \"NAME\" naming the case "
                           "builder (vortexsim cases lists them).")
+    case = flat.pop("case")
+    if not isinstance(case, str) or not case:
+        raise ConfigError(f"{path}: case must be a string naming the case builder, e.g. "
+                          f"case = \"single_ring\" (vortexsim cases lists them), got "
+                          f"{case!r}.")
     return case, flat
 
 
@@ -212,6 +256,8 @@ def parse_assignments(items):
             value = tomllib.loads(f"v = {text}")["v"] if text else ""
         except tomllib.TOMLDecodeError:
             value = text
+        except RecursionError:
+            raise ConfigError(f"--set {key}: the value is nested too deeply to read.") from None
         out[key] = value
     return out
 

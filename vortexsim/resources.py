@@ -1,0 +1,415 @@
+r"""What a run will cost, checked before anything is allocated or written (issue 19).
+
+``vortexsim run`` (and ``restart``, with the configuration stored in the snapshot)
+calls these before it builds the case, so that a request the machine cannot serve ends
+with one line (exit 2) instead of a traceback or the kernel's OOM killer, and a schedule
+that would never end or would flood the disk is refused unless the user insists
+(``--force``).
+
+* **Memory** (:func:`check_resources`): the problem size from the case parameters
+  without building it (:func:`problem_size`: a case built at the smallest size, scaled
+  by ``n_phi``, the core layers and ``tracers_per_ring``), the memory of the run on its
+  device (:func:`estimate_memory`: host memory on the CPU; GPU memory and the host copies
+  of the output on the GPU) against what the machine has (:func:`available_memory`:
+  ``MemAvailable`` of ``/proc/meminfo`` within the cgroup's limit, the free memory of
+  the GPU) or the user's ``--max-memory``.
+* **Schedule** (:func:`check_schedule`): steps, snapshot files and diagnostics rows of
+  the run, bounded by :data:`MAX_STEPS`, :data:`MAX_SNAPSHOTS` and
+  :data:`MAX_DIAGNOSTICS_ROWS` (``force=True`` lifts these), and never more than
+  :data:`HARD_LIMIT` (not counted exactly any more; ``force`` does not lift it).
+* **Disk** (:func:`check_disk`): the bytes the snapshots and the diagnostics file will
+  take against the free space of the output directory's file system.
+
+The memory model (bytes per element, per tracer, a fixed part) is an upper estimate
+measured on the CPU (2 cores, peak RSS of ``vortexsim run single_ring --steps 1``): about
+150 MB for the interpreter, NumPy, xarray and netCDF; about 300 MB more for the FMM's
+operator caches; per element about 1 kB with the direct sum and 1 to 10 kB with the FMM
+(a degenerate single-layer ring of 40 000 elements: 10 kB); per tracer 250 B (direct) to
+500 B (FMM).  It is meant to refuse what cannot fit (``n_phi = 1e9``: terabytes), not to
+predict the peak to a few per cent.
+
+Errors are :class:`ResourceError` (a ``ValueError``) with a one-line message that says
+the estimate and the bound.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import shutil
+
+__all__ = ["ResourceError", "Estimate", "MAX_STEPS", "MAX_SNAPSHOTS", "MAX_DIAGNOSTICS_ROWS",
+           "HARD_LIMIT", "problem_size", "estimate_memory", "available_memory",
+           "check_resources", "check_schedule", "check_disk", "parse_size", "format_bytes"]
+
+#: most time steps of a run without ``--force`` (10^7: hours at the smallest sizes on a GPU)
+MAX_STEPS = 10 ** 7
+#: most snapshot files of a run without ``--force``
+MAX_SNAPSHOTS = 10 ** 4
+#: most rows of ``diagnostics.nc`` without ``--force``; the file is rewritten at every row,
+#: so its cost grows as rows², and 10^5 rows already write terabytes in total
+MAX_DIAGNOSTICS_ROWS = 10 ** 5
+#: counts beyond which nothing is run, even with ``--force`` (2^53: step and schedule
+#: indices are no longer exact as floats; ``t_end = 1e308`` with ``dt = 0.05``)
+HARD_LIMIT = 2 ** 53
+
+#: memory model [bytes]: a fixed part, per element (with its images), per tracer
+_FIXED_HOST = 500 * 10 ** 6
+_FIXED_GPU = 300 * 10 ** 6
+_PER_ELEMENT = {"direct": 1_000, "fmm": 10_000}
+_PER_TRACER = {"direct": 300, "fmm": 600}
+#: host bytes per element and tracer of a GPU run (state copies of the queued snapshots)
+_HOST_PER_POINT_GPU = 200
+#: disk: bytes per element and tracer of a snapshot (7 and 3 float64 values), a fixed part
+#: per snapshot (attributes with the config text, netCDF/HDF5 headers), bytes per row of
+#: diagnostics.nc per ring group and its fixed part
+_SNAPSHOT_FIXED = 64_000
+_ROW_BYTES = 1_000
+
+
+class ResourceError(ValueError):
+    """A run that needs more memory, time steps, files or disk space than allowed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """The size and memory of a run.
+
+    n_elements, n_tracers, n_sources : int (sources: the elements and their images)
+    device : "cpu" | "gpu"
+    host_bytes : int, host memory; device_bytes : int, GPU memory (0 on the CPU)
+    """
+
+    n_elements: int
+    n_tracers: int
+    n_sources: int
+    device: str
+    host_bytes: int
+    device_bytes: int
+
+
+def format_bytes(n):
+    """``15.6 GB`` (decimal units, 3 significant digits)."""
+    n = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB", "EB"):
+        if abs(n) < 1000 or unit == "EB":
+            return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1000
+    return f"{n:.3g} EB"  # pragma: no cover
+
+
+_UNITS = {"": 1, "b": 1, "k": 10 ** 3, "kb": 10 ** 3, "m": 10 ** 6, "mb": 10 ** 6,
+          "g": 10 ** 9, "gb": 10 ** 9, "t": 10 ** 12, "tb": 10 ** 12, "kib": 2 ** 10,
+          "mib": 2 ** 20, "gib": 2 ** 30, "tib": 2 ** 40}
+
+
+def parse_size(text):
+    """Bytes of a size such as ``8GB``, ``8 GiB``, ``512M``, ``1e9`` (k, M, G, T and kB,
+    MB, GB, TB are powers of 1000; KiB, MiB, GiB, TiB powers of 1024).  ValueError for
+    anything else or a size ≤ 0."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    unit = m and m.group(2).lower()
+    if not m or unit not in _UNITS:
+        raise ValueError(f"expected a size such as 8GB, 512MB or 16GiB, got {text!r}.")
+    value = float(m.group(1)) * _UNITS[unit]
+    if not (math.isfinite(value) and value >= 1):
+        raise ValueError(f"expected a size of at least 1 byte, got {text!r}.")
+    return int(value)
+
+
+def _count(value):
+    """``value`` as a non-negative int, or None when it is not a whole number ≥ 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not (math.isfinite(value) and value == int(value)):
+        return None
+    return int(value) if value >= 0 else None
+
+
+def _cross_section_points(core, layers):
+    """Points of one core cross-section (``vortexsim.cases.rings.cross_section``):
+    1 + 3 L (L − 1) for L layers of a core > 0, else 1."""
+    if layers == 1 or (isinstance(core, (int, float)) and core == 0):
+        return 1
+    return 1 + 3 * layers * (layers - 1)
+
+
+def problem_size(config):
+    """(elements, tracers, sources) of the case of ``config`` (``{"case": name, key:
+    value, ...}``, missing keys taking the case's defaults), or None when they cannot be
+    told without building it (a case without ``n_phi``, or values the builder will
+    reject anyway).
+
+    The case is built at its smallest size (``n_phi = 3``, one layer, one tracer per
+    ring), which gives the number of rings and of tracer sets; the sizes follow from
+    ``n_phi``, ``layers``, ``core`` and ``tracers_per_ring``.  Sources are the elements,
+    twice with a ground plane (the images).  Raises what the builder raises for values it
+    rejects (ValueError, TypeError).
+    """
+    from .cases import get_case  # noqa: PLC0415
+
+    case = get_case(config["case"])
+    defaults = case.params()
+    if "n_phi" not in defaults:
+        return None
+    values = {k: config.get(k, v) for k, v in defaults.items()}
+    n_phi = _count(values["n_phi"])
+    layers = _count(values.get("layers", 1))
+    per_ring = _count(values.get("tracers_per_ring", 0))
+    if n_phi is None or n_phi < 3 or layers is None or layers < 1 or per_ring is None:
+        return None
+    probe = dict(values, n_phi=3)
+    if "layers" in probe:
+        probe["layers"] = 1
+    if "tracers_per_ring" in probe:
+        probe["tracers_per_ring"] = 1
+    setup = case.builder(**probe)
+    rings = len(setup.x) // 3
+    n_elements = rings * n_phi * _cross_section_points(values.get("core", 0), layers)
+    n_tracers = len(setup.tracers) * per_ring if "tracers_per_ring" in probe \
+        else len(setup.tracers)
+    boundary = config.get("boundary", case.run_defaults.get("boundary", "free"))
+    n_sources = n_elements * (2 if boundary == "ground" else 1)
+    return n_elements, n_tracers, n_sources
+
+
+def _device_kind(device):
+    """"cpu" or "gpu" for a device name ("auto" resolved) or a Device."""
+    kind = getattr(device, "kind", device)
+    if kind in ("cpu", "gpu"):
+        return kind
+    from .backend import gpu_available  # noqa: PLC0415
+    return "gpu" if gpu_available() else "cpu"
+
+
+def estimate_memory(config, device="auto"):
+    """The :class:`Estimate` of the run of ``config`` on ``device`` ("cpu", "gpu",
+    "auto" or a Device), or None when its size cannot be told (:func:`problem_size`)."""
+    size = problem_size(config)
+    if size is None:
+        return None
+    n_elements, n_tracers, n_sources = size
+    kind = _device_kind(device)
+    method = "direct" if config.get("method", "direct") == "direct" else "fmm"  # auto: fmm
+    work = _PER_ELEMENT[method] * n_sources + _PER_TRACER[method] * n_tracers
+    if kind == "gpu":
+        host = _FIXED_HOST + _HOST_PER_POINT_GPU * (n_elements + n_tracers)
+        return Estimate(n_elements, n_tracers, n_sources, kind, host, _FIXED_GPU + work)
+    return Estimate(n_elements, n_tracers, n_sources, kind, _FIXED_HOST + work, 0)
+
+
+def _meminfo():
+    """{field: bytes} of /proc/meminfo ({} where there is none)."""
+    out = {}
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                name, _, rest = line.partition(":")
+                parts = rest.split()
+                if parts and parts[0].isdigit():
+                    out[name] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
+    except OSError:
+        pass
+    return out
+
+
+def _read_int(path):
+    try:
+        with open(path, encoding="ascii") as fh:
+            text = fh.read(64).strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _cgroup_room():
+    """Bytes the process's cgroup may still allocate (limit − usage), or None."""
+    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                          "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        lim, used = _read_int(limit), _read_int(usage)
+        if lim is not None and used is not None and lim < 2 ** 60:
+            return max(0, lim - used)
+    return None
+
+
+def available_memory(device="cpu"):
+    """(host bytes available, GPU bytes free or None), None where unknown.
+
+    Host: ``MemAvailable`` of /proc/meminfo (else the free physical pages of
+    ``os.sysconf``), within the room left by the cgroup's memory limit.  GPU: the free
+    memory of the current CUDA device (CuPy)."""
+    host = _meminfo().get("MemAvailable")
+    if host is None:
+        try:
+            host = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            host = None
+    room = _cgroup_room()
+    if room is not None:
+        host = room if host is None else min(host, room)
+    gpu = None
+    if _device_kind(device) == "gpu":
+        try:
+            from .backend import import_cupy  # noqa: PLC0415
+            gpu = int(import_cupy().cuda.runtime.memGetInfo()[0])
+        except Exception:  # noqa: BLE001 - no estimate rather than no run
+            gpu = None
+    return host, gpu
+
+
+def _what(est):
+    return (f"{est.n_elements:,} elements" + (f" (+{est.n_sources - est.n_elements:,} "
+                                              "images)" if est.n_sources > est.n_elements
+                                              else "")
+            + f", {est.n_tracers:,} tracers")
+
+
+def check_resources(config, device="auto", max_memory=None):
+    """Refuse the run of ``config`` on ``device`` when its memory estimate exceeds what is
+    available; returns the :class:`Estimate` (None when the size cannot be told).
+
+    Parameters
+    ----------
+    config : dict, ``{"case": name, key: value, ...}`` (the resolved parameters of
+        ``vortexsim run``, or a snapshot's stored config on restart)
+    device : "cpu" | "gpu" | "auto" | Device
+    max_memory : int [bytes] or None, the bound to use instead of the machine's
+        available memory (``--max-memory``), on each of host and GPU
+
+    Raises :class:`ResourceError` naming the estimate and the bound.
+    """
+    est = estimate_memory(config, device)
+    if est is None:
+        return None
+    host, gpu = (max_memory, max_memory) if max_memory is not None else \
+        available_memory(est.device)
+    fix = ("lower n_phi, layers or tracers_per_ring" +
+           (", or pass --max-memory SIZE if the estimate is wrong" if max_memory is None
+            else ""))
+
+    def bound(where, n):
+        return (f"--max-memory is {format_bytes(n)}" if max_memory is not None
+                else f"{where} has {format_bytes(n)} available")
+
+    if est.device == "gpu" and gpu is not None and est.device_bytes > gpu:
+        raise ResourceError(
+            f"the run needs about {format_bytes(est.device_bytes)} of GPU memory "
+            f"({_what(est)}) but {bound('the GPU', gpu)}; {fix}.")
+    if host is not None and est.host_bytes > host:
+        raise ResourceError(
+            f"the run needs about {format_bytes(est.host_bytes)} of memory ({_what(est)} "
+            f"on the {est.device.upper()}) but {bound('this machine', host)}; {fix}.")
+    return est
+
+
+def _auto_intervals(dt, duration, snapshot_interval, diagnostics_interval):
+    """The automatic intervals of ``vortexsim.output.writers.output_intervals``
+    (about duration/10 and snapshot_interval/10, whole multiples of dt)."""
+    snap = snapshot_interval or dt * max(1, round(duration / (10 * dt)))
+    if not diagnostics_interval and not snap / (10 * dt) <= HARD_LIMIT:
+        raise ResourceError(f"snapshot_interval {snap:.6g} is about {snap / dt:.3g} steps of "
+                            f"dt {dt:.3g}, too many to derive the automatic "
+                            "diagnostics_interval from; lower it or set diagnostics_interval.")
+    diag = diagnostics_interval or dt * max(1, round(snap / (10 * dt)))
+    return snap, diag
+
+
+def check_schedule(*, dt, duration, steps=None, snapshot_interval=None,
+                   diagnostics_interval=None, force=False):
+    """The number of steps, snapshots and diagnostics rows of a run, refused beyond the
+    bounds.
+
+    Parameters
+    ----------
+    dt : float [T], the step (the largest one with adaptive steps, so the count is a
+        lower bound there)
+    duration : float [T], t_end − t0 (with ``steps``: only for the automatic intervals,
+        which come from it, as in ``vortexsim.output.writers.output_intervals``)
+    steps : int or None, the run's step count (``--steps``); its time span is then at most
+        steps × dt
+    snapshot_interval, diagnostics_interval : float [T] or None (automatic)
+    force : bool, lift :data:`MAX_STEPS`, :data:`MAX_SNAPSHOTS` and
+        :data:`MAX_DIAGNOSTICS_ROWS` (not :data:`HARD_LIMIT`)
+
+    Returns
+    -------
+    dict with ``steps``, ``snapshots``, ``rows`` (floats: estimates, at least the
+    scheduled outputs plus the first and the last) and the ``snapshot_interval`` and
+    ``diagnostics_interval`` used.
+
+    Every step ends on the next output or stop time, so outputs more frequent than dt
+    add steps: the estimate is span / min(dt, intervals).  Raises
+    :class:`ResourceError` with the numbers.
+    """
+    if steps is not None and steps > HARD_LIMIT:
+        raise ResourceError(f"--steps {steps} is more than a run can count ({HARD_LIMIT}); "
+                            f"give at most {MAX_STEPS} (or up to {HARD_LIMIT} with --force).")
+    auto = snapshot_interval is None or diagnostics_interval is None
+    if (steps is None or auto) and not duration / dt <= HARD_LIMIT:
+        why = "" if steps is None else "; the automatic output intervals are derived from it"
+        raise ResourceError(f"t_end {duration:.6g} is about {duration / dt:.3g} steps of dt "
+                            f"{dt:.3g}, more than a run can count ({HARD_LIMIT:.3g}){why}; "
+                            "lower t_end or raise dt.")
+    snap, diag = _auto_intervals(dt, duration, snapshot_interval, diagnostics_interval)
+    span = duration if steps is None else steps * dt
+    n_snap = span / snap + 2
+    n_rows = span / diag + 2
+    n_steps = float(steps) if steps is not None else span / min(dt, snap, diag)
+    if steps is not None:          # at most one output of each kind per step
+        n_snap, n_rows = min(n_snap, steps + 2), min(n_rows, steps + 2)
+    shortest = min(dt, snap, diag)
+    step_fix = ("raise the output intervals (every step ends on the next output time)"
+                if shortest < dt else "lower --steps" if steps is not None else
+                "lower t_end or raise dt (or use --steps)")
+    counts = [("take", "steps", n_steps, MAX_STEPS, step_fix),
+              ("write", "snapshot files", n_snap, MAX_SNAPSHOTS, "raise snapshot_interval"),
+              ("write", "diagnostics rows", n_rows, MAX_DIAGNOSTICS_ROWS,
+               "raise diagnostics_interval")]
+    numbers = (f"{'steps ' + str(steps) if steps is not None else 't_end ' + format(span, '.6g')}"
+               f", dt {dt:.3g}, snapshot_interval {snap:.3g}, diagnostics_interval {diag:.3g}")
+    for verb, what, n, bound, fix in counts:
+        if not n <= HARD_LIMIT:
+            raise ResourceError(f"the run would {verb} about {n:.3g} {what} ({numbers}), more "
+                                f"than a run can count ({HARD_LIMIT:.3g}); {fix}.")
+    if not force:
+        for verb, what, n, bound, fix in counts:
+            if n > bound:
+                raise ResourceError(
+                    f"the run would {verb} about {n:.3g} {what} ({numbers}), more than "
+                    f"{bound}; {fix}, or pass --force to run it anyway.")
+    return {"steps": n_steps, "snapshots": n_snap, "rows": n_rows,
+            "snapshot_interval": snap, "diagnostics_interval": diag}
+
+
+def _existing_parent(path):
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def check_disk(run_dir, n_elements, n_tracers, snapshots, rows, force=False, freed=0):
+    """Refuse a run whose files would not fit on the disk of ``run_dir``.
+
+    Snapshots: (7 × elements + 3 × tracers) float64 values and about 64 kB of
+    attributes each; ``diagnostics.nc``: about 1 kB per row (and its temporary copy when
+    rewritten).  ``freed`` [bytes] is what the run removes first (``--overwrite``).
+    Returns the estimate [bytes]; raises :class:`ResourceError` (not with ``force``)."""
+    per_snapshot = 8 * (7 * n_elements + 3 * n_tracers) + _SNAPSHOT_FIXED
+    need = snapshots * per_snapshot + 2 * rows * _ROW_BYTES
+    try:
+        free = shutil.disk_usage(_existing_parent(run_dir)).free + freed
+    except OSError:
+        return need
+    if need > free and not force:
+        raise ResourceError(
+            f"the run would write about {format_bytes(need)} ({snapshots:.3g} snapshots of "
+            f"{format_bytes(per_snapshot)}, {rows:.3g} diagnostics rows) but the disk of "
+            f"{run_dir} has {format_bytes(free)} free; raise snapshot_interval, free space, "
+            "or pass --force to run it anyway.")
+    return need
