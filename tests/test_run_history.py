@@ -86,8 +86,8 @@ def test_the_issues_repro_loses_nothing(run_dir, capsys):
     assert "not the newest state" in err and "new branch" in err and "branch_00000005" in err
     assert _digest(z) == before                      # nothing deleted, nothing rewritten
     b5 = z / "branch_00000005"
-    assert sorted(os.listdir(b5)) == ["config.toml", "diagnostics.nc", "run.log", _snap(5),
-                                      _snap(6)]
+    assert sorted(os.listdir(b5)) == [".vortexsim-run", "config.toml", "diagnostics.nc",
+                                      "run.log", _snap(5), _snap(6)]
     assert (b5 / _snap(5)).read_bytes() == before[_snap(5)]
     assert (b5 / "config.toml").read_bytes() == before["config.toml"]
     assert _iterations(b5) == list(range(7))
