@@ -346,3 +346,33 @@ def test_printable_and_strict_json():
                        ('"s"', "JSON string"), ("[" * 40 + "]" * 40, "nests deeper")]:
         with pytest.raises(InvalidValue, match=match):
             json_object("j", raw)
+
+
+# -- defect 7 through a snapshot: a schedule that would flood the disk -----------------------
+def test_restart_refuses_a_stored_schedule_beyond_the_bounds(run_dir, tmp_path, capsys):
+    """A (forged) snapshot whose stored snapshot interval would write 10^5 files before
+    its end: `restart` refuses it in one line, exit 2, as `run` refuses such a schedule."""
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    path = _forge(run_dir, tmp_path, attrs={"run_snapshot_interval": 1e-6,
+                                            "run_next_snapshot": np.int64(100001)},
+                  recompute=True)
+    shutil.copy(path, run / SNAP)
+    read_snapshot(run / SNAP)                      # whole and consistent, yet a flood
+    capsys.readouterr()
+    assert main(["restart", str(run / SNAP), "--out", str(tmp_path / "cont"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "snapshot" in err and "--force" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "cont").exists()
+
+
+def test_restart_refuses_a_malformed_diagnostics_file_in_one_line(run_dir, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    with netCDF4.Dataset(run / "diagnostics.nc", "a") as d:
+        d.renameVariable("iteration", "step")
+    capsys.readouterr()
+    assert main(["restart", str(run / SNAP), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "diagnostics.nc" in err and "Traceback" not in err \
+        and len(err.strip().splitlines()) == 1, err

@@ -266,6 +266,9 @@ def build_parser():
     rs.add_argument("--device", choices=("cpu", "gpu", "auto"),
                     help="continue on another device (the result is then not bitwise equal "
                          "to a run on the original device)")
+    rs.add_argument("--force", action="store_true",
+                    help=f"continue even beyond {MAX_STEPS:,} steps, {MAX_SNAPSHOTS:,} snapshot "
+                         f"files or {MAX_DIAGNOSTICS_ROWS:,} diagnostics rows")
     where = rs.add_argument_group("where the continuation goes (one of)") \
         .add_mutually_exclusive_group()
     where.add_argument("--out", metavar="DIR",
@@ -690,6 +693,25 @@ def _restart_target(snap, stop, truncate=False, out=None):
     return "branch", branch_dir(run_dir, snap.iteration), later
 
 
+def _check_restart_schedule(snap, config, stop, force):
+    """Refuse (UsageError) a restart whose stored schedule and stop would take more steps
+    or write more files than :func:`vortexsim.resources.check_schedule` allows (a
+    snapshot can carry tiny intervals; ``--force`` lifts the bounds as for ``run``)."""
+    s = snap.schedule
+    dt = float(config["dt"])
+    steps = stop.get("steps")
+    if steps is None and "t_end" not in stop and s.get("stop_iteration") is not None:
+        steps = max(1, int(s["stop_iteration"]) - snap.iteration)
+    end = stop.get("t_end", s.get("stop_time"))
+    duration = (float(end) - snap.t) if end is not None else (steps or 1) * dt
+    try:
+        check_schedule(dt=dt, duration=duration, steps=steps,
+                       snapshot_interval=float(s["snapshot_interval"]),
+                       diagnostics_interval=float(s["diagnostics_interval"]), force=force)
+    except ResourceError as exc:
+        raise UsageError(f"cannot restart {snap.path}: {exc}") from None
+
+
 def _remove_branch(branch, created):
     """Undo a branch that could not start: remove its vortexsim files (and the directory
     when this restart created it)."""
@@ -819,6 +841,7 @@ def cmd_restart(args, argv):
     t = snap.t
     stop = _restart_stop(snap, args.t_end, args.steps)
     check_memory(config, config.get("device", "auto"), args.max_memory)
+    _check_restart_schedule(snap, config, stop, args.force)
     if args.out is not None and os.path.exists(args.out) and \
             (not os.path.isdir(args.out) or os.listdir(args.out)):
         raise UsageError(f"--out {args.out} exists and is not an empty directory; the "

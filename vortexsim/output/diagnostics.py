@@ -109,10 +109,28 @@ def _write_netcdf4(ds, path):
 
 
 def read_rows(path):
-    """The rows of a diagnostics file (list of dicts, as they were appended)."""
+    """The rows of a diagnostics file (list of dicts, as they were appended).
+
+    Raises :class:`SnapshotError` (one line) for a file that is not a vortexsim
+    diagnostics file or whose variables are missing, of the wrong shape or not finite
+    where a restart needs them (time, iteration)."""
     ds = open_netcdf(path)
     if ds.attrs.get("vortexsim_format") != DIAGNOSTICS_FORMAT:
         raise SnapshotError(f"{path} is not a vortexsim diagnostics file.")
+    n = ds.sizes.get("time", 0)
+    for name in ("time", "iteration"):
+        v = ds.variables.get(name)
+        if v is None or v.dims != ("time",) or v.dtype.kind not in "fiu" \
+                or not np.all(np.isfinite(v.values)):
+            raise SnapshotError(f"{path}: the variable {name!r} is missing or malformed "
+                                f"(want {n} finite numbers along time); the diagnostics "
+                                "file is corrupted.")
+    for name, (kind, _, _) in QUANTITIES.items():
+        if name in ds.variables and (ds[name].dims != _DIMS[kind] or ds[name].dtype.kind
+                                     not in "fiu"):
+            raise SnapshotError(f"{path}: the variable {name!r} has dimensions "
+                                f"{ds[name].dims} and dtype {ds[name].dtype}, want "
+                                f"{_DIMS[kind]} numbers; the diagnostics file is corrupted.")
     rows = []
     names = [str(v) for v in ds["ring"].values] if "ring" in ds.variables else None
     for i in range(ds.sizes.get("time", 0)):
