@@ -327,8 +327,10 @@ def test_ctrl_c_while_starting_is_one_line_and_130(tmp_path):
     if not os.path.exists("/proc/self/maps"):
         pytest.skip("needs /proc to see the child's imports")
     for delay in (0.0, 0.2):
+        # a run long enough that the signal never comes after its end
         proc = subprocess.Popen([sys.executable, "-m", "vortexsim", "run", "single_ring",
-                                 *TINY, "-qq", "--steps", "1", "--out", str(tmp_path / "o")],
+                                 *TINY, "-qq", "--set", "t_end=1000", "--out",
+                                 str(tmp_path / f"o{delay}")],
                                 stderr=subprocess.PIPE, text=True, env=_env())
         deadline = time.time() + 30
         while time.time() < deadline:
