@@ -9,8 +9,11 @@
 # Run it from the repository root.  OUTDIR defaults to $OUT/gpu_check when $OUT is set
 # (the device machine's folder that comes back), else benchmarks/results/gpu_check_DATE.
 # Environment:
-#   STEPS="tests direct fmm step"   the parts to run, in this order (default: all four;
-#                                   the tests take ~6 minutes, the benchmarks ~3)
+#   STEPS="tests direct fmm step"   the parts to run, in this order (default: these four;
+#                                   the tests take ~7.5 minutes, the benchmarks ~3);
+#                                   also "diagnostics" (bench_diagnostics, ~1 min) and
+#                                   "run" (bench_run: a whole leapfrog GPU run against
+#                                   the same run with minimal output, ~1.5 min)
 #   LABEL=text                      passed to every benchmark's --label
 #   PYTHONPATH                      kept: the vortexsim tree to check (default: this one)
 # Wheels in .whl/ (carried to the device machine) are installed into /tmp/site first.
@@ -60,8 +63,14 @@ for step in $STEPS; do
         step)
             run bench_step 240 python3 benchmarks/bench_step.py \
                 --out "$OUTDIR/bench_step.json" --label "$LABEL" ;;
+        diagnostics)
+            run bench_diagnostics 240 python3 benchmarks/bench_diagnostics.py \
+                --out "$OUTDIR/bench_diagnostics.json" --label "$LABEL" ;;
+        run)
+            run bench_run 560 python3 benchmarks/bench_run.py \
+                --out "$OUTDIR/bench_run.json" --label "$LABEL" ;;
         *)
-            echo "unknown step $step (tests, direct, fmm, step)" ;;
+            echo "unknown step $step (tests, direct, fmm, step, diagnostics, run)" ;;
     esac
 done
 
