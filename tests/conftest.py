@@ -4,10 +4,14 @@
   for every test, so that tests do not share one random stream.
 * Tests marked ``@pytest.mark.gpu`` are skipped when CuPy or a CUDA GPU is
   missing (``pyproject.toml`` declares the marker; ``shared/docs/gpu.md``).
+* SIGINT is not ignored by the processes the tests start: a suite started in the
+  background by a shell without job control inherits SIGINT ignored, and the signal
+  tests' commands (test_faults, test_guards, ...) would inherit that too.
 """
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import zlib
 
@@ -18,6 +22,10 @@ try:  # let a plain `pytest` (not only `python -m pytest`) find the uninstalled 
     import vortexsim  # noqa: F401
 except ImportError:  # pragma: no cover - depends on how pytest is started
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# an ignored SIGINT survives exec; a Python handler becomes the default in the children
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: Base seed of the suite; change it to re-run every randomized test on new data.
 BASE_SEED = 20240611

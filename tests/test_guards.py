@@ -391,3 +391,24 @@ def test_sigterm_outside_a_run_is_one_line_and_143(tmp_path, capsys, monkeypatch
         == 143
     _one_line(capsys, "terminated by SIGTERM")
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_an_inherited_ignored_sigint_stays_ignored_and_sigterm_stops(tmp_path):
+    """`vortexsim run ... &` in a script (no job control) starts with SIGINT ignored: the
+    terminal's Ctrl-C is not for it, so it keeps running; SIGTERM still checkpoints."""
+    out = tmp_path / "bg"
+    proc = subprocess.Popen([sys.executable, "-m", "vortexsim", "run", "single_ring", *TINY,
+                             "--set", "t_end=100", "--set", "snapshot_interval=0.1",
+                             "--out", str(out)],
+                            stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    deadline = time.time() + 60
+    while len(list(out.glob("snapshot_*.nc"))) < 2:
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    assert proc.poll() is None                     # ignored
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "checkpoint written" in err, err

@@ -364,6 +364,10 @@ class _Stop:
 
     def __enter__(self):
         for sig in (signal.SIGINT, signal.SIGTERM):
+            # an ignored SIGINT stays ignored (a background job of a shell without job
+            # control: the terminal's Ctrl-C is not meant for it; SIGTERM still stops it)
+            if sig == signal.SIGINT and signal.getsignal(sig) is signal.SIG_IGN:
+                continue
             self._old[sig] = signal.signal(sig, self._handle)
         return self
 
