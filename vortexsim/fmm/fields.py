@@ -111,14 +111,18 @@ def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock):
                 field_reach(name, fmm.tol, math.hypot(s_max, t_max)))
     clock.lap("setup")
 
-    # the leaf level of least modelled cost (or the evaluator's leaf_size rule) whose
-    # stencil holds the reach
+    # the leaf level whose stencil holds the reach: the evaluator's leaf_size rule, or the
+    # level of least modelled cost (as FMM.plan chooses it)
     depth_max, min_leaf = planner.depth_limit(width, reach)
-    pairs, occupied = near_pairs_by_depth(x, y, lo, stretched_width(width, depth_max, min_leaf),
-                                          depth_max, planner.near_radius, xp)
-    depth = (planner.cheapest_depth(pairs, green_u) if fmm.leaf_size is None
-             else choose_depth(n, m, fmm.leaf_size, max_depth=depth_max))
-    occ = float(occupied[depth])
+    occ = None                                     # leaves holding targets, when counted
+    if fmm.leaf_size is not None:
+        depth = choose_depth(n, m, fmm.leaf_size, max_depth=depth_max)
+    else:
+        pairs, occupied = near_pairs_by_depth(
+            x, y, lo, stretched_width(width, depth_max, min_leaf), depth_max,
+            planner.near_radius, xp)
+        depth = planner.cheapest_depth(pairs, green_u)
+        occ = float(occupied[depth])
     width = stretched_width(width, depth, min_leaf)
     P = planner.order_at(depth)
     tree = build_tree(x, y, depth, xp, lo=lo, width=width, check=False)

@@ -58,18 +58,34 @@ def near_field_reach(kernel_name: str, tol: float, sigma_max: float) -> float:
     return 0.0
 
 
-def for_each_leaf(tgt_start, leaf_sum):
-    """``leaf_sum(leaf)`` for every leaf holding targets (CSR ``tgt_start``).  Leaves write
-    disjoint target ranges: threads (NumPy releases the GIL) keep the result bitwise
-    identical to a serial loop."""
-    leaves = np.nonzero(tgt_start[1:] > tgt_start[:-1])[0]
+def for_each_block(tree, nbr, block):
+    """``block(leaf, src, c0, c1)`` for the targets c0:c1 (sorted) of every leaf holding
+    targets, in chunks of about 2^18 pairs against ``src`` (int array), the sources of the
+    leaf's stencil ``nbr[leaf]`` (leaves whose stencil holds none are skipped): O(N + M)
+    memory even when one leaf holds most points.  Leaves write disjoint target ranges:
+    threads (NumPy releases the GIL) keep the result bitwise identical to a serial loop."""
+    ss, ts = tree.src_start, tree.tgt_start
+
+    def leaf_blocks(leaf):
+        boxes = nbr[leaf][nbr[leaf] >= 0]
+        if boxes.size == 0:
+            return
+        src = np.concatenate([np.arange(ss[b], ss[b + 1]) for b in boxes])
+        if src.size == 0:
+            return
+        t0, t1 = int(ts[leaf]), int(ts[leaf + 1])
+        step = max(1, (1 << 18) // src.size)
+        for c0 in range(t0, t1, step):
+            block(leaf, src, c0, min(t1, c0 + step))
+
+    leaves = np.nonzero(ts[1:] > ts[:-1])[0]
     workers = min(len(leaves), os.cpu_count() or 1)
     if workers > 1:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            list(pool.map(leaf_sum, leaves))
+            list(pool.map(leaf_blocks, leaves))
     else:
         for leaf in leaves:
-            leaf_sum(leaf)
+            leaf_blocks(leaf)
 
 
 class SerialLanes:
@@ -144,30 +160,18 @@ class NearField:
         xs_, as_, sg_, ys_ = (a.astype(self.dtype) for a in (xs, alpha_s, sigma_s, ys))
         cut = self.table_cut() if self.kernel.name == "gaussian" else None
 
-        def leaf_sum(leaf):
-            t0, t1 = int(ts[leaf]), int(ts[leaf + 1])
-            boxes = nbr[leaf][nbr[leaf] >= 0]
-            if boxes.size == 0:
-                return
-            src = np.concatenate([np.arange(ss[b], ss[b + 1]) for b in boxes])
-            if src.size == 0:
-                return
-            # target chunks keep the pair block near 2^18 pairs (O(N + M) memory even
-            # when one leaf holds most points)
-            step = max(1, (1 << 18) // src.size)
-            for c0 in range(t0, t1, step):
-                c1 = min(t1, c0 + step)
-                d = ys_[c0:c1, None, :] - xs_[None, src, :]
-                mask = None
-                if exclude_self:            # target t0 + q of the leaf: source ss[own] + q
-                    own = ss[nbr[leaf, own_col]] - t0
-                    mask = (np.arange(c0, c1) + own)[:, None] == src[None, :]
-                ub, wb, gb = (np.zeros_like(a[c0:c1], dtype=self.dtype) for a in (u_s, w_s, g_s))
-                accumulate_block(self.kernel, d, as_[src], sg_[src], mask, gradient, ub, wb, gb,
-                                 singular_from=cut)
-                u_s[c0:c1], w_s[c0:c1], g_s[c0:c1] = ub, wb, gb
+        def block(leaf, src, c0, c1):
+            d = ys_[c0:c1, None, :] - xs_[None, src, :]
+            mask = None
+            if exclude_self:                # target t0 + q of the leaf: source ss[own] + q
+                own = ss[nbr[leaf, own_col]] - ts[leaf]
+                mask = (np.arange(c0, c1) + own)[:, None] == src[None, :]
+            ub, wb, gb = (np.zeros_like(a[c0:c1], dtype=self.dtype) for a in (u_s, w_s, g_s))
+            accumulate_block(self.kernel, d, as_[src], sg_[src], mask, gradient, ub, wb, gb,
+                             singular_from=cut)
+            u_s[c0:c1], w_s[c0:c1], g_s[c0:c1] = ub, wb, gb
 
-        for_each_leaf(ts, leaf_sum)
+        for_each_block(tree, nbr, block)
         return INV_4PI * u_s, (INV_4PI * (skew(w_s) - g_s) if gradient else None)
 
     def field_cut(self):
@@ -194,31 +198,20 @@ class NearField:
             nbr = self.neighbors(tree.depth)
         m = ys.shape[0]
         u, psi, omega = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3))
-        ss, ts = tree.src_start, tree.tgt_start
         cut = self.table_cut() if self.kernel.name == "gaussian" else None
         field_cut = self.field_cut()
 
-        def leaf_sum(leaf):
-            t0, t1 = int(ts[leaf]), int(ts[leaf + 1])
-            boxes = nbr[leaf][nbr[leaf] >= 0]
-            src = np.concatenate([np.arange(ss[b], ss[b + 1]) for b in boxes]) \
-                if boxes.size else np.zeros(0, np.int64)
-            if src.size == 0:
-                return
-            a_src, s2_src = alpha_s[src], sigma_s[src] ** 2
-            step = max(1, (1 << 18) // src.size)
-            for c0 in range(t0, t1, step):
-                c1 = min(t1, c0 + step)
-                d = ys[c0:c1, None, :] - xs[None, src, :]
-                ub = np.zeros((c1 - c0, 3))
-                accumulate_block(self.kernel, d, a_src, sigma_s[src], None, False, ub, None,
-                                 None, singular_from=cut)
-                e, z = blob_pair_factors(self.kernel, np.einsum("tsk,tsk->ts", d, d),
-                                         sigma_t[c0:c1, None] ** 2 + s2_src[None, :],
-                                         far_from=field_cut)
-                u[c0:c1], psi[c0:c1] = ub, e @ a_src
-                if z is not None:
-                    omega[c0:c1] = z @ a_src
+        def block(leaf, src, c0, c1):
+            d = ys[c0:c1, None, :] - xs[None, src, :]
+            ub = np.zeros((c1 - c0, 3))
+            accumulate_block(self.kernel, d, alpha_s[src], sigma_s[src], None, False, ub, None,
+                             None, singular_from=cut)
+            e, z = blob_pair_factors(self.kernel, np.einsum("tsk,tsk->ts", d, d),
+                                     sigma_t[c0:c1, None] ** 2 + sigma_s[src][None, :] ** 2,
+                                     far_from=field_cut)
+            u[c0:c1], psi[c0:c1] = ub, e @ alpha_s[src]
+            if z is not None:
+                omega[c0:c1] = z @ alpha_s[src]
 
-        for_each_leaf(ts, leaf_sum)
+        for_each_block(tree, nbr, block)
         return INV_4PI * u, INV_4PI * psi, omega
