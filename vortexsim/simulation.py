@@ -55,6 +55,7 @@ import numpy as np
 
 from ._names import did_you_mean
 from .backend import Device, resolve_device, to_host
+from .fmm.fields import CoresNotUniform
 from .integrators import get_scheme
 from .physics import FMMPlanner, Summation, VortexRHS, make_domain
 from .schedules import due, load_schedule_state, schedule_state
@@ -886,7 +887,7 @@ class Simulation:
                                                el.x if images else None,
                                                el.sigma if images else None)
                 return D.field_sums(el.alpha, fields)
-            except ValueError as exc:
+            except CoresNotUniform as exc:
                 if not self._warned_direct_diagnostics:
                     logger.warning("diagnostics by direct double sums, O(N^2): %s", exc)
                     self._warned_direct_diagnostics = True

@@ -110,3 +110,21 @@ def test_algebraic_fields_need_one_sigma():
     sig = np.linspace(0.04, 0.06, 50)
     with pytest.raises(ValueError, match="uniform sigma"):
         FMM("algebraic", device="cpu").fields(x, alpha, sig)
+
+
+def test_diagnostics_of_an_algebraic_kernel_with_several_cores_fall_back_to_the_sums(
+        monkeypatch, caplog):
+    """The fields pass refuses cores of several sizes for the algebraic kernels
+    (CoresNotUniform); the diagnostics then take the direct double sums, and say so once."""
+    from vortexsim import Simulation
+    x, alpha, _ = _cloud(200, 0.05)
+    sigma = np.linspace(0.04, 0.06, 200)
+    sim = Simulation((x, alpha, sigma), dt=0.1, device="cpu", progress=False,
+                     kernel="algebraic")
+    monkeypatch.setattr(S, "DIRECT_DIAGNOSTICS_PAIRS", {"cpu": 0})
+    with caplog.at_level("WARNING"):
+        first, second = sim.diagnostics(), sim.diagnostics()
+    assert sum("direct double sums" in r.message for r in caplog.records) == 1
+    e_ref, w_ref = D.energy_and_enstrophy(x, alpha, sigma, "algebraic")
+    assert first["energy"] == second["energy"] == pytest.approx(float(e_ref), rel=1e-12)
+    assert first["enstrophy"] == pytest.approx(float(w_ref), rel=1e-12)

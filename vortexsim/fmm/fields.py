@@ -45,7 +45,12 @@ from .near import gaussian_field_rho, near_field_reach
 from .plan import near_pairs_by_depth, stretched_width
 from .tree import build_tree, choose_depth, root_cube
 
-__all__ = ["Fields", "field_reach", "field_greens", "evaluate_fields"]
+__all__ = ["Fields", "CoresNotUniform", "field_reach", "field_greens", "evaluate_fields"]
+
+
+class CoresNotUniform(ValueError):
+    """The fields of an algebraic kernel asked for cores of several sizes (their far
+    field expands the regularized kernel of one σ)."""
 
 
 class Fields(typing.NamedTuple):
@@ -102,9 +107,9 @@ def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock):
         raise ValueError("the fields need core radii > 0 at every source and target.")
     if name in ("algebraic", "winckelmans") and max(s_max, t_max) > min(s_min, t_min) * (
             1 + 1e-12):
-        raise ValueError(f"the fields of kernel {name!r} need one uniform sigma (got "
-                         f"{min(s_min, t_min):g} to {max(s_max, t_max):g}): their far field "
-                         "expands the regularized kernel.")
+        raise CoresNotUniform(f"the fields of kernel {name!r} need one uniform sigma (got "
+                              f"{min(s_min, t_min):g} to {max(s_max, t_max):g}): their far "
+                              "field expands the regularized kernel.")
     green_u = E.green_function(name, s_min)
     green_psi, green_omega = field_greens(name, math.hypot(s_min, t_min))
     reach = max(near_field_reach(name, fmm.tol, s_max),
