@@ -559,8 +559,6 @@ def cmd_run(args, argv):
         params["precision"] = args.precision
     if args.t_end is not None:
         params["t_end"] = check_params({"t_end": args.t_end}, defaults, "--t-end: ")["t_end"]
-    if args.steps is not None and args.steps <= 0:
-        raise UsageError(f"--steps must be a positive integer, got {args.steps}.")
     output = {k: params.pop(k, v) for k, v in OUTPUT_DEFAULTS.items()}
     t_end = params.get("t_end", defaults.get("t_end"))
     if t_end is None or not t_end > 0:
@@ -636,9 +634,7 @@ def _restart_stop(snap, t_end=None, steps=None):
             raise UsageError(f"--t-end {t_end:g} is not after the snapshot's time "
                              f"t = {t:.10g}.")
         return {"t_end": float(t_end)}
-    if steps is not None:
-        if steps <= 0:
-            raise UsageError(f"--steps must be a positive integer, got {steps}.")
+    if steps is not None:                  # 1 ≤ steps ≤ HARD_LIMIT (_step_count)
         return {"steps": steps}
     if (s.get("stop_iteration") is not None and snap.iteration >= s["stop_iteration"]) or \
             (s.get("stop_time") is not None and due(t, float(s["stop_time"]))):

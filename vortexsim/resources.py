@@ -127,14 +127,6 @@ def _count(value):
     return int(value) if value >= 0 else None
 
 
-def _cross_section_points(core, layers):
-    """Points of one core cross-section (``vortexsim.cases.rings.cross_section``):
-    1 + 3 L (L − 1) for L layers of a core > 0, else 1."""
-    if layers == 1 or (isinstance(core, (int, float)) and core == 0):
-        return 1
-    return 1 + 3 * layers * (layers - 1)
-
-
 def problem_size(config):
     """(elements, tracers, sources) of the case of ``config`` (``{"case": name, key:
     value, ...}``, missing keys taking the case's defaults), or None when they cannot be
@@ -148,6 +140,7 @@ def problem_size(config):
     rejects (ValueError, TypeError).
     """
     from .cases import get_case  # noqa: PLC0415
+    from .cases.rings import cross_section_size  # noqa: PLC0415
 
     case = get_case(config["case"])
     defaults = case.params()
@@ -166,7 +159,7 @@ def problem_size(config):
         probe["tracers_per_ring"] = 1
     setup = case.builder(**probe)
     rings = len(setup.x) // 3
-    n_elements = rings * n_phi * _cross_section_points(values.get("core", 0), layers)
+    n_elements = rings * n_phi * cross_section_size(values.get("core", 0), layers)
     n_tracers = len(setup.tracers) * per_ring if "tracers_per_ring" in probe \
         else len(setup.tracers)
     boundary = config.get("boundary", case.run_defaults.get("boundary", "free"))
@@ -305,15 +298,16 @@ def check_resources(config, device="auto", max_memory=None):
 
 
 def _auto_intervals(dt, duration, snapshot_interval, diagnostics_interval):
-    """The automatic intervals of ``vortexsim.output.writers.output_intervals``
-    (about duration/10 and snapshot_interval/10, whole multiples of dt)."""
-    snap = snapshot_interval or dt * max(1, round(duration / (10 * dt)))
+    """The intervals of ``vortexsim.output.writers.output_intervals``, refused where the
+    automatic diagnostics interval would be derived from more than :data:`HARD_LIMIT`
+    steps (the caller has bounded duration / dt)."""
+    from .output.writers import output_intervals  # noqa: PLC0415
+    snap, _ = output_intervals(dt, duration, snapshot_interval, diagnostics_interval or dt)
     if not diagnostics_interval and not snap / (10 * dt) <= HARD_LIMIT:
         raise ResourceError(f"snapshot_interval {snap:.6g} is about {snap / dt:.3g} steps of "
                             f"dt {dt:.3g}, too many to derive the automatic "
                             "diagnostics_interval from; lower it or set diagnostics_interval.")
-    diag = diagnostics_interval or dt * max(1, round(snap / (10 * dt)))
-    return snap, diag
+    return output_intervals(dt, duration, snap, diagnostics_interval)
 
 
 def check_schedule(*, dt, duration, steps=None, snapshot_interval=None,

@@ -22,6 +22,14 @@ import numpy as np
 __all__ = ["vortex_ring", "cross_section", "core_summary"]
 
 
+def cross_section_size(core, layers):
+    """The number of points of :func:`cross_section` without making them: 1 for a core of
+    0 or one layer, else 1 + Σ_{l<L} 6 l = 1 + 3 L (L − 1)."""
+    if core == 0 or layers == 1:
+        return 1
+    return 1 + 3 * layers * (layers - 1)
+
+
 def cross_section(core, layers, layer_spacing=1.0):
     """Points (J, 2) [L] of one core cross-section (radial, axial offsets) and weights (J,).
 
