@@ -28,6 +28,7 @@ import numpy as np
 
 from .files import atomic_path
 from .snapshot import FORMAT_VERSION, UNITS_NOTE, SnapshotError, open_netcdf
+from .validate import InvalidValue, array
 
 logger = logging.getLogger(__name__)
 
@@ -118,19 +119,20 @@ def read_rows(path):
     if ds.attrs.get("vortexsim_format") != DIAGNOSTICS_FORMAT:
         raise SnapshotError(f"{path} is not a vortexsim diagnostics file.")
     n = ds.sizes.get("time", 0)
-    for name in ("time", "iteration"):
-        v = ds.variables.get(name)
-        if v is None or v.dims != ("time",) or v.dtype.kind not in "fiu" \
-                or not np.all(np.isfinite(v.values)):
-            raise SnapshotError(f"{path}: the variable {name!r} is missing or malformed "
-                                f"(want {n} finite numbers along time); the diagnostics "
-                                "file is corrupted.")
-    for name, (kind, _, _) in QUANTITIES.items():
-        if name in ds.variables and (ds[name].dims != _DIMS[kind] or ds[name].dtype.kind
-                                     not in "fiu"):
-            raise SnapshotError(f"{path}: the variable {name!r} has dimensions "
-                                f"{ds[name].dims} and dtype {ds[name].dtype}, want "
-                                f"{_DIMS[kind]} numbers; the diagnostics file is corrupted.")
+    try:
+        for name, kinds in (("time", "f"), ("iteration", "iu")):
+            if name not in ds.variables:
+                raise InvalidValue(f"the variable {name!r} is missing")
+            array(name, ds[name].values, (n,), kinds, finite=True)
+        for name, (kind, _, _) in QUANTITIES.items():
+            if name in ds.variables and ds[name].dims != _DIMS[kind]:
+                raise InvalidValue(f"{name} has dimensions {ds[name].dims}, expected "
+                                   f"{_DIMS[kind]}")
+            if name in ds.variables:
+                array(name, ds[name].values, ds[name].shape, "iu" if name == "iteration"
+                      else "f")
+    except InvalidValue as exc:
+        raise SnapshotError(f"{path}: {exc}; the diagnostics file is corrupted.") from None
     rows = []
     names = [str(v) for v in ds["ring"].values] if "ring" in ds.variables else None
     for i in range(ds.sizes.get("time", 0)):
