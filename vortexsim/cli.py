@@ -804,7 +804,7 @@ def _mark_run_dir(run_dir):
 def _prepare_run_dir(run_dir, overwrite, config_toml):
     """Create ``run_dir`` with its marker (or, with ``overwrite``, remove vortexsim's files
     of the run directory there), start run.log and write config.toml."""
-    from .output import atomic_path  # noqa: PLC0415
+    from .output import write_text  # noqa: PLC0415
     os.makedirs(run_dir, exist_ok=True)
     if overwrite:
         for pattern in _OUR_FILES:
@@ -812,9 +812,7 @@ def _prepare_run_dir(run_dir, overwrite, config_toml):
                 os.remove(f)
     _mark_run_dir(run_dir)
     _add_file_log(run_dir)
-    with atomic_path(os.path.join(run_dir, "config.toml")) as tmp:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(config_toml)
+    write_text(os.path.join(run_dir, "config.toml"), config_toml)
 
 
 def cmd_restart(args, argv):

@@ -5,7 +5,8 @@
 * :mod:`.validate`: checks of values read from files (type, shape, range, strict JSON)
   and ``printable`` (text from a file for a terminal)
 * :mod:`.diagnostics`: ``DiagnosticsLog`` (``diagnostics.nc``, one row per diagnostic time)
-* :mod:`.files`: ``atomic_path`` (temporary name, fsync, rename), ``remove_stale_tmp``
+* :mod:`.files`: ``atomic_path`` (temporary name, fsync, rename), ``write_text``,
+  ``remove_stale_tmp``
 * :mod:`.plot`: ``plot_run`` (``plot.png``; needs matplotlib)
 * :mod:`.writers`: the run loop's output writers ``SnapshotWriter`` (checkpoints),
   ``DiagnosticsWriter``, ``PlotWriter``; ``run_writers``, ``output_intervals``
@@ -14,14 +15,15 @@ This package knows nothing of the solver: it takes state dicts
 (:meth:`vortexsim.Simulation.state_dict`), configs and diagnostics rows; the writers use
 the simulation only through the run loop's protocol (:meth:`vortexsim.Simulation.run`).
 """
-from .files import atomic_path, fsync_dir, remove_stale_tmp
+from .files import atomic_path, fsync_dir, remove_stale_tmp, write_text
 from .snapshot import (FORMAT, FORMAT_VERSION, Snapshot, SnapshotError, open_netcdf,
                        read_snapshot, write_snapshot)
 from .diagnostics import DIAGNOSTICS_FORMAT, DiagnosticsLog, read_rows
 from .writers import (DiagnosticsWriter, PlotWriter, SnapshotWriter, output_intervals,
                       run_writers)
 
-__all__ = ["atomic_path", "fsync_dir", "remove_stale_tmp", "FORMAT", "FORMAT_VERSION",
-           "Snapshot", "SnapshotError", "open_netcdf", "read_snapshot", "write_snapshot",
+__all__ = ["atomic_path", "write_text", "fsync_dir", "remove_stale_tmp", "FORMAT",
+           "FORMAT_VERSION", "Snapshot", "SnapshotError", "open_netcdf", "read_snapshot",
+           "write_snapshot",
            "DIAGNOSTICS_FORMAT", "DiagnosticsLog", "read_rows", "SnapshotWriter",
            "DiagnosticsWriter", "PlotWriter", "run_writers", "output_intervals"]

@@ -16,7 +16,7 @@ import secrets
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["atomic_path", "fsync_dir", "remove_stale_tmp"]
+__all__ = ["atomic_path", "write_text", "fsync_dir", "remove_stale_tmp"]
 
 
 def fsync_dir(directory):
@@ -84,3 +84,10 @@ def atomic_path(path):
             os.remove(tmp)
         raise
     fsync_dir(directory)
+
+
+def write_text(path, text):
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)

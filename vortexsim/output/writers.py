@@ -49,7 +49,7 @@ import shutil
 
 from ..schedules import TimeInterval, load_schedule_state, schedule_state
 from .diagnostics import DiagnosticsLog, split_rows
-from .files import atomic_path, remove_stale_tmp
+from .files import atomic_path, remove_stale_tmp, write_text
 from .plot import latest_snapshot, plot_run
 from .snapshot import Snapshot, SnapshotError, read_snapshot, write_snapshot
 
@@ -515,9 +515,7 @@ def start_branch(branch, snapshot_path, rows, meta, history, config_toml=None):
     atomically; the snapshot's own directory is only read.  Returns the copy's path."""
     branch = os.fspath(branch)
     if config_toml:
-        with atomic_path(os.path.join(branch, "config.toml")) as tmp:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(config_toml)
+        write_text(os.path.join(branch, "config.toml"), config_toml)
     if rows:
         DiagnosticsLog(os.path.join(branch, "diagnostics.nc"), meta, rows, history).write()
     copy_path = os.path.join(branch, os.path.basename(os.fspath(snapshot_path)))
