@@ -883,9 +883,11 @@ class Simulation:
         if len(el) * xs.shape[0] > DIRECT_DIAGNOSTICS_PAIRS[self.device.kind]:
             images = xs.shape[0] != len(el)
             try:
+                # no images: the symmetric pass (shares whose sums are exact)
                 fields = self.summation.fields(xs, alpha_s, sigma_s,
                                                el.x if images else None,
-                                               el.sigma if images else None)
+                                               el.sigma if images else None,
+                                               symmetric=not images)
                 return D.field_sums(el.alpha, fields)
             except CoresNotUniform as exc:
                 if not self._warned_direct_diagnostics:

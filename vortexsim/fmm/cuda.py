@@ -32,7 +32,7 @@ from ..kernels.modules import CTYPES, elementwise_kernel, get_function
 from . import expansions as E
 from .downward import Downward, l2p_coefficient_tables, l2p_loop_order
 from .m2l import M2L
-from .near import NearField, SerialLanes
+from .near import NearField, SerialLanes, half_stencil
 from .upward import Upward
 
 __all__ = ["CudaBackend", "CudaNearField", "CudaUpward", "CudaM2L", "CudaDownward",
@@ -133,17 +133,21 @@ class CudaNearField(NearField):
     """:class:`~vortexsim.fmm.near.NearField` in ``p2p_near`` (one target per thread,
     blocks of one leaf's targets, sources staged through shared memory)."""
 
-    def device_neighbors(self, depth):
-        """:meth:`neighbors` on the GPU (cached per depth)."""
+    def device_neighbors(self, depth, symmetric=False):
+        """:meth:`neighbors` on the GPU, or its :func:`~vortexsim.fmm.near.half_stencil`
+        with ``symmetric`` (cached per depth)."""
         cp = import_cupy()
+        if symmetric:
+            return self.cache.get(("nbr_half_d", depth, self.radius), lambda: cp.asarray(
+                half_stencil(self.neighbors(depth))))
         return self.cache.get(("nbr_d", depth, self.radius),
                               lambda: cp.asarray(self.neighbors(depth)))
 
-    def prepare(self, depth):
+    def prepare(self, depth, symmetric=False):
         """The neighbour table on the device before the streams fork (made lazily inside
         one target set's stream, another set's stream could read it before its copy
         landed)."""
-        self.device_neighbors(depth)
+        self.device_neighbors(depth, symmetric)
 
     def __call__(self, tree, xs, alpha_s, sigma_s, ys, exclude_self, gradient, occupied=None,
                  uniform=False, nbr=None):
@@ -174,14 +178,18 @@ class CudaNearField(NearField):
 
 
     def fields(self, tree, xs, alpha_s, sigma_s, ys, sigma_t, nbr=None, occupied=None,
-               uniform=False):
+               uniform=False, symmetric=False):
         """:meth:`NearField.fields <vortexsim.fmm.near.NearField.fields>` in
         ``p2p_fields`` (``kernels/cuda/fields.cu``), float64; ``occupied``: the leaves
         holding targets, when known (block size); ``uniform``: every source and target
-        core is the same (records without per-source parameters)."""
+        core is the same (records without per-source parameters); ``symmetric``: half
+        the stencil, shares (as there)."""
         cp = import_cupy()
         f64 = cp.float64
-        nbr_d = self.device_neighbors(tree.depth) if nbr is None else nbr
+        if nbr is None:
+            nbr_d = self.device_neighbors(tree.depth, symmetric)
+        else:
+            nbr_d = cp.ascontiguousarray(half_stencil(nbr)) if symmetric else nbr
         m = ys.shape[0]
         block = near_block_for(m, occupied or tree.n_leaves)
         fn = get_function("fields.cu", f"p2p_fields<{self.kernel.code},{block},128,"
@@ -196,7 +204,8 @@ class CudaNearField(NearField):
             cp.ascontiguousarray(ys, dtype=f64), cp.ascontiguousarray(sigma_t, dtype=f64),
             tree.tgt_start, nbr_d, np.int32(nbr_d.shape[1]), chunk_start,
             np.int32(tree.n_leaves), np.float64(self.table_cut()),
-            np.float64(self.field_cut() or 0.0), u, psi, omega))
+            np.float64(self.field_cut() or 0.0), np.int32(1 if symmetric else 0), u, psi,
+            omega))
         return u, psi, omega
 
 

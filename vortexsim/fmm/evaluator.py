@@ -284,7 +284,7 @@ class FMM:
                 f"{gradient!r}. Make the plan with the same arguments.")
         return self._execute(clock, plan, x, alpha, sigma, y)
 
-    def fields(self, x, alpha, sigma, targets=None, target_sigma=None):
+    def fields(self, x, alpha, sigma, targets=None, target_sigma=None, symmetric=False):
         """u, ψ and ω at blob targets in one pass (:mod:`vortexsim.fmm.fields`): what the
         energy, enstrophy and helicity of the elements need, in O(N + M).
 
@@ -293,14 +293,21 @@ class FMM:
         their σ).  Every pair is included, the self pairs too.  Returns
         :class:`~vortexsim.fmm.fields.Fields` (float64 arrays of the evaluator's device);
         ``timings`` holds its stages, ``config`` is left as the last :meth:`evaluate`
-        set it.  The tree is always level-uniform."""
+        set it.  The tree is always level-uniform.
+
+        ``symmetric`` (no targets): return shares instead of fields, exact only in the
+        sums Σ α·u, Σ α·ψ, Σ α·ω (:func:`vortexsim.diagnostics.field_sums`) and about
+        half the near field's cost where σ is uniform
+        (:func:`~vortexsim.fmm.fields.evaluate_fields`)."""
+        if symmetric and (targets is not None or target_sigma is not None):
+            raise ValueError("symmetric fields need the sources as the targets.")
         clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
         x, alpha, sigma, y = self._inputs(x, alpha, sigma, targets)
         xp = self.device.xp
         sigma_t = sigma if target_sigma is None and targets is None else xp.broadcast_to(
             xp.asarray(sigma if target_sigma is None else target_sigma, dtype=xp.float64),
             (y.shape[0],))
-        out = evaluate_fields(self, x, alpha, sigma, y, sigma_t, clock)
+        out = evaluate_fields(self, x, alpha, sigma, y, sigma_t, clock, symmetric)
         self.timings = clock.finish()
         return out
 

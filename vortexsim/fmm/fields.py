@@ -87,11 +87,16 @@ def field_greens(kernel_name, sigma_pq):
     raise ValueError(f"no far-field expansion for kernel {kernel_name!r}.")
 
 
-def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock):
+def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock, symmetric=False):
     """The :class:`Fields` at targets y (M, 3) [L] with cores sigma_t (M,) [L] of the
     sources x, alpha (N, 3), sigma (N,) (float64 arrays of ``fmm``'s device), through
     the stages and planner of the :class:`~vortexsim.fmm.evaluator.FMM` ``fmm`` for
-    this pass (:meth:`FMM.field_stages <vortexsim.fmm.evaluator.FMM.field_stages>`)."""
+    this pass (:meth:`FMM.field_stages <vortexsim.fmm.evaluator.FMM.field_stages>`).
+
+    ``symmetric`` (y is x, sigma_t is sigma): where σ is uniform, the near field sums
+    half the stencil (:meth:`NearField.fields <vortexsim.fmm.near.NearField.fields>`)
+    and the result holds shares whose sums Σ α·u, Σ α·ψ, Σ α·ω are exact, not the
+    fields themselves (σ of several sizes: the fields, whose sums are the same)."""
     xp = fmm.device.xp
     stages, planner = fmm.field_stages()
     name = fmm.kernel.name
@@ -118,6 +123,8 @@ def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock):
 
     # the leaf level whose stencil holds the reach: the evaluator's leaf_size rule, or the
     # level of least modelled cost (as FMM.plan chooses it)
+    uniform = s_min == s_max == t_min == t_max
+    symmetric = symmetric and uniform
     depth_max, min_leaf = planner.depth_limit(width, reach)
     occ = None                                     # leaves holding targets, when counted
     if fmm.leaf_size is not None:
@@ -126,7 +133,7 @@ def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock):
         pairs, occupied = near_pairs_by_depth(
             x, y, lo, stretched_width(width, depth_max, min_leaf), depth_max,
             planner.near_radius, xp)
-        depth = planner.cheapest_depth(pairs, green_u)
+        depth = planner.cheapest_depth(pairs * (0.5 if symmetric else 1.0), green_u)
         occ = float(occupied[depth])
     width = stretched_width(width, depth, min_leaf)
     P = planner.order_at(depth)
@@ -137,11 +144,11 @@ def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock):
 
     # near field ∥ far field (GPU: its own stream, as in FMM.evaluate); joined before the
     # far field's L2P adds into its sums
-    stages.near.prepare(depth)
-    uniform = s_min == s_max == t_min == t_max
+    stages.near.prepare(depth, symmetric)
     lanes = stages.backend.near_lanes(1, clock.sync)
     near = lanes.run(0, lambda: stages.near.fields(tree, xs, alpha_s, sigma_s, ys, st,
-                                                   occupied=occ, uniform=uniform))
+                                                   occupied=occ, uniform=uniform,
+                                                   symmetric=symmetric))
     if not lanes.concurrent:
         clock.lap("near")
     if depth < 2:

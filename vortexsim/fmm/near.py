@@ -24,7 +24,7 @@ from ..kernels.direct import INV_4PI, accumulate_block, skew
 from .tree import neighbor_table
 
 __all__ = ["NearField", "SerialLanes", "near_field_reach", "gaussian_rho_star",
-           "gaussian_field_rho", "TABLE_CUT_MAX"]
+           "gaussian_field_rho", "half_stencil", "TABLE_CUT_MAX"]
 
 #: s = (r/σ)² beyond which the near field always uses the singular pair factors (the
 #: end of the Gaussian cutoff table)
@@ -56,6 +56,14 @@ def near_field_reach(kernel_name: str, tol: float, sigma_max: float) -> float:
     if kernel_name == "polynomial":
         return sigma_max
     return 0.0
+
+
+def half_stencil(nbr):
+    """The forward half of a stencil table (n, (2r+1)³) with the box itself first: its
+    columns from the middle one on (the offsets from (0, 0, 0) on in lexicographic
+    order; :func:`~vortexsim.fmm.tree.neighbor_table`).  Of two boxes in each other's
+    stencils, exactly one holds the other in its forward half."""
+    return nbr[:, nbr.shape[1] // 2:]
 
 
 def for_each_block(tree, nbr, block):
@@ -124,9 +132,10 @@ class NearField:
         return self.cache.get(("nbr", depth, self.radius),
                               lambda: neighbor_table(depth, self.radius, np))
 
-    def prepare(self, depth):
-        """Make the tables of a tree of ``depth`` levels before the near field forks onto
-        concurrent streams (nothing to do on the CPU)."""
+    def prepare(self, depth, symmetric=False):
+        """Make the tables of a tree of ``depth`` levels (the half stencil's with
+        ``symmetric``) before the near field forks onto concurrent streams (nothing to
+        do on the CPU)."""
 
     def table_cut(self):
         """s = (r/σ)² from which the near field uses the singular pair factors:
@@ -183,7 +192,7 @@ class NearField:
         return gaussian_field_rho(self.tol) ** 2
 
     def fields(self, tree, xs, alpha_s, sigma_s, ys, sigma_t, nbr=None, occupied=None,
-               uniform=False):
+               uniform=False, symmetric=False):
         """Near field of the diagnostics' fields at the sorted targets ys (M, 3) [L] with
         core radii sigma_t (M,) [L], float64 (:mod:`vortexsim.fmm.fields`):
 
@@ -193,9 +202,19 @@ class NearField:
 
         over every pair of each leaf's stencil, self pairs included, σ_tq² = σ_t² + σ_q²
         (:func:`~vortexsim.kernels.cutoff.blob_pair_factors`).  Other arguments as
-        :meth:`__call__` (``occupied``, ``uniform``: GPU block sizing and records)."""
+        :meth:`__call__` (``occupied``, ``uniform``: GPU block sizing and records).
+
+        ``symmetric``: the targets are the sources (same order, same cores) and σ is
+        uniform, so every pair's three terms dotted with α are symmetric in the pair
+        (the helicity's triple product too).  Each leaf then meets its own sources and,
+        with weight 2, those of the forward half of its stencil (the offsets after its
+        own in the table's lexicographic order): half the pairs.  The results are then
+        shares, not fields: only Σ_t α_t·u_t, Σ_t α_t·ψ_t and Σ_t α_t·ω_t are those of
+        the whole stencil."""
         if nbr is None:
             nbr = self.neighbors(tree.depth)
+        if symmetric:
+            nbr = half_stencil(nbr)
         m = ys.shape[0]
         u, psi, omega = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3))
         cut = self.table_cut() if self.kernel.name == "gaussian" else None
@@ -203,15 +222,19 @@ class NearField:
 
         def block(leaf, src, c0, c1):
             d = ys[c0:c1, None, :] - xs[None, src, :]
+            a = alpha_s[src]
+            if symmetric:                  # the own leaf's sources come first (column 0)
+                a = a.copy()
+                a[int(tree.src_start[leaf + 1] - tree.src_start[leaf]):] *= 2.0
             ub = np.zeros((c1 - c0, 3))
-            accumulate_block(self.kernel, d, alpha_s[src], sigma_s[src], None, False, ub, None,
+            accumulate_block(self.kernel, d, a, sigma_s[src], None, False, ub, None,
                              None, singular_from=cut)
             e, z = blob_pair_factors(self.kernel, np.einsum("tsk,tsk->ts", d, d),
                                      sigma_t[c0:c1, None] ** 2 + sigma_s[src][None, :] ** 2,
                                      far_from=field_cut)
-            u[c0:c1], psi[c0:c1] = ub, e @ alpha_s[src]
+            u[c0:c1], psi[c0:c1] = ub, e @ a
             if z is not None:
-                omega[c0:c1] = z @ alpha_s[src]
+                omega[c0:c1] = z @ a
 
         for_each_block(tree, nbr, block)
         return INV_4PI * u, INV_4PI * psi, omega

@@ -84,7 +84,7 @@ class Summation:
             self.fmm = FMM(self.kernel, tol=self.tol, precision=self.precision,
                            device=self.device, tree="uniform")
 
-    def fields(self, x, alpha, sigma, targets=None, target_sigma=None):
+    def fields(self, x, alpha, sigma, targets=None, target_sigma=None, symmetric=False):
         """u, ψ and ω at blob targets in O(N + M) (:meth:`vortexsim.fmm.FMM.fields`;
         arguments and result there): the energy, enstrophy and helicity of the
         diagnostics.  Runs on this summation's FMM; the direct method makes one for it
@@ -93,7 +93,7 @@ class Summation:
             from ..fmm.evaluator import FMM  # noqa: PLC0415
             self._fields_fmm = self.fmm if self.fmm is not None else FMM(
                 self.kernel, tol=self.tol, device=self.device, tree="uniform")
-        return self._fields_fmm.fields(x, alpha, sigma, targets, target_sigma)
+        return self._fields_fmm.fields(x, alpha, sigma, targets, target_sigma, symmetric)
 
     def describe(self):
         """Resolved settings as a plain dict."""

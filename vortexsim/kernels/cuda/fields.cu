@@ -11,7 +11,10 @@
 // with σ_tq² = σ_t² + σ_q² (blob_pair_factors in kernels/cutoff.py, the NumPy
 // specification) and d = y_t − x_q.  Every pair of the stencil is summed, self pairs
 // included (their u term is 0; g and ζ are finite except for the singular kernel's
-// g, which is dropped at r = 0).  Kernels without ζ write ω = 0.  Gaussian pairs with
+// g, which is dropped at r = 0).  With `twice_beyond_own` (the symmetric pass: targets
+// = sources, one σ, `nbr` the half stencil whose first column is the leaf itself) the
+// sources beyond the own leaf count twice: each pair of leaves is met once, and the sums
+// Σ_t α_t·(u_t, ψ_t, ω_t) are those of the whole stencil (NearField.fields).  Kernels without ζ write ω = 0.  Gaussian pairs with
 // ρ² = r²/σ_tq² ≥ fcut take the far field's factors 1/r and 0 (most of a stencil's
 // pairs: no erf, no exp; fmm/fields.py).  No atomics: the results are bitwise
 // reproducible.
@@ -73,8 +76,8 @@ p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
            const double* __restrict__ sig_t, const long long* __restrict__ tgt_start,
            const long long* __restrict__ nbr, const int n_nbr,
            const long long* __restrict__ chunk_start, const int n_leaves, const double scut,
-           const double fcut, double* __restrict__ u, double* __restrict__ psi,
-           double* __restrict__ omega) {
+           const double fcut, const int twice_beyond_own, double* __restrict__ u,
+           double* __restrict__ psi, double* __restrict__ omega) {
     using Record = typename FieldRecordOf<UNIFORM>::type;
     __shared__ Record sh[TS];
     __shared__ double gtab[GaussTableSize<K, double>::value];
@@ -88,6 +91,7 @@ p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
     const long long t_begin = tgt_start[leaf] + (b - chunk_start[leaf]) * BS;
     const long long t_end = min(tgt_start[leaf + 1], t_begin + BS);
     const int total = stencil_stream<BS>(nbr, n_nbr, leaf, src_start, s_beg, s_cnt, s_off);
+    const int own = twice_beyond_own ? s_cnt[0] : total;   // stream positions of weight 1
     // kernel-wide parameters of the uniform case: the u pair's p, p2; 1/σ_tq and 1/σ_tq²
     const double p_u = UNIFORM ? param[0] : 0.0, p2_u = UNIFORM ? param[1] : 0.0;
     const double inv_su = UNIFORM ? rsqrt(2.0 * sig_s[0] * sig_s[0]) : 0.0;
@@ -109,14 +113,15 @@ p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
             __syncthreads();
             for (int k = threadIdx.x; k < TS && base + k < total; k += BS) {
                 const long long j = stencil_source(base + k, s_beg, s_off, n_nbr);
+                const double wj = base + k < own ? 1.0 : 2.0;
                 if constexpr (UNIFORM) {
                     sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2],
-                             alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2]};
+                             wj * alpha[3 * j], wj * alpha[3 * j + 1], wj * alpha[3 * j + 2]};
                 } else {
                     const double sj = sig_s[j];
                     sh[k] = {xs[3 * j], xs[3 * j + 1], xs[3 * j + 2],
-                             alpha[3 * j], alpha[3 * j + 1], alpha[3 * j + 2], sj * sj,
-                             param[2 * j], param[2 * j + 1]};
+                             wj * alpha[3 * j], wj * alpha[3 * j + 1], wj * alpha[3 * j + 2],
+                             sj * sj, param[2 * j], param[2 * j + 1]};
                 }
             }
             __syncthreads();
