@@ -19,7 +19,7 @@ import pytest
 import xarray as xr
 
 import vortexsim
-from vortexsim import Callback, IterationInterval
+from vortexsim import Callback, IterationInterval, TimeInterval
 from vortexsim.output import DiagnosticsLog, read_rows, read_snapshot
 from vortexsim.output import writers as W
 from vortexsim.output.writers import run_writers
@@ -324,3 +324,195 @@ def test_sigint_with_pending_writes_and_a_second_sigint_never_hang(tmp_path):
     assert time.time() - t0 < 6, err
     assert proc.returncode == 130 and "aborted" in err and "Traceback" not in err, err
     _whole(two)
+
+
+# -- deferred writes: submit_output(..., defer=True) ------------------------------------------
+class _Rewriter:
+    """A writer that rewrites its whole "file" (a list of iterations) at every output,
+    deferred; ``fail(rows)`` makes the rewrite of ``rows`` raise."""
+
+    def __init__(self, schedule, fail=None):
+        self.schedule, self.fail = schedule, fail
+        self.rows, self.file, self.rewrites = [], [], 0
+
+    def write(self, sim):
+        self.rows.append(sim.iteration)
+        rows, row = list(self.rows), sim.iteration
+
+        def rewrite():
+            self.rewrites += 1
+            if self.fail is not None and self.fail(rows):
+                raise OSError(28, "No space left on device")
+            self.file[:] = rows
+        sim.submit_output(rewrite, lambda: self.rows.remove(row), defer=True)
+
+
+class _Reader:
+    """A writer whose output records what the rewriter's file holds when it is written."""
+
+    def __init__(self, schedule, rewriter):
+        self.schedule, self.rewriter, self.seen = schedule, rewriter, []
+
+    def write(self, sim):
+        iteration, file = sim.iteration, self.rewriter.file
+        sim.submit_output(lambda: self.seen.append((iteration, list(file))))
+
+
+@pytest.mark.parametrize("async_output", [False, True])
+def test_a_deferred_write_is_replaced_and_written_before_other_output_and_at_the_end(
+        async_output):
+    sim = _sim(async_output, dt=0.05)
+    rewriter = _Rewriter(TimeInterval(0.05))
+    reader = _Reader(TimeInterval(0.15), rewriter)
+    sim.output_writers.update(rows=rewriter, reader=reader)
+    sim.run(t_end=0.5)
+    assert rewriter.rows == rewriter.file == list(range(11))
+    # every other output finds the file complete up to its iteration
+    assert reader.seen == [(k, list(range(k + 1))) for k in (0, 3, 6, 9)]
+    assert rewriter.rewrites == 4 + 1                 # before the reader's 4, at the end
+    if async_output:
+        assert sim.output_timings["rows"] == {**sim.output_timings["rows"], "jobs": 11,
+                                              "files": 5}
+    outside = []                                     # outside run(): written at once
+    sim.submit_output(lambda: outside.append(1), defer=True)
+    assert outside == [1]
+
+
+@pytest.mark.parametrize("async_output", [False, True])
+def test_a_failed_deferred_write_undoes_every_output_it_held_and_owes_the_newest(
+        async_output):
+    """The rewrite released by the reader at iteration 6 fails (slowly): the rows 4-6 it
+    held are forgotten and the reader's output after it is undone, both schedules owe
+    their newest undone output; the rows on "disk" are those of iteration 3.  On the
+    output thread the failure is raised when row 7 is held (which waits for room, as
+    a submission does): row 7 is undone too and is the one owed."""
+    def fail(rows):
+        if len(rows) == 7:
+            time.sleep(0.3 * async_output)
+            return True
+        return False
+    sim = _sim(async_output, dt=0.05)
+    rewriter = _Rewriter(TimeInterval(0.05), fail=fail)
+    reader = _Reader(TimeInterval(0.15), rewriter)
+    sim.output_writers.update(rows=rewriter, reader=reader)
+    with pytest.raises(OSError, match="No space"):
+        sim.run(t_end=0.5)
+    assert rewriter.rows == rewriter.file == [0, 1, 2, 3]
+    assert reader.seen == [(0, [0]), (3, [0, 1, 2, 3])]
+    assert sim.iteration == 6 + async_output
+    assert rewriter.schedule.next_index == sim.iteration and reader.schedule.next_index == 2
+
+
+def test_a_second_ctrl_c_gives_up_a_deferred_write():
+    def interrupt(s):
+        raise KeyboardInterrupt
+    sim = _sim(dt=0.05)
+    rewriter = _Rewriter(TimeInterval(0.05))
+    sim.output_writers["rows"] = rewriter
+    sim.callbacks["ctrl_c"] = Callback(interrupt, IterationInterval(4))
+    with pytest.raises(KeyboardInterrupt):
+        sim.run(t_end=1.0)
+    assert rewriter.rows == rewriter.file == []      # iteration 0's was held as well
+
+
+# -- diagnostics.nc rewritten less often than once per row ------------------------------------
+def _count_rewrites(monkeypatch):
+    """The row counts of every DiagnosticsLog.write."""
+    counts, write = [], DiagnosticsLog.write
+
+    def counting(log, rows=None):
+        counts.append(len(log.rows if rows is None else rows))
+        return write(log, rows)
+    monkeypatch.setattr(DiagnosticsLog, "write", counting)
+    return counts
+
+
+@pytest.mark.parametrize("async_output", [False, True])
+def test_diagnostics_are_rewritten_less_often_than_rows_and_lose_none(
+        async_output, tmp_path, monkeypatch):
+    """A row every step, a large min_rewrite_interval: the file is written at the first
+    row, before each snapshot (with exactly the rows it counts) and at the end (with
+    every row), and holds the same rows as a run that rewrites it at every row."""
+    counts = _count_rewrites(monkeypatch)
+    for name, interval in (("every", 0.0), ("deferred", 1e6)):
+        (tmp_path / name).mkdir()
+        sim = _sim(async_output, dt=0.05)
+        sim.output_writers.update(run_writers(str(tmp_path / name), META, "h", 0.25, 0.05,
+                                              plot=False, min_rewrite_interval=interval))
+        counts.clear()
+        sim.run(t_end=1.0)
+    assert counts == [1, 6, 11, 16, 21]       # first row; the snapshots 5, 10, 15, 20 (final)
+    _same_files(tmp_path / "every", tmp_path / "deferred")
+    for snap in _whole(tmp_path / "deferred"):
+        s = read_snapshot(snap)
+        assert s.schedule["diagnostics_rows"] == counts[[0, 5, 10, 15, 20].index(
+            s.iteration)]
+
+
+def test_every_snapshot_of_a_deferred_run_finds_its_rows_on_disk_and_restarts_bitwise(
+        tmp_path, monkeypatch):
+    """What a SIGKILL right after each snapshot would leave: a copy of the run directory
+    taken on the output thread as each snapshot is written.  Its diagnostics.nc has the
+    snapshot's rows (split_rows checks the count), and a restart from the copy of a middle
+    snapshot writes bitwise the files of an uninterrupted run that rewrites every row."""
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    ref.mkdir()
+    out.mkdir()
+    sim = _sim(False, adaptive=True, courant=0.02)
+    sim.output_writers.update(run_writers(str(ref), META, "h", 0.1, 0.03, plot=False,
+                                          min_rewrite_interval=0.0))
+    sim.run(t_end=0.4)
+    write, copies = W.write_snapshot, []
+
+    def write_and_copy(path, state, *args, **kwargs):
+        write(path, state, *args, **kwargs)
+        copy = tmp_path / f"copy{len(copies)}"
+        shutil.copytree(out, copy)
+        copies.append((copy, path))
+    monkeypatch.setattr(W, "write_snapshot", write_and_copy)
+    sim = _sim(adaptive=True, courant=0.02)
+    sim.output_writers.update(run_writers(str(out), META, "h", 0.1, 0.03, plot=False,
+                                          min_rewrite_interval=1e6))
+    sim.run(t_end=0.4)
+    monkeypatch.setattr(W, "write_snapshot", write)
+    assert len(copies) == 6                  # at t = 0, 0.1, ..., 0.4, then the final one
+    for copy, path in copies:
+        snap = read_snapshot(copy / os.path.basename(path))
+        W.later_output(copy, snap.iteration, snap.schedule["diagnostics_rows"])
+    copy, path = copies[2]                  # killed after the snapshot at t = 0.2
+    assert sorted(glob.glob(str(copy / "snapshot_*.nc")))[-1].endswith(
+        os.path.basename(path))
+    again = vortexsim.from_config(sim.config)
+    again.output_writers.update(run_writers(str(copy), META, "h", 1.0, 1.0, plot=False,
+                                            min_rewrite_interval=1e6))
+    again.run(pickup="latest")
+    _same_files(ref, copy)
+
+
+def test_an_interrupted_deferred_run_checkpoints_every_row_and_continues_bitwise(tmp_path):
+    """request_stop (the CLI's first Ctrl-C) in a run whose rows all wait in memory: the
+    interrupted checkpoint counts every row and diagnostics.nc holds them; the restart
+    ends with the rows of an uninterrupted run."""
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    for d, stop in ((ref, None), (out, 7)):
+        d.mkdir()
+        sim = _sim(dt=0.05)
+        sim.output_writers.update(run_writers(str(d), META, "h", 0.25, 0.05, plot=False,
+                                              min_rewrite_interval=0.0 if stop is None
+                                              else 1e6))
+        if stop:
+            sim.callbacks["stop"] = Callback(lambda s: s.request_stop(),
+                                             IterationInterval(stop))
+        sim.run(t_end=0.6)
+    assert sim.stop_reason == "interrupted" and sim.iteration == 7
+    last = read_snapshot(_whole(out)[-1])
+    assert last.attrs["snapshot_kind"] == "interrupted"
+    assert last.schedule["diagnostics_rows"] == len(read_rows(out / "diagnostics.nc")) == 8
+    again = vortexsim.from_config(sim.config)
+    again.output_writers.update(run_writers(str(out), META, "h", 1.0, 1.0, plot=False,
+                                            min_rewrite_interval=1e6))
+    again.run(pickup="latest")
+    with xr.open_dataset(ref / "diagnostics.nc") as a, \
+            xr.open_dataset(out / "diagnostics.nc") as b:
+        for v in a.variables:
+            assert a[v].values.tobytes() == b[v].values.tobytes(), v

@@ -33,7 +33,8 @@ an earlier run (:data:`RUN_MARKER`).  One run, in order::
     t0: diagnostics row, snapshot
     until t_end (or N steps):
         step, shortened so as to land on the next snapshot / diagnostics time
-        on a diagnostics time: append a row (diagnostics.nc rewritten atomically)
+        on a diagnostics time: append a row (diagnostics.nc rewritten atomically, at
+            most every 2 s and before each snapshot)
         on a snapshot time: write snapshot_<iteration>.nc (atomically)
         on SIGINT/SIGTERM (after the step in progress and the pending writes): write a
             checkpoint, exit 130/143; a second SIGINT: give up the queued writes, exit 130

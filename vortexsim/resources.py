@@ -47,8 +47,9 @@ __all__ = ["ResourceError", "Estimate", "MAX_STEPS", "MAX_SNAPSHOTS", "MAX_DIAGN
 MAX_STEPS = 10 ** 7
 #: most snapshot files of a run without ``--force``
 MAX_SNAPSHOTS = 10 ** 4
-#: most rows of ``diagnostics.nc`` without ``--force``; the file is rewritten at every row,
-#: so its cost grows as rows², and 10^5 rows already write terabytes in total
+#: most rows of ``diagnostics.nc`` without ``--force``; the file is rewritten whole (at
+#: most every 2 s of wall time and before each snapshot), so its cost grows with rows ×
+#: rewrites, and 10^5 rows rewritten at every row would write terabytes in total
 MAX_DIAGNOSTICS_ROWS = 10 ** 5
 #: counts beyond which nothing is run, even with ``--force`` (2^53: step and schedule
 #: indices are no longer exact as floats; ``t_end = 1e308`` with ``dt = 0.05``)

@@ -376,6 +376,7 @@ class Simulation:
         self._writer = None            # the run's WriterThread (async_output, inside run())
         self._output_call = None       # the writer being called: _OutputCall
         self._owed = []                # (schedule, state) of writes being undone
+        self._held = None              # a writer's deferred write, not queued yet: _Held
 
     def run(self, t_end=None, steps=None, progress=None, *, pickup=None):
         """Step until a stop criterion is met; callbacks and output writers act on their
@@ -471,7 +472,9 @@ class Simulation:
         #: thread excluded), logged at the end with output_timings
         self.run_timings = {"steps": [0.0, 0]}
         #: the output thread's part, by writer name: {name: {"write": seconds written
-        #: on the thread, "waited": seconds the main thread waited for them, "jobs": n}}
+        #: on the thread, "waited": seconds the main thread waited for them, "jobs":
+        #: outputs written, "files": file writes (fewer where deferred writes were
+        #: replaced, see submit_output)}}
         self.output_timings, self._output_waited = {}, 0.0
         self._writer = WriterThread() if self.async_output else None
         start, n0, t_start = time.perf_counter(), self.iteration, self.t
@@ -580,7 +583,7 @@ class Simulation:
             logger.error("an output write failed after the error: %s", exc)
 
     # -- output: the writers' files, at once or on the output thread -------------------------
-    def submit_output(self, func, undo=None):
+    def submit_output(self, func, undo=None, *, defer=False):
         """Write files: ``func()`` runs on the run's output thread (inside :meth:`run`, with
         :attr:`async_output`), after every write submitted before it, or at once.
 
@@ -593,6 +596,17 @@ class Simulation:
         as well (to its state before the newest such output), so that the output stays
         owed.  Raises the exception of a write that failed before (see :meth:`run`);
         waits while two writes are pending.
+
+        ``defer=True`` (a file rewritten in full at every output, e.g. the diagnostics
+        file): the write may wait.  Inside :meth:`run` a writer's deferred write is held,
+        not queued, until the first of: the same writer submits again (the newer write
+        replaces it, so it must write everything the held one would have), another
+        writer or a callback submits a write (which then follows it: a snapshot
+        finds the files written before it complete), or a flush (:meth:`flush_output`,
+        and so the end of every run, whatever its reason).  A replaced write keeps its
+        ``undo`` and schedule: when the write that replaced it fails, both are undone,
+        newest first, as if each had been written and failed.  Elsewhere (outside
+        :meth:`run`, or not from a writer) ``defer`` writes at once.
         """
         call = self._output_call
         name, schedule, before = ("output", None, None) if call is None else \
@@ -607,20 +621,54 @@ class Simulation:
                 self._owed.append((schedule, before))
 
         with self._owing():
-            if self._writer is not None:
-                self._writer.submit(Job(name, func, rollback))
+            held, self._held = self._held, None
+            rollbacks, outputs = [rollback], 1
+            if held is not None and held.name == name:     # replaced by this write
+                rollbacks += held.rollbacks
+                outputs += held.outputs
+            elif held is not None:
+                self._write(held, discarded=rollback)
+            if defer and call is not None:
+                held = _Held(name, func, rollbacks, outputs)
+                if self._writer is not None:     # waits and fails as a submission would
+                    self._writer.admit(Job(name, func, held.undo))
+                self._held = held
                 return
-            try:
-                func()
-            except BaseException:
-                rollback()
-                raise
+            self._write(_Held(name, func, rollbacks, outputs))
+
+    def _write(self, held, discarded=None):
+        """Queue the write ``held`` (:class:`_Held`) on the output thread, or write it now.
+
+        ``discarded``: the rollback of the write that is to follow this one, which is
+        then not queued if this one cannot be (an earlier failure raised here, or this
+        one failed when written now); it is undone first, being the newer."""
+        queued = False
+
+        def undo():
+            if discarded is not None and not queued:
+                discarded()
+            held.undo()
+
+        if self._writer is not None:
+            self._writer.submit(Job(held.name, held.func, undo, outputs=held.outputs))
+            queued = True
+            return
+        try:
+            held.func()
+        except BaseException:
+            undo()
+            raise
+        queued = True
 
     def flush_output(self):
-        """Wait until every file handed to :meth:`submit_output` is on disk; raises the
-        exception of a write that failed.  Nothing to do outside :meth:`run`."""
-        if self._writer is not None:
-            with self._owing():
+        """Write the deferred writes (see :meth:`submit_output`) and wait until every file
+        handed to :meth:`submit_output` is on disk; raises the exception of a write that
+        failed.  Nothing to do outside :meth:`run`."""
+        with self._owing():
+            held, self._held = self._held, None
+            if held is not None:
+                self._write(held)
+            if self._writer is not None:
                 self._writer.flush()
 
     def _poll_output(self):
@@ -662,15 +710,18 @@ class Simulation:
         a second Ctrl-C, cut the run short) it is aborted: the queued writes are given
         up and the one in flight gets up to 5 s to finish (no partial file)."""
         writer, self._writer = self._writer, None
-        if writer is None:
-            return
+        held, self._held = self._held, None
         with self._owing():
+            if held is not None:            # never queued: given up like the queued ones
+                held.undo()
+            if writer is None:
+                return
             if writer.pending:
                 writer.abort(timeout=5.0)
             else:
                 writer.close()
-        self.output_timings = {name: {"write": w, "waited": d, "jobs": n}
-                               for name, (w, d, n) in writer.timings.items()}
+        self.output_timings = {name: {"write": w, "waited": d, "jobs": n, "files": f}
+                               for name, (w, d, n, f) in writer.timings.items()}
         self._output_waited = writer.waited
 
     @contextlib.contextmanager
@@ -699,7 +750,7 @@ class Simulation:
             out = self.output_timings.values()
             written = sum(o["write"] for o in out)
             logger.info("output thread: %s; %.3g s of %.3g s overlapped with the run",
-                        ", ".join(f"{name} {o['write']:.3g} s ({o['jobs']}, waited "
+                        ", ".join(f"{name} {o['write']:.3g} s ({_jobs(o)}, waited "
                                   f"{o['waited']:.3g} s)"
                                   for name, o in self.output_timings.items()),
                         max(written - sum(o["waited"] for o in out), 0.0), written)
@@ -977,6 +1028,22 @@ class Simulation:
 
 
 @dataclasses.dataclass
+class _Held:
+    """A write of :meth:`Simulation.submit_output` not yet queued: the writer's name, its
+    ``func``, the rollbacks of the outputs it writes (newest first: its own and those of
+    the deferred writes it replaced) and their number."""
+
+    name: str
+    func: object
+    rollbacks: list
+    outputs: int = 1
+
+    def undo(self):
+        for rollback in self.rollbacks:
+            rollback()
+
+
+@dataclasses.dataclass
 class _OutputCall:
     """The writer that :meth:`Simulation.run` is calling: its name, its schedule and the
     schedule's state before it fired (None in ``finalize``), and whether it handed a
@@ -986,6 +1053,13 @@ class _OutputCall:
     schedule: object = None
     before: object = None
     submitted: bool = False
+
+
+def _jobs(timing):
+    """``101`` (outputs written), or ``101 in 12 files`` when deferred writes were
+    replaced by later ones (:meth:`Simulation.submit_output`)."""
+    n, files = timing["jobs"], timing["files"]
+    return f"{n}" if n == files else f"{n} in {files} files"
 
 
 def _whole(name, value):

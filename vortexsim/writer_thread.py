@@ -32,7 +32,8 @@ thread runs while the next steps are computed::
   bounded time for the one in flight: no partial file is ever left under a final name
   (at most a ``.NAME.xxxxxxxx.tmp``, which the next run in that directory removes).
 * **Timings.**  :attr:`WriterThread.timings`: per job name, the seconds written on the
-  thread, the seconds the main thread waited for those jobs, and the jobs written.
+  thread, the seconds the main thread waited for those jobs, the outputs and the jobs
+  written.
 
 This module imports nothing from vortexsim.
 """
@@ -62,12 +63,15 @@ class Job:
         main thread (no device arrays, no simulation state)
     undo : callable ``undo()`` or None, run on the main thread when the job fails or is
         discarded: forget what the writer recorded for it
+    outputs : int, the outputs it writes (a rewrite of a whole file can write several,
+        e.g. diagnostics rows whose own rewrites it replaced); counted in the timings
     """
 
     name: str
     func: object
     undo: object = None
     seq: int = 0
+    outputs: int = 1
 
 
 class WriterThread:
@@ -82,7 +86,7 @@ class WriterThread:
     Attributes
     ----------
     timings : dict name → [seconds written on the thread, seconds the main thread waited
-        for these jobs, jobs written]
+        for these jobs, outputs written (:attr:`Job.outputs`), jobs written]
     waited : float [s], all the main thread's waits (also those a signal cut short)
     """
 
@@ -138,6 +142,18 @@ class WriterThread:
         """Queue ``job`` (a :class:`Job`) after every job submitted before it; waits while
         ``max_pending`` jobs are pending.  Raises the exception of a job that failed since
         the last check (``job`` is then not queued: its ``undo()`` runs first)."""
+        self.admit(job)
+        self._start()
+        self._seq += 1
+        job.seq = self._seq
+        self._pending[job.seq] = job
+        self._jobs.put(job)
+
+    def admit(self, job):
+        """What :meth:`submit` does before it queues ``job``: wait while ``max_pending``
+        jobs are pending, then raise the exception of a job that failed since the last
+        check (``job``'s ``undo()`` first).  For a job that the caller holds back and
+        submits later, so that holding it waits and fails as submitting it would."""
         self._collect_ready()
         if self._error is None:
             try:
@@ -147,11 +163,6 @@ class WriterThread:
                     job.undo()
                 raise
         self._raise_failure(newest=job)
-        self._start()
-        self._seq += 1
-        job.seq = self._seq
-        self._pending[job.seq] = job
-        self._jobs.put(job)
 
     def poll(self):
         """Without waiting: raise the exception of a job that failed since the last check."""
@@ -200,11 +211,12 @@ class WriterThread:
         job = self._pending.pop(seq, None)
         if job is None:
             return
-        entry = self.timings.setdefault(job.name, [0.0, 0.0, 0])
+        entry = self.timings.setdefault(job.name, [0.0, 0.0, 0, 0])
         entry[0] += seconds
         entry[1] += waited
         if ran and exc is None:
-            entry[2] += 1
+            entry[2] += job.outputs
+            entry[3] += 1
             return
         self._rollback.append(job)
         if exc is not None and self._error is None:

@@ -11,10 +11,12 @@ Layout (xarray, engine netcdf4)::
     ring_radius (time, ring) [L]
 
 The quantities are those of :meth:`vortexsim.Simulation.diagnostics` (``physics.md``).
-The whole file is rewritten atomically at every new row (it is small), so it always holds
-every row up to the last one written; during a run the rewrite runs on the output thread
-(:mod:`vortexsim.writer_thread`), from the rows captured when the row was added.  A
-restart continues the file after the snapshot's rows without duplicated or missing rows;
+The whole file is rewritten atomically with every row so far (it is small), so it always
+holds every row up to the last one written; during a run the rewrite runs on the output
+thread (:mod:`vortexsim.writer_thread`), from the rows captured when the row was added,
+and at most every ``MIN_REWRITE_INTERVAL`` seconds (2 s) of wall time, but always before
+a snapshot and at the end of the run (:class:`vortexsim.output.writers.DiagnosticsWriter`).
+A restart continues the file after the snapshot's rows without duplicated or missing rows;
 ``vortexsim restart`` does so in place only when no later row would be lost, and
 otherwise writes a branch whose file starts with a copy of the rows up to the snapshot
 (:func:`split_rows`, :mod:`vortexsim.output.writers`).
@@ -89,8 +91,8 @@ def _write_netcdf4(ds, path):
     """Write the dataset of :func:`_to_dataset` with netCDF4 itself: the file that
     ``ds.to_netcdf(path, engine="netcdf4", encoding={v: {"_FillValue": None}})`` writes
     (the same dimensions, variables, dtypes and attributes; the ring names as
-    variable-length strings), in ~40 % of its time — it runs at every row, on the output
-    thread, next to the time steps (issue 15)."""
+    variable-length strings), in ~40 % of its time — it runs on the output thread, next to
+    the time steps, at most every ``MIN_REWRITE_INTERVAL`` during a run (issue 15)."""
     import netCDF4  # noqa: PLC0415
 
     with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:

@@ -27,8 +27,12 @@ needs the device) and records it (the snapshot's path, the row); the file I/O go
 (:mod:`vortexsim.writer_thread`: one thread, in submission order, at most two pending)
 while the next steps run, or at once outside a run or with ``async_output=False``.  If
 the write fails, ``undo`` forgets the record again, so the writer's state stays that of
-the files on disk.  The plot is made on the output thread too: during a run, every
-netCDF file is read and written by that one thread.  Each writer removes, when a run
+the files on disk.  The diagnostics file, rewritten whole with every row so far, is
+rewritten at most every ``MIN_REWRITE_INTERVAL`` seconds during a run
+(``submit_output(..., defer=True)``: a deferred rewrite is replaced by the next row's,
+and written before any other writer's output, e.g. a snapshot, and at the end of the
+run).  The plot is made on the output thread too: during a run, every netCDF file is
+read and written by that one thread.  Each writer removes, when a run
 starts, the temporary files that an interrupted write of its own left
 (:func:`vortexsim.output.files.remove_stale_tmp`).
 
@@ -43,9 +47,11 @@ import copy
 import dataclasses
 import json
 import logging
+import math
 import os
 import re
 import shutil
+import time
 
 from ..schedules import TimeInterval, load_schedule_state, schedule_state
 from .diagnostics import DiagnosticsLog, split_rows
@@ -56,10 +62,14 @@ from .snapshot import Snapshot, SnapshotError, read_snapshot, write_snapshot
 logger = logging.getLogger(__name__)
 
 __all__ = ["SnapshotWriter", "DiagnosticsWriter", "PlotWriter", "run_writers",
+           "MIN_REWRITE_INTERVAL",
            "output_intervals", "schedule_attrs", "run_state_from_schedule", "snapshot_name",
            "SCHEDULE_KEYS", "snapshot_files", "LaterOutput", "later_output", "branch_dir",
            "start_branch", "truncate_run"]
 
+#: [s] the least wall time between two rewrites of ``diagnostics.nc`` during a run
+#: (:class:`DiagnosticsWriter`): the rows in between wait in memory
+MIN_REWRITE_INTERVAL = 2.0
 #: the ``run_*`` attributes that ``vortexsim restart`` needs (snapshot format 1)
 SCHEDULE_KEYS = ("t0", "snapshot_interval", "diagnostics_interval", "next_snapshot",
                  "next_diagnostics", "diagnostics_rows")
@@ -175,13 +185,16 @@ def run_state_from_schedule(schedule):
 
 
 # -- the writers ----------------------------------------------------------------------------
-def _submit(sim, func, undo=None):
+def _submit(sim, func, undo=None, defer=False):
     """``func()`` (file I/O of data captured on the main thread) through
-    ``sim.submit_output`` (the run's output thread), or at once for an object without
-    it; ``undo()`` when the write fails."""
+    ``sim.submit_output`` (the run's output thread; ``defer``: it may wait for the next
+    write), or at once for an object without it; ``undo()`` when the write fails."""
     submit = getattr(sim, "submit_output", None)
     if submit is not None:
-        submit(func, undo)
+        if defer:
+            submit(func, undo, defer=True)
+        else:
+            submit(func, undo)
         return
     try:
         func()
@@ -317,6 +330,16 @@ class DiagnosticsWriter:
     path : str, the diagnostics file
     schedule : schedule, e.g. ``TimeInterval(diagnostics_interval)``
     meta : dict, global attributes; history : str, the CF ``history`` text
+    min_rewrite_interval : float [s] >= 0, the least wall time between two rewrites of
+        the file during a run (default ``MIN_REWRITE_INTERVAL``; 0: at every row)
+
+    The file is rewritten whole, with every row so far.  During a run a row that comes
+    sooner than ``min_rewrite_interval`` after the last rewrite is kept in memory and
+    its rewrite deferred (``sim.submit_output(..., defer=True)``): the next row's
+    rewrite replaces it, and any other output — a snapshot (each a checkpoint), the
+    plot — and the end of the run, whatever its reason, write it first.  So the file
+    holds every row that a snapshot counts, and all rows when the run ends.  A rewrite
+    that fails forgets the rows it held and owes the newest, as a failed row did.
 
     The state is the schedule's and the number of rows.  After
     :meth:`load_state_dict` (a pickup) :meth:`initialize` resumes the file: it keeps the
@@ -324,13 +347,23 @@ class DiagnosticsWriter:
     drops later ones, so the file continues without duplicated or missing rows.
     """
 
-    def __init__(self, path, schedule=None, meta=None, history=""):
+    def __init__(self, path, schedule=None, meta=None, history="",
+                 min_rewrite_interval=MIN_REWRITE_INTERVAL):
+        if isinstance(min_rewrite_interval, bool) or not isinstance(
+                min_rewrite_interval, (int, float)) or not (
+                math.isfinite(min_rewrite_interval) and min_rewrite_interval >= 0):
+            raise ValueError(f"min_rewrite_interval must be a number of seconds >= 0, got "
+                             f"{min_rewrite_interval!r}.")
         self.path = os.fspath(path)
         self.schedule = schedule
         self.meta, self.history = dict(meta or {}), history
+        self.min_rewrite_interval = float(min_rewrite_interval)
         self.log = None
         self._resume_rows = None
         self._swept = False
+        # time.monotonic() of the last rewrite submitted or begun (set on the output
+        # thread too, when a deferred rewrite is written)
+        self._rewritten = -math.inf
 
     def initialize(self, sim):
         if not self._swept:       # once: the temporary file of an interrupted earlier write
@@ -348,14 +381,23 @@ class DiagnosticsWriter:
 
     def write(self, sim):
         """Compute the row now (main thread, device); rewrite the file through
-        ``sim.submit_output`` with the rows up to it."""
+        ``sim.submit_output`` with the rows up to it, deferred when the last rewrite
+        is less than ``min_rewrite_interval`` ago."""
         self.initialize(sim)
         row = sim.diagnostics()
         row["dt_next"] = sim.dt
         log = self.log
         row = log.add(row)
         rows = list(log.rows)
-        _submit(sim, lambda: log.write(rows), lambda: log.discard(row))
+        now = time.monotonic()
+        defer = now - self._rewritten < self.min_rewrite_interval
+        if not defer:
+            self._rewritten = now
+
+        def rewrite():
+            self._rewritten = time.monotonic()
+            log.write(rows)
+        _submit(sim, rewrite, lambda: log.discard(row), defer)
 
     def finalize(self, sim, reason):
         if reason != "done":
@@ -424,14 +466,17 @@ class PlotWriter:
 
 
 def run_writers(run_dir, meta, history, snapshot_interval, diagnostics_interval, plot=True,
-                t0=None):
+                t0=None, min_rewrite_interval=MIN_REWRITE_INTERVAL):
     """The writers of ``vortexsim run`` in their order: ``diagnostics``, ``snapshots`` and
     (with ``plot``) ``plot``, writing into ``run_dir`` at ``t0 + k·interval`` (t0 None:
-    the start of the run).  Their files are written on the run's output thread (the
-    simulation's ``async_output``, default True), in this order at a time that is both."""
+    the start of the run; ``diagnostics.nc`` rewritten at most every
+    ``min_rewrite_interval`` seconds of wall time, and before every snapshot).  Their
+    files are written on the run's output thread (the simulation's ``async_output``,
+    default True), in this order at a time that is both."""
     writers = {
         "diagnostics": DiagnosticsWriter(os.path.join(run_dir, "diagnostics.nc"),
-                                         TimeInterval(diagnostics_interval, t0), meta, history),
+                                         TimeInterval(diagnostics_interval, t0), meta, history,
+                                         min_rewrite_interval),
         "snapshots": SnapshotWriter(run_dir, TimeInterval(snapshot_interval, t0), meta,
                                     history),
     }

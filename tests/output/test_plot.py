@@ -1,0 +1,38 @@
+"""The plot of a run (vortexsim/output/plot.py): the tracers' density image and plot_run."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vortexsim
+from vortexsim.output.plot import _box, _density, plot_run
+from vortexsim.output.writers import run_writers
+
+META = {"case": "leapfrog", "vortexsim_version": "0", "device": "cpu"}
+
+
+def test_density_counts_are_those_of_histogram2d():
+    rng = np.random.default_rng(1)
+    y = rng.normal(0.0, [1.0, 1.0, 0.3], (20000, 3))
+    y[:3] = [[y[:, 0].max(), 0, 0], [0, 0, y[:, 2].min()], [0, 0, 0]]   # edges, a centre
+    extent, (nx, nz) = _box(y)
+    x0, x1, z0, z1 = extent
+    assert max(nx, nz) == 400 and np.isclose((x1 - x0) / nx, (z1 - z0) / nz)  # square
+    assert x0 < y[:, 0].min() and x1 > y[:, 0].max() and z0 < y[:, 2].min()
+    counts = _density(y[:, 0], y[:, 2], extent, (nx, nz))
+    want, _, _ = np.histogram2d(y[:, 0], y[:, 2], bins=(nx, nz), range=[extent[:2],
+                                                                        extent[2:]])
+    assert counts.shape == (nz, nx) and np.array_equal(counts, want.T)
+    assert counts.sum() == len(y)
+
+
+@pytest.mark.parametrize("tracers", [0, 2048])
+def test_plot_run_writes_a_png(tracers, tmp_path):
+    pytest.importorskip("matplotlib")
+    sim = vortexsim.make_case("leapfrog", n_phi=8, layers=1, tracers_per_ring=tracers,
+                              device="cpu", progress=False, dt=0.1)
+    sim.output_writers.update(run_writers(str(tmp_path), META, "", 0.2, 0.1, plot=False))
+    sim.run(t_end=0.2)
+    path = plot_run(str(tmp_path))
+    assert path == str(tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
