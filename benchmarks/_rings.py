@@ -4,7 +4,7 @@ times read off its rows.
 
 Recording.  :func:`ring_rows` gives each ring group's impulse centre (3,) [L] and impulse
 radius [L], the same quantities as the ``ring_centre`` and ``ring_radius`` of
-``Simulation.diagnostics()`` (``vortexsim.diagnostics.RingMeasure``; ``physics.md``,
+``Simulation.diagnostics()`` (``vortexsim.diagnostics.RowSums``; ``physics.md``,
 "Vortex rings"), without the all-pairs energy and
 enstrophy of a full diagnostics row: a few reductions on the device and one transfer.
 :class:`RingRecorder` is a callback that appends one such row at the times of its
@@ -36,14 +36,13 @@ __all__ = ["ring_rows", "RingRecorder", "crossing_times", "first_crossing", "ext
 def ring_rows(sim):
     """Impulse centres (R, 3) [L] and radii (R,) [L] of the ring groups of ``sim``
     (host arrays, one transfer), as ``Simulation.diagnostics()`` defines them
-    (:meth:`Simulation.ring_measure`)."""
+    (:meth:`Simulation.row_sums`)."""
     if not any(g.is_ring for g in sim.groups):
         raise ValueError("the simulation has no ring groups; ring_rows measures the rings of "
                          "the ring cases (vortexsim.make_case).")
-    xp = sim.device.xp
-    centre, radius, _ = sim.ring_measure()(sim.elements.x, sim.elements.alpha)
-    rows = to_host(xp.concatenate([centre, radius[:, None]], axis=1))
-    return rows[:, :3], rows[:, 3]
+    sums = sim.row_sums()
+    v = sums.finish(to_host(sums(sim.elements.x, sim.elements.alpha)))
+    return v["ring_centre"], v["ring_radius"]
 
 
 class RingRecorder:

@@ -4,7 +4,8 @@ For the leapfrog case at the resolved-core GPU size (2 rings × n_phi stations �
 points across the core, sigma 0.05) it times, back to back on one device:
 
 * ``sim.diagnostics()`` by the O(N) fields of the FMM (``FMM.fields``: u, ψ, ω at the
-  elements; the way the simulation takes beyond ``DIRECT_DIAGNOSTICS_PAIRS``),
+  elements, the symmetric shares; the way the simulation takes beyond
+  ``DIRECT_DIAGNOSTICS_PAIRS``), and the fields pass alone, symmetric or not,
 * one FMM evaluation of the same elements as a time step makes it (u and ∇u at the
   elements, through the simulation's FMM),
 * ``sim.diagnostics()`` by the all-pairs double sums (the reference, and its values),
@@ -41,7 +42,10 @@ def measure(n_phi, device, repeats, direct):
     fast_t = times(sim.diagnostics, repeats)
     fast = sim.diagnostics()
     fmm = sim.summation.fmm
-    fields_t = times(lambda: sim.summation.fields(el.x, el.alpha, el.sigma), repeats)
+    # the fields pass as the diagnostics make it (no images: symmetric shares)
+    fields_t = times(lambda: sim.summation.fields(el.x, el.alpha, el.sigma, symmetric=True),
+                     repeats)
+    full_t = times(lambda: sim.summation.fields(el.x, el.alpha, el.sigma), repeats)
 
     def evaluate():
         fmm.evaluate(el.x, el.alpha, el.sigma)
@@ -49,14 +53,17 @@ def measure(n_phi, device, repeats, direct):
     eval_t = times(evaluate, repeats)
     # where the time goes: each stage synchronized (profile mode), fields then evaluate
     fmm.profile = True
-    sim.summation.fields(el.x, el.alpha, el.sigma)
+    sim.summation.fields(el.x, el.alpha, el.sigma, symmetric=True)
     stages = {"fields": dict(fmm.timings)}
+    sim.summation.fields(el.x, el.alpha, el.sigma)
+    stages["fields (not symmetric)"] = dict(fmm.timings)
     evaluate()
     stages["evaluate"] = dict(fmm.timings)
     fmm.profile = False
     row = {"n_phi": n_phi, "elements": len(el), "device": kind,
            "diagnostics_ms": [1e3 * t for t in fast_t], "fmm_eval_ms": [1e3 * t for t in eval_t],
            "fields_ms": [1e3 * t for t in fields_t],
+           "fields_not_symmetric_ms": [1e3 * t for t in full_t],
            "stage_ms": {k: {s: round(1e3 * v, 3) for s, v in d.items()}
                         for k, d in stages.items()}}
     row["ratio"] = float(np.median(fast_t) / np.median(eval_t))
@@ -86,7 +93,8 @@ def main():
         row = measure(n_phi, args.device, args.repeats, not args.no_direct)
         rows.append(row)
         print(f"{row['elements']:>8} elements: diagnostics {np.median(row['diagnostics_ms']):.1f} ms,"
-              f" (its fields pass {np.median(row['fields_ms']):.1f} ms),"
+              f" (its fields pass {np.median(row['fields_ms']):.1f} ms, not symmetric "
+              f"{np.median(row['fields_not_symmetric_ms']):.1f} ms),"
               f" one FMM evaluation {np.median(row['fmm_eval_ms']):.1f} ms, ratio "
               f"{row['ratio']:.2f}; direct {row.get('direct_ms', float('nan')):.0f} ms; "
               f"errors {row.get('rel_error')}\n  stages [ms] {row['stage_ms']}", flush=True)

@@ -19,6 +19,10 @@ Usage::
     python benchmarks/bench_step.py --device cpu --n-phi 16 --layers 2 --tracers 512 \\
         --steps 2 --rounds 1 --warmup 1                           # smoke test
 
+``--advance T`` times the steps at t = T instead of t = 0 (the case first runs to T with
+steps of ``--advance-dt``, 0.1 as in cases/leapfrog.toml): the step cost changes along
+the trajectory, e.g. as the tracers spread.
+
 Options: --n-phi (129), --layers (7), --layer-spacing (0.5), --sigma (0.05), --tracers
 (total, 2^20), --dt (0.01), --method (fmm), --tol (1e-6), --precision (float64),
 --warmup (2), --steps (5), --rounds (3), --cprofile TOP (cProfile one more step and print
@@ -69,6 +73,8 @@ def main(argv=None):
     p.add_argument("--method", default="fmm")
     p.add_argument("--tol", type=float, default=1e-6)
     p.add_argument("--precision", choices=("float64", "float32"), default="float64")
+    p.add_argument("--advance", type=float, default=0.0, metavar="T")
+    p.add_argument("--advance-dt", type=float, default=0.1)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
@@ -88,6 +94,11 @@ def main(argv=None):
                               method=args.method, tol=args.tol, precision=args.precision,
                               progress=False)
     n_el, n_tr = len(sim.elements), len(sim.tracers)
+    if args.advance > 0:
+        sim.dt = args.advance_dt
+        sim.run(steps=int(round(args.advance / args.advance_dt)))
+        sim.dt = args.dt
+        print(f"advanced to t = {sim.t:g}", flush=True)
     sim.run(steps=args.warmup)                       # compilation, caches, the tree depth
     T.synchronize(dev)
     timer = T.times_on(dev)
@@ -105,7 +116,7 @@ def main(argv=None):
     met = bool(med <= TARGET_MS) if standard and dev == "gpu" else None
     what = f"leapfrog RK4 step, {n_el} elements + {n_tr} tracers, {args.method} " \
            f"tol {args.tol:g} {args.precision}"
-    payload = dict(case="leapfrog", n_phi=args.n_phi, layers=args.layers,
+    payload = dict(case="leapfrog", t_start=float(sim.t), n_phi=args.n_phi, layers=args.layers,
                    layer_spacing=args.layer_spacing, sigma=args.sigma, n_elements=n_el,
                    n_tracers=n_tr, dt=args.dt, method=args.method, tol=args.tol,
                    precision=args.precision, warmup=args.warmup, step_ms=(flat * 1e3).tolist(),

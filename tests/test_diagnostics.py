@@ -119,9 +119,11 @@ def test_helicity_of_a_ring_vanishes_and_of_a_linked_pair_does_not():
     assert abs(float(D.helicity(A, u))) == pytest.approx(2.0, rel=0.02)
 
 
-def test_ring_measure_equals_the_per_ring_functions():
-    """RingMeasure (segment sums over all rings at once) = ring_frame, ring_centre and
-    ring_radius of each ring, to rounding; an element outside the rings is ignored."""
+def test_row_sums_equal_the_per_ring_functions():
+    """RowSums (moments summed over all rings at once, the centre from them on the host)
+    = ring_frame, ring_centre and ring_radius of each ring, and the totals = the
+    functions of all elements, to rounding; an element outside the rings is ignored by
+    the rings.  The rings sit far from the origin (moments about a ring's own element)."""
     rings = [vortex_ring(radius=0.9, circulation=-1.3, centre=(1.0, -2.0, 0.5),
                          axis=(0.0, 0.6, 0.8), core=0.1, layers=2, n_phi=30),
              vortex_ring(radius=1.2, circulation=0.7, centre=(0.0, 0.3, -1.0),
@@ -132,7 +134,16 @@ def test_ring_measure_equals_the_per_ring_functions():
     n0 = len(rings[0][0])
     ranges = [(0, n0), (n0 + 1, len(x))]
     gammas, hints = [-1.3, 0.7], [(0.0, 0.6, 0.8), (1.0, 0.0, 0.0)]
-    centre, radius, axis = D.RingMeasure(ranges, gammas, hints, len(x), np, x.dtype)(x, alpha)
+    x = x + np.array([40.0, -25.0, 60.0])
+    sums = D.RowSums(ranges, gammas, hints, len(x), np)
+    v = sums.finish(sums(x, alpha))
+    centre, radius, axis = v["ring_centre"], v["ring_radius"], v["ring_axis"]
+    np.testing.assert_allclose(v["total_vorticity"], D.total_vorticity(alpha), atol=1e-14)
+    np.testing.assert_allclose(v["linear_impulse"], D.linear_impulse(x, alpha), rtol=1e-13,
+                               atol=1e-13)
+    np.testing.assert_allclose(v["angular_impulse"], D.angular_impulse(x, alpha), rtol=1e-13,
+                               atol=1e-11)
+    assert v["field_sums"] == (0.0, 0.0, 0.0) and v["extra"].size == 0
     for i, (a, b) in enumerate(ranges):
         n_hat, origin = D.ring_frame(x[a:b], alpha[a:b], gammas[i], hints[i])
         np.testing.assert_allclose(axis[i], n_hat, atol=1e-14)

@@ -44,6 +44,7 @@ H = Σ α_p·u_p (:meth:`vortexsim.Simulation.diagnostics` picks the way by size
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -53,7 +54,8 @@ from .kernels.cutoff import blob_pair_factors, get_kernel, stream_factor
 
 __all__ = ["total_vorticity", "linear_impulse", "angular_impulse", "ring_centre",
            "ring_radius", "ring_frame", "kinetic_energy", "enstrophy", "energy_and_enstrophy",
-           "helicity", "stream_factor", "field_sums", "RingMeasure"]
+           "helicity", "stream_factor", "field_sums", "element_rows", "RowSums",
+           "ROW_COLUMNS"]
 
 
 def total_vorticity(alpha):
@@ -128,55 +130,151 @@ def field_sums(alpha, fields):
     return 0.5 * (a * fields.psi).sum(), enstrophy, (a * fields.u).sum()
 
 
-class RingMeasure:
-    """Centre, radius and axis of R rings in one pass: :func:`ring_frame`,
-    :func:`ring_centre` and :func:`ring_radius` of every ring as segment sums (two
-    (R, N) × (N, k) products), a fixed number of device operations whatever R.
+#: the columns of :func:`element_rows`, in order: α (3), x × α (3), x × (x × α) (3),
+#: α·ψ, α·ω, α·u, then |α| (1), |α| r (3), |α| r_i r_j (6: i ≤ j), |α| r_i r_j r_k
+#: (10: i ≤ j ≤ k), r = x − x[ref] (the moments of a ring about one of its elements)
+ROW_COLUMNS = 32
+_PAIRS = tuple(itertools.combinations_with_replacement(range(3), 2))
+_TRIPLES = tuple(itertools.combinations_with_replacement(range(3), 3))
+
+
+def element_rows(x, alpha, fields=None, ref=None):
+    """The terms of a diagnostics row per element, (N, :data:`ROW_COLUMNS`) float64: sums
+    over all elements give Ω, 2P, 3A and (with ``fields``, the elements' u, ψ, ω:
+    :class:`~vortexsim.fmm.fields.Fields` or shares) 2E, Ω₂, H; sums over one ring give
+    the moments :class:`RowSums` turns into its centre.  ``ref`` (N,) int: each element's
+    reference element (its ring's first; default itself).  Columns without their field
+    (no ``fields``, or ω None) are 0.  NumPy is the specification; on the GPU one
+    elementwise kernel (``kernels/cuda/diagnostic_rows.cuh``)."""
+    xp = array_namespace(x, alpha)
+    n = x.shape[0]
+    x = xp.ascontiguousarray(x, dtype=xp.float64)
+    a = xp.ascontiguousarray(alpha, dtype=xp.float64)
+    if ref is None:
+        ref = xp.arange(n, dtype=xp.int64)
+    has = (0 if fields is None else 1) | (2 if fields is not None and fields.omega is not None
+                                          else 0)
+    zero = xp.zeros((1, 3))
+    psi, omega, u = ((zero, zero, zero) if fields is None else
+                     (fields.psi, zero if fields.omega is None else fields.omega, fields.u))
+    if xp is not np:
+        from .kernels.modules import elementwise_kernel  # noqa: PLC0415
+        rows = xp.empty((n, ROW_COLUMNS))
+        if n:
+            elementwise_kernel("vortexsim_diagnostic_row")(
+                x, a, xp.ascontiguousarray(ref, dtype=xp.int64),
+                *(xp.ascontiguousarray(f, dtype=xp.float64) for f in (psi, omega, u)),
+                np.int32(has), rows, size=n)
+        return rows
+    rows = np.zeros((n, ROW_COLUMNS))
+    xa = np.cross(x, a)
+    rows[:, 0:3], rows[:, 3:6], rows[:, 6:9] = a, xa, np.cross(x, xa)
+    if has & 1:
+        rows[:, 9], rows[:, 11] = (a * psi).sum(axis=1), (a * u).sum(axis=1)
+    if has & 2:
+        rows[:, 10] = (a * omega).sum(axis=1)
+    r = x - x[ref]
+    w = np.sqrt((a * a).sum(axis=1))
+    rows[:, 12] = w
+    rows[:, 13:16] = w[:, None] * r
+    for k, (i, j) in enumerate(_PAIRS):
+        rows[:, 16 + k] = w * r[:, i] * r[:, j]
+    for k, (i, j, m) in enumerate(_TRIPLES):
+        rows[:, 22 + k] = w * r[:, i] * r[:, j] * r[:, m]
+    return rows
+
+
+class RowSums:
+    """The element sums of a diagnostics row in one pass: the rows of every element
+    (:func:`element_rows`), then one (R + 1, N) × (N, 32) product: the sum over all
+    elements and over each of R rings (a fixed number of device operations whatever R);
+    :meth:`finish` then turns the (R + 1, 32) sums, on the host, into the row's values
+    and each ring's :func:`ring_frame`, :func:`ring_centre` and :func:`ring_radius`.
 
     Parameters
     ----------
     ranges : R pairs (start, stop): each ring's elements x[start:stop] of the N elements
     circulations : R floats Γ [L²/T]; axis_hints : (R, 3), each ring's initial axis
-    n : int, N; xp : the array namespace; dtype : the positions' dtype
+    n : int, N; xp : the array namespace
 
-    ``measure(x, alpha)`` returns (centre (R, 3) [L], radius (R,) [L], axis (R, 3)) as
-    arrays of ``xp``, equal to the per-ring functions up to rounding.
+    The centre needs the third moments of |α| about the ring's centroid; they are taken
+    about the ring's first element (so that they stay of the ring's size, wherever it
+    is) and moved to the centroid on the host.
     """
 
-    def __init__(self, ranges, circulations, axis_hints, n, xp, dtype):
+    def __init__(self, ranges, circulations, axis_hints, n, xp):
         idx = np.arange(n)
-        starts = np.array([a for a, _ in ranges])[:, None]
-        stops = np.array([b for _, b in ranges])[:, None]
+        starts = np.array([a for a, _ in ranges], dtype=np.int64)
+        stops = np.array([b for _, b in ranges], dtype=np.int64)
         hints = np.asarray(axis_hints, dtype=np.float64).reshape(len(ranges), 3)
-        hints = hints / np.linalg.norm(hints, axis=1, keepdims=True)
-        gamma = np.asarray(circulations, dtype=np.float64)
-        # one host-to-device transfer: the one-hot rows, the hints, Γ
-        packed = xp.asarray(np.concatenate([((idx >= starts) & (idx < stops)).ravel(),
-                                            hints.ravel(), gamma]).astype(dtype))
-        r = len(ranges)
-        self.onehot = packed[:r * n].reshape(r, n)
-        self.hints = packed[r * n:r * n + 3 * r].reshape(r, 3)
-        self.gamma = packed[r * n + 3 * r:]
+        self.hints = hints / np.linalg.norm(hints, axis=1, keepdims=True)
+        self.gamma = np.asarray(circulations, dtype=np.float64)
+        self.rings = len(ranges)
+        inside = (idx >= starts[:, None]) & (idx < stops[:, None])           # (R, N)
+        ref = idx.copy()
+        for a, b in zip(starts, stops):
+            ref[a:b] = a
+        # one host-to-device transfer: the segment rows (all; each ring), the references
+        # and the rings' first elements
+        r = self.rings
+        packed = xp.asarray(np.concatenate([np.ones(n), inside.ravel().astype(np.float64),
+                                            ref, starts]))
+        self.segments = packed[:(r + 1) * n].reshape(r + 1, n)
+        self.ref = packed[(r + 1) * n:(r + 2) * n].astype(xp.int64)
+        self.starts = packed[(r + 2) * n:].astype(xp.int64)
         self.xp = xp
 
-    def __call__(self, x, alpha):
-        xp, m = self.xp, self.onehot
-        w = xp.linalg.norm(alpha, axis=1)
-        s1 = m @ xp.concatenate([xp.cross(x, alpha), w[:, None], x * w[:, None]], axis=1)
-        impulse = 0.5 * s1[:, :3]                                  # P of each ring
-        p = impulse * xp.where(self.gamma >= 0, 1.0, -1.0)[:, None]
-        norm = xp.linalg.norm(p, axis=1, keepdims=True)
-        n_hat = xp.where(norm > 0, p / xp.where(norm > 0, norm, 1.0), self.hints)
-        origin = s1[:, 4:7] / s1[:, 3:4]
-        # each element's ring frame (elements outside the rings get zeros, masked by m)
-        rel = x - m.T @ origin
-        z = (rel * (m.T @ n_hat)).sum(axis=1)
-        w2 = ((rel * rel).sum(axis=1) - z * z) * w
-        s2 = m @ xp.stack([z * w2, w2], axis=1)
-        centre = origin + (s2[:, 0] / s2[:, 1])[:, None] * n_hat
-        radius = xp.sqrt(xp.abs((impulse * n_hat).sum(axis=1))
-                         / (math.pi * xp.abs(self.gamma)))
-        return centre, radius, n_hat
+    def __call__(self, x, alpha, fields=None, extra=()):
+        """The device sums (R + 1, 32) of :func:`element_rows` and, after them, the ring's
+        reference points (R, 3) and ``extra`` (0-d arrays), flat in one float64 array:
+        what :meth:`finish` takes after one transfer."""
+        xp = self.xp
+        sums = self.segments @ element_rows(x, alpha, fields, self.ref)
+        refs = x[self.starts].astype(xp.float64)
+        return xp.concatenate([sums.ravel(), refs.ravel()] + [
+            xp.ravel(xp.asarray(v, dtype=xp.float64)) for v in extra])
+
+    def finish(self, flat):
+        """The host values from :meth:`__call__`'s array (NumPy): a dict with
+        ``total_vorticity``, ``linear_impulse``, ``angular_impulse`` (3,), ``field_sums``
+        (E, Ω₂, H from the fields: 0 without them), ``ring_centre`` (R, 3),
+        ``ring_radius`` (R,), ``ring_axis`` (R, 3), and ``extra`` (the rest)."""
+        r = self.rings
+        sums = flat[:(r + 1) * ROW_COLUMNS].reshape(r + 1, ROW_COLUMNS)
+        refs = flat[(r + 1) * ROW_COLUMNS:(r + 1) * ROW_COLUMNS + 3 * r].reshape(r, 3)
+        total, ring = sums[0], sums[1:]
+        out = {"total_vorticity": total[0:3], "linear_impulse": 0.5 * total[3:6],
+               "angular_impulse": total[6:9] / 3.0,
+               "field_sums": (0.5 * total[9], total[10], total[11]),
+               "extra": flat[(r + 1) * ROW_COLUMNS + 3 * r:]}
+        impulse = 0.5 * ring[:, 3:6]                                   # P of each ring
+        p = impulse * np.where(self.gamma >= 0, 1.0, -1.0)[:, None]
+        norm = np.linalg.norm(p, axis=1, keepdims=True)
+        n_hat = np.where(norm > 0, p / np.where(norm > 0, norm, 1.0), self.hints)
+        w0, w1 = ring[:, 12], ring[:, 13:16]
+        o = w1 / w0[:, None]                         # the |α|-weighted centroid − reference
+        w2, w3 = np.zeros((r, 3, 3)), np.zeros((r, 3, 3, 3))
+        for k, (i, j) in enumerate(_PAIRS):
+            for a, b in {(i, j), (j, i)}:
+                w2[:, a, b] = ring[:, 16 + k]
+        for k, ijk in enumerate(_TRIPLES):
+            for a, b, c in set(itertools.permutations(ijk)):
+                w3[:, a, b, c] = ring[:, 22 + k]
+        # central moments of |α| about the centroid: C = W2 − W1 oᵀ,
+        # T_ijk = W3 − (o_i W2_jk + o_j W2_ik + o_k W2_ij) + 2 W0 o_i o_j o_k
+        c2 = w2 - w1[:, :, None] * o[:, None, :]
+        t3 = (w3 - np.einsum("ri,rjk->rijk", o, w2) - np.einsum("rj,rik->rijk", o, w2)
+              - np.einsum("rk,rij->rijk", o, w2)
+              + 2.0 * w0[:, None, None, None] * np.einsum("ri,rj,rk->rijk", o, o, o))
+        # ring_centre about the centroid: weights (|rel|² − z²)|α|, z = rel·n̂
+        wsum = np.einsum("rii->r", c2) - np.einsum("ri,rij,rj->r", n_hat, c2, n_hat)
+        zsum = (np.einsum("rj,rjii->r", n_hat, t3)
+                - np.einsum("ri,rj,rk,rijk->r", n_hat, n_hat, n_hat, t3))
+        out["ring_centre"] = refs + o + (zsum / wsum)[:, None] * n_hat
+        out["ring_radius"] = np.sqrt(np.abs((impulse * n_hat).sum(axis=1))
+                                     / (math.pi * np.abs(self.gamma)))
+        out["ring_axis"] = n_hat
+        return out
 
 
 def helicity(alpha, u):

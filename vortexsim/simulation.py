@@ -214,7 +214,7 @@ class Simulation:
         self.iteration = 0
         self._sigma_range = self._host_sigma_range()
         self._warned_direct_diagnostics = False
-        self._ring_measure = None
+        self._row_sums = None
         self.planner.observe_box(self._host_box_stats())
         # -- an evaluation at t0: the blow-up bound and the first adaptive dt ---
         speed, grad = self._initial_maxima()
@@ -885,61 +885,53 @@ class Simulation:
         and for ring groups ``ring_names``, ``ring_centre`` (R, 3) [L] (impulse-based
         centre: |α|-weighted centroid across the axis, r²|α|-weighted along it, the axis
         n̂ = sign(Γ)P/|P| of the ring), ``ring_radius`` (R,) [L] (sqrt(|P·n̂|/(π|Γ|))) and
-        ``ring_axis`` (R, 3).
+        ``ring_axis`` (R, 3).  On the device: the quadratic sums' pass, one elementwise
+        kernel and one product (:class:`vortexsim.diagnostics.RowSums`), one transfer.
         """
         el = self.elements
-        xp = self.device.xp
-        energy, enstrophy, helicity = self._quadratic_diagnostics()
-        values = {"total_vorticity": D.total_vorticity(el.alpha),
-                  "linear_impulse": D.linear_impulse(el.x, el.alpha),
-                  "angular_impulse": D.angular_impulse(el.x, el.alpha),
-                  "energy": energy, "helicity": helicity, "enstrophy": enstrophy}
-        rings = [g for g in self.groups if g.is_ring]
-        if rings:
-            values["ring_centre"], values["ring_radius"], values["ring_axis"] = \
-                self.ring_measure()(el.x, el.alpha)
-        # one device-to-host transfer for all of them
-        flat = to_host(xp.concatenate([xp.ravel(v).astype(xp.float64) for v in values.values()]))
-        host, start = {}, 0
-        for key, v in values.items():
-            host[key] = flat[start:start + v.size].reshape(v.shape)
-            start += v.size
+        fields, direct = self._quadratic_diagnostics()
+        sums = self.row_sums()
+        v = sums.finish(to_host(sums(el.x, el.alpha, fields, extra=direct or ())))
+        energy, enstrophy, helicity = v["field_sums"] if fields is not None else v["extra"]
+        if fields is not None and fields.omega is None:
+            enstrophy = math.nan                       # the kernel has no ζ
         out = {"t": self.t, "iteration": self.iteration,
-               **{k: host[k] for k in ("total_vorticity", "linear_impulse", "angular_impulse")},
-               **{k: float(host[k]) for k in ("energy", "helicity", "enstrophy")}}
+               **{k: v[k] for k in ("total_vorticity", "linear_impulse", "angular_impulse")},
+               "energy": float(energy), "helicity": float(helicity),
+               "enstrophy": float(enstrophy)}
+        rings = [g for g in self.groups if g.is_ring]
         if rings:
             out.update(ring_names=[g.name for g in rings],
-                       **{k: host[k] for k in ("ring_centre", "ring_radius", "ring_axis")})
+                       **{k: v[k] for k in ("ring_centre", "ring_radius", "ring_axis")})
         return out
 
-    def ring_measure(self):
-        """The :class:`vortexsim.diagnostics.RingMeasure` of the ring groups (made once per
-        particle set)."""
+    def row_sums(self):
+        """The :class:`vortexsim.diagnostics.RowSums` of the elements and their ring
+        groups (made once per particle set)."""
         rings = [g for g in self.groups if g.is_ring]
         key = (len(self.elements), tuple((g.start, g.stop) for g in rings))
-        if self._ring_measure is None or self._ring_measure[0] != key:
-            el = self.elements
-            self._ring_measure = (key, D.RingMeasure(
+        if self._row_sums is None or self._row_sums[0] != key:
+            self._row_sums = (key, D.RowSums(
                 [(g.start, g.stop) for g in rings], [g.circulation for g in rings],
-                [g.axis for g in rings], len(el), self.device.xp, el.x.dtype))
-        return self._ring_measure[1]
+                [g.axis for g in rings], len(self.elements), self.device.xp))
+        return self._row_sums[1]
 
     def _quadratic_diagnostics(self):
-        """(E, Ω₂, H) as 0-d device arrays: by the direct double sums up to
-        :data:`DIRECT_DIAGNOSTICS_PAIRS` element × source pairs, else from the fields of
-        one O(N) FMM pass (:meth:`Summation.fields`, float64; the direct sums again where that
-        pass cannot run: an algebraic kernel with cores of several sizes)."""
+        """(fields, None) with the elements' :class:`~vortexsim.fmm.fields.Fields` (or
+        shares) of one O(N) FMM pass (:meth:`Summation.fields`, float64) beyond
+        :data:`DIRECT_DIAGNOSTICS_PAIRS` element × source pairs; else (None, (E, Ω₂, H))
+        as 0-d device arrays by the direct double sums (also where the pass cannot run:
+        an algebraic kernel with cores of several sizes)."""
         el = self.elements
         xs, alpha_s, sigma_s = self.domain.sources(el.x, el.alpha, el.sigma)
         if len(el) * xs.shape[0] > DIRECT_DIAGNOSTICS_PAIRS[self.device.kind]:
             images = xs.shape[0] != len(el)
             try:
                 # no images: the symmetric pass (shares whose sums are exact)
-                fields = self.summation.fields(xs, alpha_s, sigma_s,
-                                               el.x if images else None,
-                                               el.sigma if images else None,
-                                               symmetric=not images)
-                return D.field_sums(el.alpha, fields)
+                return self.summation.fields(xs, alpha_s, sigma_s,
+                                             el.x if images else None,
+                                             el.sigma if images else None,
+                                             symmetric=not images), None
             except CoresNotUniform as exc:
                 if not self._warned_direct_diagnostics:
                     logger.warning("diagnostics by direct double sums, O(N^2): %s", exc)
@@ -948,7 +940,7 @@ class Simulation:
         energy, enstrophy = D.energy_and_enstrophy(el.x, el.alpha, el.sigma,
                                                    self.summation.kernel.name,
                                                    sources=(xs, alpha_s, sigma_s))
-        return energy, enstrophy, D.helicity(el.alpha, u.astype(el.x.dtype))
+        return None, (energy, enstrophy, D.helicity(el.alpha, u.astype(el.x.dtype)))
 
     # -- a new particle set -------------------------------------------------------------
     def replace_elements(self, x, alpha, sigma, volume=None, group=None):

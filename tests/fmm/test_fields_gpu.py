@@ -77,3 +77,29 @@ def test_gpu_diagnostics_fast_equal_the_double_sums(case, monkeypatch):
     el = sim.elements
     scale = float(to_host(abs(el.alpha * sim.velocity()[0]).sum()))
     assert abs(fast["helicity"] - ref["helicity"]) <= 1e-6 * scale
+
+
+def test_gpu_element_rows_equal_the_numpy_rows():
+    """diagnostic_row (the elementwise kernel) = element_rows in NumPy, with and without
+    fields, and RowSums' values from both."""
+    import cupy as cp
+    from vortexsim.fmm.fields import Fields
+    rng = np.random.default_rng(4)
+    n = 5000
+    x, alpha = rng.standard_normal((n, 3)) + 30.0, rng.standard_normal((n, 3))
+    f = Fields(*(rng.standard_normal((n, 3)) for _ in range(3)))
+    ref = np.repeat([0, 2000, 3500], [2000, 1500, 1500])
+    d = [cp.asarray(a) for a in (x, alpha, ref)]
+    fd = Fields(*(cp.asarray(a) for a in f))
+    for fields, fields_d in ((None, None), (f, fd), (f._replace(omega=None),
+                                                     fd._replace(omega=None))):
+        a = D.element_rows(x, alpha, fields, ref)
+        b = to_host(D.element_rows(*d[:2], fields_d, d[2]))
+        np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-12)
+    sums = D.RowSums([(0, 2000), (2000, 3500)], [1.0, -2.0], [(0, 0, 1), (1, 0, 0)], n, np)
+    sums_d = D.RowSums([(0, 2000), (2000, 3500)], [1.0, -2.0], [(0, 0, 1), (1, 0, 0)], n, cp)
+    v, w = sums.finish(sums(x, alpha, f)), sums_d.finish(to_host(sums_d(*d[:2], fd)))
+    for key in ("total_vorticity", "linear_impulse", "angular_impulse", "ring_centre",
+                "ring_radius", "ring_axis", "field_sums"):
+        np.testing.assert_allclose(np.asarray(w[key]), np.asarray(v[key]), rtol=1e-11,
+                                   atol=1e-11)
