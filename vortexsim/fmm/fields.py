@@ -133,7 +133,10 @@ def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock, symmetric=False):
         pairs, occupied = near_pairs_by_depth(
             x, y, lo, stretched_width(width, depth_max, min_leaf), depth_max,
             planner.near_radius, xp)
-        depth = planner.cheapest_depth(pairs * (0.5 if symmetric else 1.0), green_u)
+        # the symmetric pass meets half the pairs, each at about twice the velocity's cost
+        # (erf, exp): the velocity's model as it is (H100: halving the pairs chose
+        # shallower trees that were slower)
+        depth = planner.cheapest_depth(pairs, green_u)
         occ = float(occupied[depth])
     width = stretched_width(width, depth, min_leaf)
     P = planner.order_at(depth)

@@ -7,6 +7,7 @@ it the plot is skipped with a warning, never an error.
 from __future__ import annotations
 
 import glob
+import io
 import logging
 import os
 
@@ -16,7 +17,7 @@ from .files import atomic_path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["plot_run", "latest_snapshot"]
+__all__ = ["plot_run", "latest_snapshot", "preload"]
 
 
 #: most elements drawn as points over the tracers' density image (every k-th beyond)
@@ -55,6 +56,20 @@ def _box(*points):
     # widen the shorter side to whole pixels, so that the pixels are square
     dx, dz = (nx / scale - (x1 - x0)) / 2, (nz / scale - (z1 - z0)) / 2
     return (x0 - dx, x1 + dx, z0 - dz, z1 + dz), (nx, nz)
+
+
+def preload():
+    """Import and warm up what :func:`plot_run` draws with (matplotlib's Figure, the Agg
+    canvas, the fonts) ahead of the plot, e.g. on a side thread while a run steps: a
+    fresh process spends ~0.4 s on it, a fresh machine seconds (matplotlib builds its
+    font cache).  Never raises."""
+    try:
+        from matplotlib.figure import Figure  # noqa: PLC0415
+        fig = Figure(figsize=(1, 1))
+        fig.add_subplot().set_title("warm-up")
+        fig.savefig(io.BytesIO(), format="png", dpi=20)
+    except Exception:  # noqa: BLE001 - plot_run reports a missing matplotlib itself
+        pass
 
 
 def latest_snapshot(run_dir):

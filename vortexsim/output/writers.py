@@ -51,12 +51,13 @@ import math
 import os
 import re
 import shutil
+import threading
 import time
 
 from ..schedules import TimeInterval, load_schedule_state, schedule_state
 from .diagnostics import DiagnosticsLog, split_rows
 from .files import atomic_path, remove_stale_tmp, write_text
-from .plot import latest_snapshot, plot_run
+from .plot import latest_snapshot, plot_run, preload
 from .snapshot import Snapshot, SnapshotError, read_snapshot, write_snapshot
 
 logger = logging.getLogger(__name__)
@@ -437,11 +438,15 @@ class PlotWriter:
         self._swept = False
 
     def initialize(self, sim):
-        """Once: remove the temporary file of an interrupted earlier plot."""
+        """Once: remove the temporary file of an interrupted earlier plot, and start
+        :func:`~vortexsim.output.plot.preload` on a daemon thread (the imports and font
+        cache then cost the run nothing at its end)."""
         if not self._swept:
             path = self.path_ or os.path.join(self.run_dir, "plot.png")
             remove_stale_tmp(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
             self._swept = True
+            threading.Thread(target=preload, name="vortexsim-plot-preload",
+                             daemon=True).start()
 
     def write(self, sim):
         """Make the plot through ``sim.submit_output`` (at once outside a run)."""
