@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["induced_velocity", "METHODS", "PRECISIONS"]
 
 METHODS = ("direct", "fmm", "auto")
+#: induced_velocity's methods: METHODS and the periodic box's spectral sum
+CALL_METHODS = ("direct", "fmm", "spectral", "auto")
 #: method="auto" on the CPU uses the FMM above this many pairs N·M.  Measured on 2 cores,
 #: uniform, σ = h, Gaussian, tol 1e-6: N = 4000 direct 2.6 s vs FMM 2.5 s; N = 10^4 9.0 s
 #: vs 6.1 s (2026-11-22).
@@ -42,6 +44,33 @@ def auto_method(n_sources, n_targets, tol, gpu):
     crossover = AUTO_FMM_PAIRS_GPU if gpu else AUTO_FMM_PAIRS_CPU
     return ("fmm" if float(n_sources) * float(n_targets) > crossover
             and fmm_delivers(float(tol)) else "direct")
+
+
+def _periodic(kern, method, x, alpha, sig, targets, tgt, gradient, dev, tol, box):
+    """u, ∇u (this precision) in the periodic box ``box`` by the spectral sum, after its
+    checks (induced_velocity's ``box``)."""
+    from .spectral import spectral_velocity  # noqa: PLC0415
+    if box is None:
+        raise ValueError("method='spectral' sums a periodic box: give its edge, box=L.")
+    if method not in ("spectral", "auto"):
+        raise ValueError(f"a periodic box (box={box!r}) is summed by method='spectral' "
+                         f"(or 'auto'); method={method!r} has no periodic version yet.")
+    if kern.name != "gaussian":
+        raise ValueError(f"the spectral sum needs the gaussian kernel (its Fourier transform "
+                         f"is a Gaussian); got kernel={kern.name!r}.")
+    if dev.is_gpu:
+        raise ValueError("the spectral sum runs on the CPU for now (cufinufft on the GPU is "
+                         "not wired yet): use device='cpu'.")
+    s = to_host(sig).astype(np.float64)
+    if s.size and s.max() > s.min() * (1 + 1e-12):
+        raise ValueError(f"the spectral sum needs one core radius for all elements (got "
+                         f"{s.min():g} to {s.max():g}).")
+    dtype = x.dtype
+    u, g = spectral_velocity(x.astype(np.float64), alpha.astype(np.float64),
+                             float(s[0]) if s.size else 1.0, float(box),
+                             None if targets is None else tgt.astype(np.float64),
+                             gradient=bool(gradient), tol=1e-6 if tol is None else tol)
+    return u.astype(dtype), (None if g is None else g.astype(dtype))
 
 
 def _check_choice(name, value, choices):
@@ -80,7 +109,7 @@ def _check_vectors(name, a, n=None, count="N"):
 
 
 def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method="direct",
-                     gradient=True, precision="float64", device="auto", tol=None):
+                     gradient=True, precision="float64", device="auto", tol=None, box=None):
     r"""Velocity and velocity gradient induced by regularized vortex elements.
 
     .. math::
@@ -103,15 +132,17 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         Evaluation points.  ``None`` evaluates at the elements themselves and
         excludes each element's own contribution (self pairs).
     kernel : {"gaussian", "algebraic", "winckelmans", "polynomial", "singular"}
-    method : {"direct", "fmm", "auto"}
+    method : {"direct", "fmm", "spectral", "auto"}
         ``"direct"``: all pairs, exact to round-off (memory O(N + M)).
         ``"fmm"``: fast multipole method to relative accuracy ``tol`` (u; ∇u to
         10·tol) against the regularized direct sum
         (:class:`vortexsim.fmm.evaluator.FMM`; one evaluator per call — keep an
         ``FMM`` object for repeated calls).
+        ``"spectral"``: the periodic box's Fourier series (needs ``box``; Gaussian
+        kernel, one σ; :mod:`vortexsim.spectral`), to ``tol``.
         ``"auto"``: the FMM above N·M = 2e7 pairs on the CPU (4e9 on the GPU)
         where it meets ``tol`` (down to 1e-9 on the CPU, 1e-6 on the GPU), else the
-        direct sum.
+        direct sum; with ``box``, the spectral sum.
     gradient : bool
         Also return grad_u.
     precision : {"float64", "float32"}
@@ -120,7 +151,11 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         Where to compute.  ``"auto"`` uses the GPU for CuPy inputs or when one
         is usable, else the CPU; ``"gpu"`` without CuPy or a GPU raises.
     tol : float, optional
-        Requested relative accuracy of ``method="fmm"`` (default 1e-6).
+        Requested relative accuracy of ``method="fmm"`` and ``"spectral"`` (default 1e-6).
+    box : float, optional
+        The edge L [L] of a periodic box [0, L)³: the velocity of all periodic images,
+        with zero box mean (``physics.md``); Σα must vanish; positions anywhere (wrapped).
+        ``method="spectral"`` (or ``"auto"``) only, for now on the CPU.
 
     Returns
     -------
@@ -136,7 +171,7 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         or ``device="gpu"`` without a usable GPU.
     """
     kern = get_kernel(kernel)
-    _check_choice("method", method, METHODS)
+    _check_choice("method", method, CALL_METHODS)
     check_precision(precision)
     if not isinstance(gradient, (bool, np.bool_)):
         raise TypeError(f"gradient must be True or False, got {gradient!r}.")
@@ -176,10 +211,13 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         raise ValueError("sigma must be > 0 for every element (core radius in length units); "
                          f"got min(sigma) = {float(sig.min())}.")
 
-    if method == "auto":
+    if method == "auto" and box is None:
         n_targets = n if targets is None else tgt.shape[0]
         method = auto_method(n, n_targets, 1e-6 if tol is None else tol, dev.is_gpu)
-    if method == "fmm":
+    if box is not None or method == "spectral":
+        u, grad_u = _periodic(kern, method, x, alpha, sig, targets, tgt, gradient, dev, tol,
+                              box)
+    elif method == "fmm":
         from .fmm.evaluator import FMM  # noqa: PLC0415
         fmm = FMM(kern, tol=1e-6 if tol is None else tol, precision=precision, device=dev)
         u, grad_u = fmm.evaluate(x, alpha, sig, None if targets is None else tgt,
