@@ -63,8 +63,10 @@ PARAMETERS = {
     "height": ("physics", "L", "height of the ring centre above the ground plane"),
     "nu": ("physics", "L^2/T", "kinematic viscosity (0: inviscid; > 0: core spreading)"),
     "viscous": ("physics", "-", "viscous model: core_spreading (pse: not yet)"),
-    "boundary": ("physics", "-", "free (free space) | ground (plane z = ground_z, by images)"),
+    "boundary": ("physics", "-", "free (free space) | ground (plane z = ground_z, by images) "
+                 "| periodic (the box [0, box)^3; method spectral, gaussian kernel, CPU)"),
     "ground_z": ("physics", "L", "height of the ground plane"),
+    "box": ("physics", "L", "edge of the periodic box (boundary = periodic)"),
     # discretization
     "n_phi": ("discretization", "-", "stations around each ring"),
     "layers": ("discretization", "-", "concentric layers of elements in the core (1: centre line only)"),
@@ -106,8 +108,8 @@ _INT = ("n_phi", "layers", "tracers_per_ring", "seed")
 _BOOL = ("adaptive", "plot")
 _STR = ("integrator", "kernel", "method", "precision", "device", "stretching", "viscous",
         "boundary")
-_AUTO = ("sigma", "dt_min", "max_speed", "snapshot_interval", "diagnostics_interval")
-_POSITIVE = ("radius", "n_phi", "layers", "sigma", "layer_spacing", "dt", "t_end", "tol",
+_AUTO = ("sigma", "dt_min", "max_speed", "snapshot_interval", "diagnostics_interval", "box")
+_POSITIVE = ("box", "radius", "n_phi", "layers", "sigma", "layer_spacing", "dt", "t_end", "tol",
              "courant", "dt_min", "max_speed", "root_slack", "spacing", "separation", "height",
              "snapshot_interval", "diagnostics_interval")
 _NONNEGATIVE = ("core", "tracers_per_ring", "tracer_spread", "nu", "seed")

@@ -58,6 +58,7 @@ from .backend import Device, resolve_device, to_host
 from .fmm.fields import CoresNotUniform
 from .integrators import get_scheme
 from .physics import FMMPlanner, Summation, VortexRHS, make_domain
+from .physics.domain import PeriodicBox
 from .schedules import due, load_schedule_state, schedule_state
 from .state import ElementGroup, Elements, Tracers, group_labels, make_elements, make_tracers
 from .writer_thread import Job, WriterThread
@@ -80,8 +81,9 @@ RUN_DEFAULTS = {
     "stretching": "transpose",     # transpose | classical
     "nu": 0.0,                     # [L²/T]
     "viscous": "core_spreading",   # core_spreading | pse (not yet)
-    "boundary": "free",            # free | ground
+    "boundary": "free",            # free | ground | periodic
     "ground_z": 0.0,               # [L] height of the ground plane
+    "box": None,                   # [L] edge of the periodic box [0, L)³
     "adaptive": False,
     "courant": 0.1,                # C of the adaptive rule dt = C / max‖∇u‖
     "dt_min": None,                # [T] lower bound of the adaptive dt (default dt/1000)
@@ -142,7 +144,8 @@ class Simulation:
         kernel, method {"direct", "fmm", "auto"}, tol, precision {"float64",
         "float32"}, device {"auto", "cpu", "gpu"}, stretching {"transpose",
         "classical"}, nu [L²/T], viscous {"core_spreading", "pse"}, boundary
-        {"free", "ground"}, ground_z [L], adaptive, courant, dt_min [T],
+        {"free", "ground", "periodic"}, ground_z [L], box [L] (the periodic box's edge;
+        method "spectral" or "auto", Gaussian kernel, one σ, CPU), adaptive, courant, dt_min [T],
         max_speed [L/T], root_slack, progress; ``t_end`` is the default ``stop_time``
 
     Attributes
@@ -198,12 +201,16 @@ class Simulation:
         if not 0 < float(cfg["root_slack"]) <= 10:
             raise ValueError(f"root_slack must be in (0, 10], got {cfg['root_slack']!r}.")
         # -- physics --------------------------------------------------------------
-        self.domain = make_domain(cfg["boundary"], cfg["ground_z"])
+        self.domain = make_domain(cfg["boundary"], cfg["ground_z"], cfg["box"])
         self.domain.check(self.elements.x, "elements")
         self.domain.check(self.tracers.x, "tracers")
+        periodic = isinstance(self.domain, PeriodicBox)
+        if periodic:
+            self.domain.check_strengths(self.elements.alpha)
         n_src = n * (1 + self.domain.n_images_per_element)
         self.summation = Summation(cfg["method"], cfg["kernel"], cfg["tol"], cfg["precision"],
-                                   self.device, n_sources=n_src, n_targets=n + m)
+                                   self.device, n_sources=n_src, n_targets=n + m,
+                                   box=self.domain.box if periodic else None)
         self.rhs = VortexRHS(self.summation, self.domain, cfg["stretching"], cfg["nu"],
                              cfg["viscous"])
         self.planner = FMMPlanner(self.domain, self.device.xp,
@@ -230,6 +237,10 @@ class Simulation:
                    max_speed=float(cfg["max_speed"]), courant=float(cfg["courant"]),
                    adaptive=bool(cfg["adaptive"]), ground_z=float(cfg["ground_z"]),
                    t_end=None if cfg["t_end"] is None else float(cfg["t_end"]))
+        if periodic:
+            cfg["box"] = self.domain.box
+        else:
+            cfg.pop("box")                   # recorded for the periodic box only
         self.dt = self._adaptive_dt(grad) if cfg["adaptive"] else float(dt)
         self.config = {"case": case, **(case_params or {}), **cfg, "t0": float(t0),
                        "groups": [g.as_dict() for g in self.groups],
@@ -923,6 +934,11 @@ class Simulation:
         as 0-d device arrays by the direct double sums (also where the pass cannot run:
         an algebraic kernel with cores of several sizes)."""
         el = self.elements
+        if self.summation.method == "spectral":         # the periodic box: from the modes
+            xp = self.device.xp
+            sums = self.summation.spectral_sum(el.sigma, self._sigma_range).field_sums(
+                el.x, el.alpha)
+            return None, tuple(xp.asarray(v) for v in sums)
         xs, alpha_s, sigma_s = self.domain.sources(el.x, el.alpha, el.sigma)
         if len(el) * xs.shape[0] > DIRECT_DIAGNOSTICS_PAIRS[self.device.kind]:
             images = xs.shape[0] != len(el)

@@ -12,7 +12,9 @@ where the Gaussian factor e^{−|k|²σ²/2}·max(1, |k|σ) falls below tol/10 (
 carries one more power of |k|): |m| ≤ m_max = k_max L / 2π per axis.  Two non-uniform
 FFTs (FINUFFT, Barnett et al.) do the sums: type 1 from the elements to the modes,
 type 2 from the modes to the targets, both at precision tol/10: O(N + M + n³ log n)
-with n = 2 m_max + 1, memory O(n³) (3 complex mode arrays, 9 for the gradient).
+with n = 2 m_max + 1, memory O(n³) (3 complex mode arrays, 9 for the gradient).  The
+results are bitwise reproducible (restarts): the type-1 transform runs on one thread
+(FINUFFT's threads add into the grid in a varying order), the type-2 on all.
 
 At the elements themselves (no targets) each element's own free-space contribution is
 left out, as in the direct sum and the FMM: its velocity there is 0, its gradient
@@ -104,9 +106,10 @@ class SpectralSum:
 
     def evaluate(self, x, alpha, targets=None, gradient=True):
         """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (``grad_u[i, a, b] = ∂u_a/∂x_b``; None
-        without ``gradient``) at ``targets`` (M, 3) [L] of the elements x, alpha (N, 3)
-        (NumPy float64; positions anywhere, wrapped into the box).  Without targets: at
-        the elements, each one's own free-space contribution left out."""
+        without ``gradient``; an integer k: at the first k targets only) at ``targets``
+        (M, 3) [L] of the elements x, alpha (N, 3) (NumPy float64; positions anywhere,
+        wrapped into the box).  Without targets: at the elements, each one's own
+        free-space contribution left out."""
         import finufft  # noqa: PLC0415 - the spectral method's dependency
 
         x = np.ascontiguousarray(x, dtype=np.float64)
@@ -114,8 +117,9 @@ class SpectralSum:
         check_periodic_sources(alpha)
         at_elements = targets is None
         y = x if at_elements else np.ascontiguousarray(targets, dtype=np.float64)
+        k_grad = 0 if not gradient else y.shape[0] if gradient is True else int(gradient)
         u = np.zeros((y.shape[0], 3))
-        g = np.zeros((y.shape[0], 3, 3)) if gradient else None
+        g = np.zeros((k_grad, 3, 3)) if gradient else None
         if x.shape[0] == 0 or y.shape[0] == 0:
             return u, g
         eps = max(self.tol / 10.0, 1e-14)
@@ -126,7 +130,7 @@ class SpectralSum:
             [np.ascontiguousarray(wrap(y[:, i], self.box) * scale) for i in range(3)]
         # F_c(m) = Σ_p α_{p,c} e^{−i m·θ_p}, one transform per component
         f = finufft.nufft3d1(*xs, np.ascontiguousarray(alpha.T, dtype=np.complex128),
-                             self.shape, eps=eps, isign=-1)
+                             self.shape, eps=eps, isign=-1, nthreads=1)
         f *= self.factor                                  # ψ̂ = ω̂ / |k|²
         kx, ky, kz = self.k
         # û = i k × ψ̂
@@ -134,12 +138,42 @@ class SpectralSum:
                             kx * f[1] - ky * f[0]])
         del f
         u[:] = finufft.nufft3d2(*ys, uh, eps=eps, isign=1).real.T
-        if gradient:
+        if k_grad:
+            yg = [np.ascontiguousarray(c[:k_grad]) for c in ys]
             for b, kb in enumerate(self.k):
-                g[:, :, b] = finufft.nufft3d2(*ys, 1j * kb * uh, eps=eps, isign=1).real.T
+                g[:, :, b] = finufft.nufft3d2(*yg, 1j * kb * uh, eps=eps, isign=1).real.T
             if at_elements:
                 g -= self_gradient(alpha, self.sigma)
         return u, g
+
+
+    def field_sums(self, x, alpha):
+        """(E, Ω₂, H) [L⁵/T², L³/T², L⁴/T²] of the elements in the box, from their modes
+        (one transform): the periodic twins of :mod:`vortexsim.diagnostics`' sums,
+        E = ½ ∫ψ·ω dV = ½ L³ Σ_k |ω̂|²/|k|² and Ω₂ = ∫|ω|² dV = L³ Σ_k |ω̂|² with the
+        field of blobs convolved twice (σ√2, as the pairs' σ_pq), H = Σ_p α_p·u(x_p)."""
+        import finufft  # noqa: PLC0415
+
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        alpha = np.ascontiguousarray(alpha, dtype=np.float64)
+        if x.shape[0] == 0:
+            return 0.0, 0.0, 0.0
+        scale = 2.0 * math.pi / self.box
+        xs = [np.ascontiguousarray(wrap(x[:, i], self.box) * scale) for i in range(3)]
+        f = finufft.nufft3d1(*xs, np.ascontiguousarray(alpha.T, dtype=np.complex128),
+                             self.shape, eps=max(self.tol / 10.0, 1e-14), isign=-1,
+                             nthreads=1)
+        kx, ky, kz = self.k
+        k2 = kx ** 2 + ky ** 2 + kz ** 2
+        gauss = np.exp(-0.5 * k2 * self.sigma ** 2)
+        power = (np.abs(f) ** 2).sum(axis=0) * gauss ** 2 / self.box ** 3   # L³ |ω̂|²
+        energy = 0.5 * float((power * np.where(k2 > 0, 1.0 / np.where(k2 > 0, k2, 1.0),
+                                                0.0)).sum())
+        enstrophy = float(power.sum())
+        # H = Σ_k Re(û_k · F̄_k), û = i k × F e^{−k²σ²/2} / (L³ |k|²)
+        cross = np.stack([ky * f[2] - kz * f[1], kz * f[0] - kx * f[2], kx * f[1] - ky * f[0]])
+        helicity = float(((1j * cross * np.conj(f)).sum(axis=0).real * self.factor).sum())
+        return energy, enstrophy, helicity
 
 
 def self_gradient(alpha, sigma):

@@ -21,10 +21,10 @@ The domains:
   free-space flow (a ring hitting the ground moves exactly as one ring of a head-on
   collision of two mirror rings).
 
-* ``periodic``: the cube [0, L)³ with all its periodic images (issue 16): a subclass of
-  :class:`Domain` whose ``root_cube`` is the box itself and whose ``sources`` are the
-  elements (the images enter the summation's lattice sum instead); not built yet, and
-  refused by :func:`make_domain` with a clear error.
+* ``periodic``: the cube [0, L)³ with all its periodic images (:class:`PeriodicBox`):
+  the ``sources`` are the elements (the images enter the summation's lattice sum, for
+  now the spectral sum of :mod:`vortexsim.spectral`), positions anywhere (the sums wrap
+  them), Σα = 0 required; the FMM root cube is the box itself (for the periodic FMM).
 """
 from __future__ import annotations
 
@@ -36,9 +36,10 @@ import numpy as np
 from ..backend import array_namespace, to_host
 from .._names import did_you_mean
 
-__all__ = ["Domain", "FreeSpace", "GroundPlane", "make_domain", "BOUNDARIES", "mirror"]
+__all__ = ["Domain", "FreeSpace", "GroundPlane", "PeriodicBox", "make_domain", "BOUNDARIES",
+           "mirror"]
 
-BOUNDARIES = ("free", "ground")
+BOUNDARIES = ("free", "ground", "periodic")
 
 
 def mirror(x, alpha, z0=0.0):
@@ -164,11 +165,58 @@ class GroundPlane(Domain):
         return {"boundary": "ground", "ground_z": self.z0}
 
 
-def make_domain(name="free", ground_z=0.0):
-    """The domain of a boundary name (``"free"`` | ``"ground"``) and the plane height [L]."""
+@dataclasses.dataclass(frozen=True)
+class PeriodicBox(Domain):
+    """The periodic box [0, L)³: every element has images at all shifts L ℤ³.
+
+    Parameters
+    ----------
+    box : float [L], the edge L
+    """
+
+    box: float = 2.0 * math.pi
+    name: str = "periodic"
+
+    def __post_init__(self):
+        if not (math.isfinite(self.box) and self.box > 0):
+            raise ValueError(f"the periodic box needs an edge box = L > 0, got {self.box!r}.")
+
+    def sources(self, x, alpha, sigma):
+        """The elements: their images enter the summation's lattice sum."""
+        return x, alpha, sigma
+
+    def check(self, x, what):
+        """Every position is accepted (the sums wrap them into the box)."""
+        return None
+
+    def check_strengths(self, alpha):
+        """Raise unless Σα vanishes (:func:`vortexsim.spectral.check_periodic_sources`)."""
+        from ..spectral import check_periodic_sources  # noqa: PLC0415
+        check_periodic_sources(alpha)
+
+    def extend_box(self, lo, hi):
+        """The box itself."""
+        return np.zeros(3), np.full(3, self.box)
+
+    def root_cube(self, lo, hi, slack, displacement):
+        """The box itself, no margin (positions are wrapped into it)."""
+        return np.zeros(3), self.box, 0.0
+
+    def as_dict(self):
+        return {"boundary": "periodic", "box": self.box}
+
+
+def make_domain(name="free", ground_z=0.0, box=None):
+    """The domain of a boundary name (``"free"`` | ``"ground"`` | ``"periodic"``), the
+    plane height [L] and the periodic box's edge [L]."""
     if name == "free":
         return FreeSpace()
     if name == "ground":
         return GroundPlane(float(ground_z))
-    raise ValueError(f"Unknown boundary {name!r}; expected one of {list(BOUNDARIES)} "
-                     f"(periodic boxes are not implemented yet).{did_you_mean(name, BOUNDARIES)}")
+    if name == "periodic":
+        if box is None:
+            raise ValueError("boundary='periodic' needs the box edge: box = L (the cube "
+                             "[0, L)^3).")
+        return PeriodicBox(float(box))
+    raise ValueError(f"Unknown boundary {name!r}; expected one of {list(BOUNDARIES)}."
+                     f"{did_you_mean(name, BOUNDARIES)}")

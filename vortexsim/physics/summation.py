@@ -20,7 +20,7 @@ from ..fmm.evaluator import target_sets
 from ..fmm.plan import check_tol
 from ..kernels.cutoff import get_kernel
 from ..kernels.direct import INV_4PI, direct_sum_cuda, direct_sum_numpy, skew
-from ..summation import METHODS, auto_method
+from ..summation import CALL_METHODS as SUMMATION_METHODS, auto_method
 from .planner import StepPlan
 
 logger = logging.getLogger(__name__)
@@ -37,18 +37,22 @@ def choice(what, value, choices):
 
 
 class Summation:
-    """Velocity (and gradient) summation strategy: the direct sum or a reusable FMM.
+    """Velocity (and gradient) summation strategy: the direct sum, a reusable FMM, or
+    the periodic box's spectral sum.
 
     Parameters
     ----------
-    method : {"direct", "fmm", "auto"}
+    method : {"direct", "fmm", "spectral", "auto"}
         ``"auto"`` is resolved here, once, from the problem size ``n_sources`` ×
-        ``n_targets`` (the crossovers of :func:`vortexsim.induced_velocity`).
+        ``n_targets`` (the crossovers of :func:`vortexsim.induced_velocity`); with a
+        ``box``, the spectral sum (:mod:`vortexsim.spectral`, the only periodic method
+        yet: Gaussian kernel, one σ, CPU).
     kernel : str, cutoff kernel (``physics.md``)
     tol : float, relative accuracy of the FMM (1e-6 ≤ tol < 1; ignored by ``direct``)
     precision : {"float64", "float32"}, arithmetic precision of the sums
     device : :class:`vortexsim.Device`
     n_sources, n_targets : int, sizes used to resolve ``"auto"``
+    box : float [L] or None, the edge of the periodic box [0, L)³ (``boundary="periodic"``)
 
     Call ``summation(x, alpha, sigma, targets, n_self=0, gradient=True,
     sigma_range=None, plan=None)`` with device arrays: sources x, alpha (N, 3), sigma
@@ -63,12 +67,19 @@ class Summation:
     """
 
     def __init__(self, method="direct", kernel="gaussian", tol=1e-6, precision="float64",
-                 device: Device | None = None, n_sources=None, n_targets=None):
+                 device: Device | None = None, n_sources=None, n_targets=None, box=None):
         self.kernel = get_kernel(kernel)
         check_precision(precision)
         self.precision = precision
         self.device = device if device is not None else Device("cpu")
-        method = choice("summation method", method, METHODS)
+        method = choice("summation method", method, SUMMATION_METHODS)
+        self.box = None if box is None else float(box)
+        self.spectral = None
+        if self.box is not None:
+            method = self._periodic_method(method)
+        elif method == "spectral":
+            raise ValueError("method='spectral' sums a periodic box: set boundary='periodic' "
+                             "and box = L.")
         if method == "auto":
             if n_sources is None or n_targets is None:
                 raise ValueError("method='auto' needs n_sources and n_targets to choose.")
@@ -84,6 +95,20 @@ class Summation:
             self.fmm = FMM(self.kernel, tol=self.tol, precision=self.precision,
                            device=self.device, tree="uniform")
 
+    def _periodic_method(self, method):
+        """The method of a periodic box: the spectral sum (the periodic FMM is not built
+        yet), with its requirements checked."""
+        if method not in ("spectral", "auto"):
+            raise ValueError(f"boundary='periodic' is summed by method='spectral' (or "
+                             f"'auto'); method={method!r} has no periodic version yet.")
+        if self.kernel.name != "gaussian":
+            raise ValueError(f"the periodic box's spectral sum needs kernel='gaussian'; got "
+                             f"{self.kernel.name!r}.")
+        if self.device.is_gpu:
+            raise ValueError("the periodic box's spectral sum runs on the CPU for now: use "
+                             "device='cpu'.")
+        return "spectral"
+
     def fields(self, x, alpha, sigma, targets=None, target_sigma=None, symmetric=False):
         """u, ψ and ω at blob targets in O(N + M) (:meth:`vortexsim.fmm.FMM.fields`;
         arguments and result there): the energy, enstrophy and helicity of the
@@ -94,6 +119,19 @@ class Summation:
             self._fields_fmm = self.fmm if self.fmm is not None else FMM(
                 self.kernel, tol=self.tol, device=self.device, tree="uniform")
         return self._fields_fmm.fields(x, alpha, sigma, targets, target_sigma, symmetric)
+
+    def spectral_sum(self, sigma, sigma_range=None):
+        """The :class:`vortexsim.spectral.SpectralSum` of this box for cores ``sigma``
+        (one σ: host ``sigma_range`` when known, else one transfer), made once per σ."""
+        from ..spectral import SpectralSum  # noqa: PLC0415
+        lo, hi = sigma_range if sigma_range is not None else (
+            float(sigma.min()), float(sigma.max()))
+        if hi > lo * (1 + 1e-12):
+            raise ValueError(f"the periodic box's spectral sum needs one core radius for all "
+                             f"elements (got {lo:g} to {hi:g}).")
+        if self.spectral is None or self.spectral.sigma != lo:
+            self.spectral = SpectralSum(self.box, lo, self.tol)
+        return self.spectral
 
     def describe(self):
         """Resolved settings as a plain dict."""
@@ -115,7 +153,12 @@ class Summation:
                  sigma_range=None, plan=None):
         xp = self.device.xp
         dtype = np.dtype(self.precision)
-        if self.method == "fmm":
+        if self.method == "spectral":
+            u, grad_u = self.spectral_sum(sigma, sigma_range).evaluate(
+                x, alpha, targets, gradient=gradient)
+            u, grad_u = u.astype(dtype, copy=False), (
+                None if grad_u is None else grad_u.astype(dtype, copy=False))
+        elif self.method == "fmm":
             plan = StepPlan(records=False) if plan is None else plan
             self._size_m2l(x, targets, gradient, sigma_range, plan)
             u, grad_u = self.fmm.evaluate(x, alpha, sigma, targets, gradient=gradient,
