@@ -896,7 +896,8 @@ class Simulation:
         and for ring groups ``ring_names``, ``ring_centre`` (R, 3) [L] (impulse-based
         centre: |α|-weighted centroid across the axis, r²|α|-weighted along it, the axis
         n̂ = sign(Γ)P/|P| of the ring), ``ring_radius`` (R,) [L] (sqrt(|P·n̂|/(π|Γ|))) and
-        ``ring_axis`` (R, 3).  On the device: the quadratic sums' pass, one elementwise
+        ``ring_axis`` (R, 3); in the periodic box also ``mean_energy`` ½⟨|u|²⟩ [L²/T²]
+        and ``dissipation`` ν⟨|ω|²⟩ [L²/T³] (box averages of the blob field).  On the device: the quadratic sums' pass, one elementwise
         kernel and one product (:class:`vortexsim.diagnostics.RowSums`), one transfer.
         """
         el = self.elements
@@ -910,6 +911,10 @@ class Simulation:
                **{k: v[k] for k in ("total_vorticity", "linear_impulse", "angular_impulse")},
                "energy": float(energy), "helicity": float(helicity),
                "enstrophy": float(enstrophy)}
+        if isinstance(self.domain, PeriodicBox):       # box averages: E/L³, ν Ω₂/L³
+            volume = self.domain.box ** 3
+            out.update(mean_energy=out["energy"] / volume,
+                       dissipation=self.rhs.nu * out["enstrophy"] / volume)
         rings = [g for g in self.groups if g.is_ring]
         if rings:
             out.update(ring_names=[g.name for g in rings],

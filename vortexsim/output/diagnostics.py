@@ -7,6 +7,7 @@ Layout (xarray, engine netcdf4)::
     total_vorticity, linear_impulse, angular_impulse (time, component)
                                     [L^3/T], [L^4/T], [L^5/T]
     energy, helicity, enstrophy (time)            [L^5/T^2], [L^4/T^2], [L^3/T^2]
+    mean_energy, dissipation (time; periodic box) [L^2/T^2], [L^2/T^3]
     ring (ring): ring names; ring_centre, ring_axis (time, ring, component) [L], [1];
     ring_radius (time, ring) [L]
 
@@ -49,6 +50,9 @@ QUANTITIES = {
     "energy": ("scalar", "L^5/T^2", "kinetic energy (per unit density)"),
     "helicity": ("scalar", "L^4/T^2", "helicity sum u(x_p) . alpha_p"),
     "enstrophy": ("scalar", "L^3/T^2", "enstrophy (per unit volume integral)"),
+    "mean_energy": ("scalar", "L^2/T^2", "box average of the kinetic energy 1/2 <|u|^2> "
+                    "(periodic box)"),
+    "dissipation": ("scalar", "L^2/T^3", "dissipation rate nu <|omega|^2> (periodic box)"),
     "ring_centre": ("ring_vector", "L", "ring centre from the impulse"),
     "ring_radius": ("ring_scalar", "L", "ring radius sqrt(|P . n| / (pi |Gamma|))"),
     "ring_axis": ("ring_vector", "1", "ring axis n = sign(Gamma) P / |P|"),
