@@ -52,8 +52,8 @@ run() {   # run NAME TIMEOUT COMMAND...: log to OUTDIR/NAME.log, print its last 
 for step in $STEPS; do
     case "$step" in
         tests)
-            run pytest_gpu 580 python3 -m pytest -m gpu -q
-            grep -E "^FAILED|^ERROR|passed|failed" "$OUTDIR/pytest_gpu.log" | tail -12 ;;
+            run pytest_gpu 580 python3 -m pytest -m gpu -q --durations=25
+            grep -E "^FAILED|^ERROR|passed|failed|^[0-9.]+s (call|setup)" "$OUTDIR/pytest_gpu.log" | tail -40 ;;
         direct)
             run bench_direct 300 python3 benchmarks/bench_direct.py --kernels gaussian algebraic \
                 --sigmas 0.1 --out "$OUTDIR/bench_direct.json" --label "$LABEL" ;;
