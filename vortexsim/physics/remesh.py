@@ -321,16 +321,20 @@ def remesh(x, alpha, h, *, box_length=None, origin=None, threshold=None,
     else:
         keys, rows = _free_nodes(cell_key[head], offsets, shape, xp)
 
-    out = xp.zeros((keys.shape[0], 3), dtype=dtype)
+    # component-major (3, N) and (3, nodes): contiguous rows for the products and scatters
+    alpha = xp.ascontiguousarray(alpha.T)
+    out = xp.zeros((3, keys.shape[0]), dtype=dtype)
     k = 0
     for a in range(len(STENCIL)):
         for b in range(len(STENCIL)):
             w_ab = weights[0][a] * weights[1][b]
             for c in range(len(STENCIL)):
-                sums = layout.cell_sums(alpha * (w_ab * weights[2][c])[:, None])
-                out[rows(k)] += sums                  # distinct nodes within one offset
+                sums = layout.cell_sums(alpha * (w_ab * weights[2][c]))
+                target = rows(k)                      # distinct nodes within one offset
+                for component in range(3):
+                    out[component, target] += sums[component]
                 k += 1
-    return _finish(xp, keys, out, lo, shape, origin, h, overlap,
+    return _finish(xp, keys, xp.ascontiguousarray(out.T), lo, shape, origin, h, overlap,
                    None if periodic else threshold)
 
 
@@ -365,11 +369,11 @@ class _RankMajor:
         self.first = slice(0, int(widths[0]))
 
     def cell_sums(self, values):
-        """Σ over each cell's elements, sequentially in rank order: (cells, 3)."""
+        """Σ over each cell's elements (3, N) → (3, cells), sequentially in rank order."""
         b = self.bounds
-        sums = values[b[0]:b[1]].copy()
+        sums = values[:, b[0]:b[1]].copy()
         for r in range(1, len(b) - 1):
-            sums[:b[r + 1] - b[r]] += values[b[r]:b[r + 1]]
+            sums[:, :b[r + 1] - b[r]] += values[:, b[r]:b[r + 1]]
         return sums
 
 
