@@ -5,6 +5,8 @@
 * :mod:`.summation`: the summation strategy (direct sum or a reusable FMM) on the device
 * :mod:`.planner`: FMM policy of a run (root cube, depth and its refresh, M2L sizes)
 * :mod:`.rhs`: the right-hand side as a list of terms (stretching, viscous diffusion)
+* :mod:`.remesh`: remeshing onto a lattice with M4′ (free space or the periodic box);
+  not re-exported here, so that ``vortexsim.physics.remesh`` stays the module
 """
 from .domain import BOUNDARIES, Domain, FreeSpace, GroundPlane, make_domain, mirror
 from .planner import FMMPlanner, StepPlan
