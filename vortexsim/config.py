@@ -67,6 +67,10 @@ PARAMETERS = {
                  "| periodic (the box [0, box)^3; method spectral, gaussian kernel, CPU)"),
     "ground_z": ("physics", "L", "height of the ground plane"),
     "box": ("physics", "L", "edge of the periodic box (boundary = periodic)"),
+    "remesh_every": ("discretization", "-", "steps between two remeshings onto the lattice (0: never)"),
+    "remesh_spacing": ("discretization", "L", "lattice spacing h of the remeshing"),
+    "remesh_overlap": ("discretization", "-", "core radius / h after a remeshing"),
+    "remesh_threshold": ("discretization", "-", "free space: nodes with |alpha| <= this x max |alpha| are dropped"),
     # discretization
     "n_phi": ("discretization", "-", "stations around each ring"),
     "layers": ("discretization", "-", "concentric layers of elements in the core (1: centre line only)"),
@@ -104,15 +108,17 @@ OUTPUT_DEFAULTS = {"snapshot_interval": None, "diagnostics_interval": None, "plo
 #: Run parameters that the command line sets, never a case file.
 CLI_ONLY = ("progress",)
 
-_INT = ("n_phi", "layers", "tracers_per_ring", "seed")
+_INT = ("n_phi", "layers", "tracers_per_ring", "seed", "remesh_every")
 _BOOL = ("adaptive", "plot")
 _STR = ("integrator", "kernel", "method", "precision", "device", "stretching", "viscous",
         "boundary")
-_AUTO = ("sigma", "dt_min", "max_speed", "snapshot_interval", "diagnostics_interval", "box")
-_POSITIVE = ("box", "radius", "n_phi", "layers", "sigma", "layer_spacing", "dt", "t_end", "tol",
+_AUTO = ("sigma", "dt_min", "max_speed", "snapshot_interval", "diagnostics_interval", "box",
+         "remesh_spacing")
+_POSITIVE = ("box", "remesh_spacing", "remesh_overlap", "radius", "n_phi", "layers", "sigma", "layer_spacing", "dt", "t_end", "tol",
              "courant", "dt_min", "max_speed", "root_slack", "spacing", "separation", "height",
              "snapshot_interval", "diagnostics_interval")
-_NONNEGATIVE = ("core", "tracers_per_ring", "tracer_spread", "nu", "seed")
+_NONNEGATIVE = ("core", "tracers_per_ring", "tracer_spread", "nu", "seed", "remesh_every",
+                "remesh_threshold")
 _NONZERO = ("circulation",)
 
 

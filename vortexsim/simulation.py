@@ -84,6 +84,10 @@ RUN_DEFAULTS = {
     "boundary": "free",            # free | ground | periodic
     "ground_z": 0.0,               # [L] height of the ground plane
     "box": None,                   # [L] edge of the periodic box [0, L)³
+    "remesh_every": 0,             # steps between two remeshings (0: never)
+    "remesh_spacing": None,        # [L] lattice spacing h of the remeshing
+    "remesh_overlap": 1.0,         # σ = overlap × h after a remeshing
+    "remesh_threshold": 1e-6,      # free space: nodes with |α| ≤ this × max|α| dropped
     "adaptive": False,
     "courant": 0.1,                # C of the adaptive rule dt = C / max‖∇u‖
     "dt_min": None,                # [T] lower bound of the adaptive dt (default dt/1000)
@@ -146,7 +150,9 @@ class Simulation:
         "classical"}, nu [L²/T], viscous {"core_spreading", "pse"}, boundary
         {"free", "ground", "periodic"}, ground_z [L], box [L] (the periodic box's edge;
         method "spectral" or "auto", Gaussian kernel, one σ, CPU), adaptive, courant, dt_min [T],
-        max_speed [L/T], root_slack, progress; ``t_end`` is the default ``stop_time``
+        max_speed [L/T], root_slack, remesh_every (steps; 0: never), remesh_spacing
+        [L], remesh_overlap, remesh_threshold (:meth:`remesh`), progress; ``t_end`` is the
+        default ``stop_time``
 
     Attributes
     ----------
@@ -213,6 +219,7 @@ class Simulation:
                                    box=self.domain.box if periodic else None)
         self.rhs = VortexRHS(self.summation, self.domain, cfg["stretching"], cfg["nu"],
                              cfg["viscous"])
+        self._check_remeshing(cfg)
         self.planner = FMMPlanner(self.domain, self.device.xp,
                                   active=self.summation.method == "fmm",
                                   root_slack=cfg["root_slack"])
@@ -239,8 +246,10 @@ class Simulation:
                    t_end=None if cfg["t_end"] is None else float(cfg["t_end"]))
         if periodic:
             cfg["box"] = self.domain.box
-        else:
-            cfg.pop("box")                   # recorded for the periodic box only
+        # recorded where they apply (a config holds no None: it round-trips through TOML)
+        for key in ("box", "remesh_spacing"):
+            if cfg[key] is None:
+                cfg.pop(key)
         self.dt = self._adaptive_dt(grad) if cfg["adaptive"] else float(dt)
         self.config = {"case": case, **(case_params or {}), **cfg, "t0": float(t0),
                        "groups": [g.as_dict() for g in self.groups],
@@ -328,7 +337,67 @@ class Simulation:
         grad = float(np.sqrt(stats[2]))
         if self._run["adaptive"]:
             self.dt = self._adaptive_dt(grad)
+        every = self._run["remesh_every"]
+        if every and self.iteration % every == 0:
+            self.remesh()
         return self
+
+    def _check_remeshing(self, cfg):
+        """Validate the remeshing parameters (``remesh_*``) once, at construction."""
+        every = cfg["remesh_every"]
+        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 0:
+            raise ValueError(f"remesh_every must be an integer >= 0 (steps between two "
+                             f"remeshings; 0: never), got {every!r}.")
+        if not every:
+            return
+        h = cfg["remesh_spacing"]
+        if h is None or not (isinstance(h, (int, float)) and math.isfinite(h) and h > 0):
+            raise ValueError(f"remesh_every = {every} needs the lattice spacing "
+                             f"remesh_spacing = h > 0 [L], got {h!r}.")
+        if not float(cfg["remesh_overlap"]) > 0:
+            raise ValueError(f"remesh_overlap must be > 0, got {cfg['remesh_overlap']!r}.")
+        if not 0 <= float(cfg["remesh_threshold"]) < 1:
+            raise ValueError(f"remesh_threshold must be in [0, 1), got "
+                             f"{cfg['remesh_threshold']!r}.")
+        if self.rhs.nu > 0 and self.rhs.viscous == "core_spreading":
+            raise ValueError("remeshing resets every core to remesh_overlap × h, which undoes "
+                             "core spreading: with nu > 0 remesh with viscous='pse', or set "
+                             "remesh_every = 0.")
+        if isinstance(self.domain, PeriodicBox):
+            from .physics.remesh import periodic_nodes  # noqa: PLC0415
+            periodic_nodes(self.domain.box, float(h))   # L/h an integer >= 4, or a clear error
+
+    def remesh(self):
+        """Interpolate the elements onto the lattice of spacing ``remesh_spacing`` with M4′
+        (:func:`vortexsim.physics.remesh.remesh`): in the periodic box all (L/h)³ nodes,
+        in free space the nodes above ``remesh_threshold``; σ = ``remesh_overlap`` × h,
+        V = h³.  Called by :meth:`step` every ``remesh_every`` steps (the schedule is the
+        iteration count, so a restart keeps it).  In free space each group (a ring) is
+        remeshed on its own and keeps its elements (nodes may then coincide across
+        groups), so that per-group diagnostics go on; in the box the lattice holds them
+        all and the groups are dropped."""
+        from .physics.remesh import remesh  # noqa: PLC0415
+        cfg, el, xp = self._run, self.elements, self.device.xp
+        h, overlap = float(cfg["remesh_spacing"]), float(cfg["remesh_overlap"])
+        if isinstance(self.domain, PeriodicBox):
+            out = remesh(el.x, el.alpha, h, box_length=self.domain.box, overlap=overlap)
+            return self.replace_elements(out.x, out.alpha, out.sigma, volume=out.volume)
+        # free space: the groups' ranges, then the elements outside every group
+        ranges = [(g.start, g.stop) for g in self.groups]
+        inside = np.zeros(len(el), dtype=bool)
+        for a, b in ranges:
+            inside[a:b] = True
+        rest = np.nonzero(~inside)[0]
+        parts = [(el.x[a:b], el.alpha[a:b], i) for i, (a, b) in enumerate(ranges)]
+        if rest.size:
+            idx = xp.asarray(rest)
+            parts.append((el.x[idx], el.alpha[idx], -1))
+        outs = [(remesh(x, a, h, threshold=float(cfg["remesh_threshold"]), overlap=overlap),
+                 label) for x, a, label in parts]
+        cat = lambda name: xp.concatenate([getattr(o, name) for o, _ in outs])  # noqa: E731
+        labels = np.concatenate([np.full(len(o.x), label) for o, label in outs])
+        return self.replace_elements(cat("x"), cat("alpha"), cat("sigma"),
+                                     volume=cat("volume"), group=labels)
 
     def _check(self, stats, dt, margin):
         """Raise SimulationError (naming step, time and likely cause) when a check fails."""

@@ -102,3 +102,38 @@ def test_clear_errors(kw, match):
         opts.pop("box")
     with pytest.raises(ValueError, match=match):
         Simulation((x, alpha, h), **opts)
+
+
+def test_remeshing_in_the_box_keeps_the_lattice_and_restarts_bitwise():
+    """Remeshing every 2 steps onto the 8³ lattice: the elements return to the nodes with
+    σ = overlap × h and V = h³, Σα stays 0 to round-off, and a pickup from a checkpoint
+    taken after a remeshing continues bitwise."""
+    h = L / 8
+    kw = dict(remesh_every=2, remesh_spacing=h, remesh_overlap=1.0)
+    a = _sim(**kw)
+    x0 = a.elements.x.copy()
+    a.run(t_end=0.2)                                      # 4 steps, 2 remeshings
+    assert a.iteration == 4 and len(a.elements) == 8 ** 3
+    np.testing.assert_array_equal(a.elements.x, x0)       # the nodes, in lattice order
+    np.testing.assert_array_equal(a.elements.sigma, np.full(8 ** 3, h))
+    np.testing.assert_array_equal(a.elements.volume, np.full(8 ** 3, h ** 3))
+    scale = np.abs(a.elements.alpha).sum()
+    assert np.abs(a.elements.alpha.sum(axis=0)).max() <= 1e-14 * scale
+    saved = a.checkpoint_state()
+    a.run(t_end=0.35)
+    b = _sim(**kw)
+    b.run(pickup=saved, t_end=0.35)
+    for name in ("x", "alpha", "sigma"):
+        assert getattr(b.elements, name).tobytes() == getattr(a.elements, name).tobytes()
+    assert b.tracers.x.tobytes() == a.tracers.x.tobytes()
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(remesh_every=2), "remesh_spacing"),
+    (dict(remesh_every=2, remesh_spacing=L / 7.5), "integer"),
+    (dict(remesh_every=2, remesh_spacing=L / 8, nu=0.01), "viscous='pse'"),
+    (dict(remesh_every=-1), "remesh_every"),
+])
+def test_remeshing_errors(kw, match):
+    with pytest.raises(ValueError, match=match):
+        _sim(**kw)

@@ -383,3 +383,48 @@ def test_cupy_matches_numpy_and_is_deterministic(kwargs, rng):
     np.testing.assert_allclose(cp.asnumpy(device.alpha), host.alpha, rtol=0,
                                atol=1e-14 * np.abs(alpha).sum())
     assert cp.asnumpy(device.alpha).tobytes() == cp.asnumpy(again.alpha).tobytes()
+
+
+def test_simulation_remesh_in_free_space():
+    """Simulation.remesh: a ring's elements onto the lattice (threshold 0): Σα and the
+    linear and angular impulse kept to round-off, the ring group kept (remeshed on its
+    own), and the run goes on (remesh_every in a step) with its ring diagnostics."""
+    import vortexsim
+    from vortexsim import diagnostics as D
+    sim = vortexsim.make_case("single_ring", n_phi=24, layers=1, tracers_per_ring=4,
+                              device="cpu", progress=False, remesh_every=1,
+                              remesh_spacing=0.1, remesh_threshold=0.0)
+    x, alpha = sim.elements.x.copy(), sim.elements.alpha.copy()
+    sim.remesh()
+    assert len(sim.elements) != len(x) and len(sim.groups) == 1
+    assert (sim.groups[0].start, sim.groups[0].stop) == (0, len(sim.elements))
+    scale = np.abs(alpha).sum() * (1 + np.abs(x).max())
+    for f in (D.total_vorticity, lambda x, a: D.linear_impulse(x, a)):
+        before = f(*((alpha,) if f is D.total_vorticity else (x, alpha)))
+        after = f(*((sim.elements.alpha,) if f is D.total_vorticity
+                    else (sim.elements.x, sim.elements.alpha)))
+        np.testing.assert_allclose(after, before, atol=1e-13 * scale)
+    np.testing.assert_allclose(D.angular_impulse(sim.elements.x, sim.elements.alpha),
+                               D.angular_impulse(x, alpha), atol=1e-13 * scale * np.abs(x).max())
+    n = len(sim.elements)
+    sim.step()
+    assert sim.iteration == 1 and sim.diagnostics()["ring_radius"][0] > 0
+    assert len(sim.elements) >= n // 2
+
+
+def test_simulation_remesh_keeps_each_ring():
+    """Two rings remeshed: each on its own, each ring's Σα and impulse kept."""
+    import vortexsim
+    from vortexsim import diagnostics as D
+    sim = vortexsim.make_case("leapfrog", n_phi=16, layers=1, tracers_per_ring=2,
+                              device="cpu", progress=False, remesh_every=5,
+                              remesh_spacing=0.15, remesh_threshold=0.0)
+    before = [(D.total_vorticity(sim.elements.alpha[g.start:g.stop]),
+               D.linear_impulse(sim.elements.x[g.start:g.stop],
+                                sim.elements.alpha[g.start:g.stop])) for g in sim.groups]
+    sim.remesh()
+    assert [g.name for g in sim.groups] == ["rear", "front"]
+    for (w, p), g in zip(before, sim.groups):
+        x, a = sim.elements.x[g.start:g.stop], sim.elements.alpha[g.start:g.stop]
+        np.testing.assert_allclose(D.total_vorticity(a), w, atol=1e-13 * np.abs(a).sum())
+        np.testing.assert_allclose(D.linear_impulse(x, a), p, atol=1e-13 * np.abs(a).sum())
