@@ -5,11 +5,13 @@
 * :mod:`.summation`: the summation strategy (direct sum or a reusable FMM) on the device
 * :mod:`.planner`: FMM policy of a run (root cube, depth and its refresh, M2L sizes)
 * :mod:`.rhs`: the right-hand side as a list of terms (stretching, viscous diffusion)
+* :mod:`.pse`: viscous diffusion by particle strength exchange (the operator, CPU)
 """
 from .domain import BOUNDARIES, Domain, FreeSpace, GroundPlane, make_domain, mirror
 from .planner import FMMPlanner, StepPlan
+from .pse import pse_rate
 from .rhs import VortexRHS
 from .summation import Summation
 
 __all__ = ["BOUNDARIES", "Domain", "FreeSpace", "GroundPlane", "make_domain", "mirror",
-           "FMMPlanner", "StepPlan", "VortexRHS", "Summation"]
+           "FMMPlanner", "StepPlan", "VortexRHS", "Summation", "pse_rate"]
