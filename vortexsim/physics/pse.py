@@ -28,9 +28,10 @@ which the truncated second moment has lost the fraction tol of its value:
 ∫_{|z|>ρ} |z|² η dz / ∫ |z|² η dz = Q(5/2, ρ²/4) ≤ tol (Q: the regularised upper
 incomplete gamma function; ρ_c = 8.47 at tol = 1e-6, 9.57 at 1e-8, where η/η(0) is
 1.6e-8 and 1.1e-10).  Pairs are found through a cell list (cells of edge ≥ the reach,
-a 27-cell stencil); each unordered pair is evaluated once (the own cell and the forward
-half of the stencil) and gives its exchange to both elements, so Σ_p dα_p/dt = 0 up to
-round-off of the sums.  Memory O(N): no N×N array, blocks of at most 2^18 pairs.
+a 27-cell stencil).  A cell meets its own elements (each pair in both orders) and the
+forward half of its stencil, 13 cells whose pairs are evaluated once and give their
+exchange to both elements, so Σ_p dα_p/dt = 0 up to round-off of the sums.  Memory O(N):
+no N×N array, blocks of at most 2^18 pairs.
 
 **Periodic box** [0, L)³: positions are wrapped, pairs take the minimum image.  The
 box must exceed twice the reach (each pair then has at most one image within it).
