@@ -62,7 +62,7 @@ PARAMETERS = {
     "angle": ("physics", "degree", "tilt of each ring axis toward the other, from +z, in [0, 90)"),
     "height": ("physics", "L", "height of the ring centre above the ground plane"),
     "nu": ("physics", "L^2/T", "kinematic viscosity (0: inviscid; > 0: core spreading)"),
-    "viscous": ("physics", "-", "viscous model: core_spreading (pse: not yet)"),
+    "viscous": ("physics", "-", "viscous model: core_spreading | pse (particle strength exchange; CPU)"),
     "boundary": ("physics", "-", "free (free space) | ground (plane z = ground_z, by images) "
                  "| periodic (the box [0, box)^3; method spectral, gaussian kernel, CPU)"),
     "ground_z": ("physics", "L", "height of the ground plane"),

@@ -80,7 +80,7 @@ RUN_DEFAULTS = {
     "device": "auto",              # auto | cpu | gpu
     "stretching": "transpose",     # transpose | classical
     "nu": 0.0,                     # [L²/T]
-    "viscous": "core_spreading",   # core_spreading | pse (not yet)
+    "viscous": "core_spreading",   # core_spreading | pse (CPU: free space, periodic box)
     "boundary": "free",            # free | ground | periodic
     "ground_z": 0.0,               # [L] height of the ground plane
     "box": None,                   # [L] edge of the periodic box [0, L)³
@@ -312,7 +312,8 @@ class Simulation:
         xp = self.device.xp
         el, tr = self.elements, self.tracers
         plan, margin = self.planner.step(self.iteration, dt)
-        self.rhs.begin_step(self.t, el.sigma, self._sigma_range, plan=plan)
+        self.rhs.begin_step(self.t, el.sigma, self._sigma_range, plan=plan,
+                            volume=el.volume)
         x1, alpha1, y1 = self.scheme.step((el.x, el.alpha, tr.x), self.t, dt, self.rhs)
         nu = self.rhs.nu
         sigma1 = self.rhs.advance_cores(el.sigma, dt)
@@ -938,7 +939,8 @@ class Simulation:
     def _rates_with(self, plan):
         """One right-hand-side evaluation of the current state under ``plan``."""
         el = self.elements
-        self.rhs.begin_step(self.t, el.sigma, self._sigma_range, plan=plan)
+        self.rhs.begin_step(self.t, el.sigma, self._sigma_range, plan=plan,
+                            volume=el.volume)
         return self.rhs((el.x, el.alpha, self.tracers.x), self.t)
 
     def velocity(self, targets=None, gradient=False):

@@ -99,8 +99,8 @@ def test_core_spreading_sigma_at_stage_times():
 
 
 def test_bad_options():
-    with pytest.raises(ValueError, match="not implemented"):
-        VortexRHS(Summation(device=CPU), FreeSpace(), nu=0.1, viscous="pse")
+    with pytest.raises(ValueError, match="not built yet"):
+        VortexRHS(Summation(device=CPU), GroundPlane(), nu=0.1, viscous="pse")
     with pytest.raises(ValueError, match="nu"):
         VortexRHS(Summation(device=CPU), FreeSpace(), nu=-1.0)
     with pytest.raises(ValueError, match="Did you mean 'classical'"):

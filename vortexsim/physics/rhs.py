@@ -6,7 +6,7 @@ For elements p (position x_p, strength α_p, core σ_p) and passive tracers y_t
     dx_p/dt = u(x_p)
     dα_p/dt = (∇u(x_p))ᵀ α_p        (stretching="transpose", default; conserves Σ α_p)
             = (α_p·∇) u(x_p)        (stretching="classical")
-            [+ viscous diffusion of α, e.g. particle strength exchange (not yet)]
+            [+ ν (Δα)_p by particle strength exchange, viscous="pse"]
     dy_t/dt = u(y_t)
 
 where u and ∇u are the regularized Biot–Savart sums over the elements and their images
@@ -18,9 +18,11 @@ The rates of α are the sum of the :class:`Term` objects of :attr:`VortexRHS.ter
 gets the stage's :class:`Stage` (state, cores and the evaluated velocity field) and returns
 its dα/dt (N, 3) or None.  Viscous terms may also act on the cores: core spreading
 (``viscous="core_spreading"``, σ² ← σ² + 2ν Δt for all elements alike, applied exactly:
-at stage time t the cores are σ(t)² = σ(t_n)² + 2ν(t − t_n)) changes σ and no rate.  It is
-consistent only with remeshing, which vortexsim does not do yet.  Particle strength
-exchange (``"pse"``) is not implemented yet and is refused.  A new term (PSE, a sub-grid
+at stage time t the cores are σ(t)² = σ(t_n)² + 2ν(t − t_n)) changes σ and no rate.
+Particle strength exchange (``viscous="pse"``, :class:`PSE`,
+:func:`vortexsim.physics.pse.pse_rate`) exchanges strength between neighbours with the
+kernel of width ε = σ/√2 (Winckelmans & Leonard's choice for Gaussian blobs) and the
+element volumes (CPU, one σ, free space or the periodic box).  A new term (a sub-grid
 model) is a new :class:`Term` in that list.
 
 No host transfer happens inside a stage; the running maxima of |u| and ‖∇u‖ over the
@@ -39,8 +41,8 @@ from .summation import Summation, choice
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["VortexRHS", "Stage", "Term", "Stretching", "CoreSpreading", "STRETCHING_SCHEMES",
-           "VISCOUS_SCHEMES"]
+__all__ = ["VortexRHS", "Stage", "Term", "Stretching", "CoreSpreading", "PSE",
+           "STRETCHING_SCHEMES", "VISCOUS_SCHEMES"]
 
 STRETCHING_SCHEMES = ("transpose", "classical")
 VISCOUS_SCHEMES = ("core_spreading", "pse")
@@ -52,7 +54,8 @@ class Stage:
 
     x, alpha : (N, 3) elements [L], [L³/T]; sigma : (N,) cores at the stage time [L];
     t : float [T]; u : (N, 3) velocity at the elements [L/T]; grad_u : (N, 3, 3) its
-    gradient [1/T], ∂u_i/∂x_j, self pairs removed.
+    gradient [1/T], ∂u_i/∂x_j, self pairs removed; volume : (N,) element volumes [L³]
+    (NaN: not known); sigma_range : host (min σ, max σ) at the stage time.
     """
 
     x: object
@@ -61,6 +64,8 @@ class Stage:
     t: float
     u: object
     grad_u: object
+    volume: object = None
+    sigma_range: tuple = (0.0, 0.0)
 
 
 class Term:
@@ -115,6 +120,27 @@ class CoreSpreading(Term):
         return float(np.sqrt(lo * lo + grow)), float(np.sqrt(hi * hi + grow))
 
 
+class PSE(Term):
+    """Viscous diffusion by particle strength exchange: dα_p/dt = ν (Δα)_p
+    (:func:`vortexsim.physics.pse.pse_rate`, kernel width ε = σ/√2, one σ), in free
+    space or the periodic box of edge ``box``; the cores do not change."""
+
+    name = "pse"
+
+    def __init__(self, nu, box=None):
+        self.nu = float(nu)
+        self.box = box
+
+    def alpha_rate(self, stage):
+        from .pse import pse_rate  # noqa: PLC0415
+        lo, hi = stage.sigma_range
+        if hi > lo * (1 + 1e-12):
+            raise ValueError(f"viscous='pse' needs one core radius for all elements (got "
+                             f"{lo:g} to {hi:g}).")
+        return pse_rate(stage.x, stage.alpha, stage.volume, lo / np.sqrt(2.0), self.nu,
+                        box=self.box).astype(stage.alpha.dtype, copy=False)
+
+
 class VortexRHS:
     """Time derivatives of the state tuple ``(x, alpha, y)`` (elements and tracers).
 
@@ -124,7 +150,7 @@ class VortexRHS:
     domain : :class:`vortexsim.physics.domain.Domain` (its images join the sources)
     stretching : {"transpose", "classical"}
     nu : float [L²/T], kinematic viscosity (0: inviscid)
-    viscous : {"core_spreading", "pse"}; only core spreading is implemented
+    viscous : {"core_spreading", "pse"}; PSE on the CPU, in free space or the periodic box
 
     Before each step the simulation calls :meth:`begin_step` with the step's start time,
     cores and its :class:`~vortexsim.physics.planner.StepPlan` (or a bare root cube);
@@ -143,15 +169,20 @@ class VortexRHS:
             raise ValueError(f"viscosity nu must be a finite number >= 0, got {nu!r}.")
         self.nu = nu
         self.viscous = choice("viscous scheme", viscous, VISCOUS_SCHEMES)
-        if nu > 0 and self.viscous == "pse":
-            raise ValueError(
-                "viscous='pse' (particle strength exchange) is not implemented yet; use "
-                "viscous='core_spreading' or nu=0.")
         self.terms = [Stretching(stretching)]
-        if nu > 0:
+        if nu > 0 and self.viscous == "pse":
+            if summation.device.is_gpu:
+                raise ValueError("viscous='pse' runs on the CPU for now (device='cpu'), or "
+                                 "use viscous='core_spreading' on the GPU.")
+            if domain.n_images_per_element:
+                raise ValueError(f"viscous='pse' with boundary={domain.name!r} is not built "
+                                 "yet (free space or the periodic box).")
+            self.terms.append(PSE(nu, getattr(domain, "box", None)))
+        elif nu > 0:
             self.terms.append(CoreSpreading(nu))
         self.xp = summation.device.xp
         self._t0 = 0.0
+        self._volume = None
         self._sigma0 = None
         self._sigma_range0 = None
         self._plan = StepPlan()
@@ -164,9 +195,11 @@ class VortexRHS:
         return self.terms[0].scheme
 
     # -- step-level quantities ------------------------------------------------
-    def begin_step(self, t0, sigma0, sigma_range0, root=None, plan=None):
-        """Set the step's start time t0, cores σ(t0) (N,), their host (min, max) and the
-        summation plan (``plan``, or a plan of the bare root cube ``root``)."""
+    def begin_step(self, t0, sigma0, sigma_range0, root=None, plan=None, volume=None):
+        """Set the step's start time t0, cores σ(t0) (N,), their host (min, max), the
+        summation plan (``plan``, or a plan of the bare root cube ``root``) and the
+        element volumes (N,) [L³] (constant over a step: the flow is incompressible)."""
+        self._volume = volume
         self._t0 = float(t0)
         self._sigma0 = sigma0
         self._sigma_range0 = (float(sigma_range0[0]), float(sigma_range0[1]))
@@ -210,7 +243,7 @@ class VortexRHS:
         dtype = x.dtype
         u = u.astype(dtype, copy=False)
         grad_e = grad_u[:n].astype(dtype, copy=False)
-        stage = Stage(x, alpha, sigma, t, u[:n], grad_e)
+        stage = Stage(x, alpha, sigma, t, u[:n], grad_e, self._volume, self.sigma_range_at(t))
         dalpha = None
         for term in self.terms:
             rate = term.alpha_rate(stage)
