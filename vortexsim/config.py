@@ -113,7 +113,7 @@ _BOOL = ("adaptive", "plot")
 _STR = ("integrator", "kernel", "method", "precision", "device", "stretching", "viscous",
         "boundary")
 _AUTO = ("sigma", "dt_min", "max_speed", "snapshot_interval", "diagnostics_interval", "box",
-         "remesh_spacing")
+         "remesh_spacing", "remesh_overlap")
 _POSITIVE = ("box", "remesh_spacing", "remesh_overlap", "radius", "n_phi", "layers", "sigma", "layer_spacing", "dt", "t_end", "tol",
              "courant", "dt_min", "max_speed", "root_slack", "spacing", "separation", "height",
              "snapshot_interval", "diagnostics_interval")

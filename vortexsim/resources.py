@@ -145,6 +145,10 @@ def problem_size(config):
 
     case = get_case(config["case"])
     defaults = case.params()
+    size = getattr(case.builder, "size", None)           # a case that tells its own size
+    if size is not None:
+        n, m = size({k: config.get(k, v) for k, v in defaults.items()})
+        return n, m, n
     if "n_phi" not in defaults:
         return None
     values = {k: config.get(k, v) for k, v in defaults.items()}

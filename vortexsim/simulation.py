@@ -86,7 +86,7 @@ RUN_DEFAULTS = {
     "box": None,                   # [L] edge of the periodic box [0, L)³
     "remesh_every": 0,             # steps between two remeshings (0: never)
     "remesh_spacing": None,        # [L] lattice spacing h of the remeshing
-    "remesh_overlap": 1.0,         # σ = overlap × h after a remeshing
+    "remesh_overlap": None,        # σ = overlap × h after a remeshing (None: 1, or the case's)
     "remesh_threshold": 1e-6,      # free space: nodes with |α| ≤ this × max|α| dropped
     "adaptive": False,
     "courant": 0.1,                # C of the adaptive rule dt = C / max‖∇u‖
@@ -345,6 +345,8 @@ class Simulation:
 
     def _check_remeshing(self, cfg):
         """Validate the remeshing parameters (``remesh_*``) once, at construction."""
+        if cfg["remesh_overlap"] is None:
+            cfg["remesh_overlap"] = 1.0
         every = cfg["remesh_every"]
         if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 0:
             raise ValueError(f"remesh_every must be an integer >= 0 (steps between two "

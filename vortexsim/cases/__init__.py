@@ -7,6 +7,7 @@ from .rings import core_summary, vortex_ring
 from .registry import CASES, CaseSetup, case_defaults, from_config, get_case, list_cases, \
     make_case, register_case
 from . import ring_cases  # noqa: F401  (registers the ring cases)
+from . import taylor_green  # noqa: F401  (registers the Taylor–Green vortex)
 from .ring_cases import ring_tracers
 
 __all__ = ["vortex_ring", "core_summary", "ring_tracers", "CASES", "CaseSetup", "case_defaults", "from_config",

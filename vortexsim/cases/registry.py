@@ -33,6 +33,9 @@ class CaseSetup:
     tracers : ndarray (M, 3) [L]
     groups : list of :class:`vortexsim.state.ElementGroup`
     resolved : dict, case parameters the builder derived (e.g. the default σ)
+    volume : ndarray (N,) [L³] or None (not known)
+    run : dict, run parameters the builder derives (e.g. the remeshing lattice spacing),
+        applied unless the caller gives them
     """
 
     x: np.ndarray
@@ -41,6 +44,8 @@ class CaseSetup:
     tracers: np.ndarray
     groups: list
     resolved: dict = dataclasses.field(default_factory=dict)
+    volume: np.ndarray | None = None
+    run: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,11 +126,17 @@ def make_case(name, **overrides) -> Simulation:
         raise ValueError(f"Unknown parameter(s) {', '.join(msgs)} for case {name!r}; "
                          f"expected some of {known}.")
     params = {k: overrides.get(k, v) for k, v in case_params.items()}
-    run = {**case.run_defaults, **{k: v for k, v in overrides.items() if k in RUN_DEFAULTS}}
     setup = case.builder(**params)
+    # the case's derived run parameters, unless the caller gives them ("auto", None:
+    # not given)
+    run = {**case.run_defaults, **setup.run,
+           **{k: v for k, v in overrides.items()
+              if k in RUN_DEFAULTS and not (v is None and k in setup.run)}}
     params.update(setup.resolved)
     params = {k: _jsonable(v) for k, v in params.items()}
-    return Simulation((setup.x, setup.alpha, setup.sigma), setup.tracers, groups=setup.groups,
+    elements = (setup.x, setup.alpha, setup.sigma) + (
+        () if setup.volume is None else (setup.volume,))
+    return Simulation(elements, setup.tracers, groups=setup.groups,
                       case=name, case_params=params, **run)
 
 
