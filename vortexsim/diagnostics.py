@@ -39,8 +39,12 @@ Two ways to the same sums: :func:`kinetic_energy`, :func:`enstrophy` and
 never an N × M array, cost O(N²)): the reference, and the cheaper way for small N.  At
 production size :meth:`vortexsim.fmm.FMM.fields` evaluates, at every element, the
 vector potential ψ_p and the vorticity ω_p seen through its blob and its velocity u_p
-in one O(N) pass; :func:`field_sums` turns them into E = ½ Σ α_p·ψ_p, Ω₂ = Σ α_p·ω_p and
-H = Σ α_p·u_p (:meth:`vortexsim.Simulation.diagnostics` picks the way by size).
+in one O(N) pass (or, for E, Ω₂, H alone, symmetric shares at half the near field's
+cost); :func:`field_sums` turns them into E = ½ Σ α_p·ψ_p, Ω₂ = Σ α_p·ω_p and
+H = Σ α_p·u_p.  :meth:`vortexsim.Simulation.diagnostics` picks the way by size and takes
+every sum of its row in one pass (:class:`RowSums`: :func:`element_rows`, then one
+product); in the periodic box the sums come from the Fourier modes
+(:meth:`vortexsim.spectral.SpectralSum.field_sums`).
 """
 from __future__ import annotations
 

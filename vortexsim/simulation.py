@@ -219,6 +219,10 @@ class Simulation:
                                    box=self.domain.box if periodic else None)
         self.rhs = VortexRHS(self.summation, self.domain, cfg["stretching"], cfg["nu"],
                              cfg["viscous"])
+        if periodic and self.rhs.stretching == "classical":
+            raise ValueError("the periodic box needs stretching='transpose': the classical "
+                             "form does not keep the total vorticity Σα at zero, and a "
+                             "periodic field needs it.")
         self._check_remeshing(cfg)
         self.planner = FMMPlanner(self.domain, self.device.xp,
                                   active=self.summation.method == "fmm",
@@ -366,6 +370,15 @@ class Simulation:
             raise ValueError("remeshing resets every core to remesh_overlap × h, which undoes "
                              "core spreading: with nu > 0 remesh with viscous='pse', or set "
                              "remesh_every = 0.")
+        if self.domain.n_images_per_element:
+            raise ValueError(f"remeshing with boundary={self.domain.name!r} is not built yet "
+                             "(the lattice would reach below the plane); use free space or "
+                             "the periodic box, or remesh_every = 0.")
+        if self.rhs.viscous == "pse" and self.rhs.nu > 0 and len(self.groups) > 1 \
+                and not isinstance(self.domain, PeriodicBox):
+            raise ValueError("viscous='pse' with remeshing of several groups in free space is "
+                             "not built yet: each group is remeshed onto its own lattice, and "
+                             "PSE would count the volume of the nodes they share twice.")
         if isinstance(self.domain, PeriodicBox):
             from .physics.remesh import periodic_nodes  # noqa: PLC0415
             periodic_nodes(self.domain.box, float(h))   # L/h an integer >= 4, or a clear error
@@ -381,6 +394,9 @@ class Simulation:
         all and the groups are dropped."""
         from .physics.remesh import remesh  # noqa: PLC0415
         cfg, el, xp = self._run, self.elements, self.device.xp
+        if cfg.get("remesh_spacing") is None:
+            raise ValueError("remesh() needs the lattice spacing: build the simulation with "
+                             "remesh_spacing = h [L].")
         h, overlap = float(cfg["remesh_spacing"]), float(cfg["remesh_overlap"])
         if isinstance(self.domain, PeriodicBox):
             out = remesh(el.x, el.alpha, h, box_length=self.domain.box, overlap=overlap)
@@ -977,17 +993,18 @@ class Simulation:
         fields, direct = self._quadratic_diagnostics()
         sums = self.row_sums()
         v = sums.finish(to_host(sums(el.x, el.alpha, fields, extra=direct or ())))
-        energy, enstrophy, helicity = v["field_sums"] if fields is not None else v["extra"]
+        energy, enstrophy, helicity = v["field_sums"] if fields is not None else v["extra"][:3]
         if fields is not None and fields.omega is None:
             enstrophy = math.nan                       # the kernel has no ζ
         out = {"t": self.t, "iteration": self.iteration,
                **{k: v[k] for k in ("total_vorticity", "linear_impulse", "angular_impulse")},
                "energy": float(energy), "helicity": float(helicity),
                "enstrophy": float(enstrophy)}
-        if isinstance(self.domain, PeriodicBox):       # box averages: E/L³, ν Ω₂/L³
+        if isinstance(self.domain, PeriodicBox):
+            # box averages of the induced velocity: ½⟨|u|²⟩, ν⟨|∇×u|²⟩
+            kinetic, curl = (float(a) for a in v["extra"][3:5])
             volume = self.domain.box ** 3
-            out.update(mean_energy=out["energy"] / volume,
-                       dissipation=self.rhs.nu * out["enstrophy"] / volume)
+            out.update(mean_energy=kinetic / volume, dissipation=self.rhs.nu * curl / volume)
         rings = [g for g in self.groups if g.is_ring]
         if rings:
             out.update(ring_names=[g.name for g in rings],
@@ -1010,13 +1027,16 @@ class Simulation:
         shares) of one O(N) FMM pass (:meth:`Summation.fields`, float64) beyond
         :data:`DIRECT_DIAGNOSTICS_PAIRS` element × source pairs; else (None, (E, Ω₂, H))
         as 0-d device arrays by the direct double sums (also where the pass cannot run:
-        an algebraic kernel with cores of several sizes)."""
+        an algebraic kernel with cores of several sizes); in the periodic box (None, (E,
+        Ω₂, H, ½∫|u|², ∫|∇×u|²)) from the modes
+        (:meth:`vortexsim.spectral.SpectralSum.field_sums`)."""
         el = self.elements
         if self.summation.method == "spectral":         # the periodic box: from the modes
             xp = self.device.xp
             sums = self.summation.spectral_sum(el.sigma, self._sigma_range).field_sums(
                 el.x, el.alpha)
-            return None, tuple(xp.asarray(v) for v in sums)
+            return None, tuple(xp.asarray(sums[k]) for k in (
+                "energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy"))
         xs, alpha_s, sigma_s = self.domain.sources(el.x, el.alpha, el.sigma)
         if len(el) * xs.shape[0] > DIRECT_DIAGNOSTICS_PAIRS[self.device.kind]:
             images = xs.shape[0] != len(el)
@@ -1049,11 +1069,12 @@ class Simulation:
         Snapshots do not store volumes and group labels yet (formats 1 and 2 hold x,
         alpha, sigma of a case's original size): a checkpoint taken after this call cannot
         be restarted until remeshing adds them (the restart refuses it with a message).
+        Bad input raises before anything changes.
         """
-        self.elements = make_elements(x, alpha, sigma, self.device, self.elements.x.dtype,
-                                      volume=volume, group=group)
-        self.domain.check(self.elements.x, "elements")
-        labels = to_host(self.elements.group)
+        elements = make_elements(x, alpha, sigma, self.device, self.elements.x.dtype,
+                                 volume=volume, group=group)
+        self.domain.check(elements.x, "elements")
+        labels = to_host(elements.group)
         if labels.size and labels.max() >= len(self.groups):
             raise ValueError(f"group labels go up to {int(labels.max())} but the simulation "
                              f"has {len(self.groups)} groups (labels -1 .. "
@@ -1068,6 +1089,7 @@ class Simulation:
                 remap[i] = len(groups)
                 groups.append(dataclasses.replace(g, start=int(where[0]),
                                                   stop=int(where[-1]) + 1))
+        self.elements = elements
         self.groups = tuple(groups)
         self.elements.group = self.device.xp.asarray(remap[labels])   # (-1 stays -1)
         self._sigma_range = self._host_sigma_range()
@@ -1098,8 +1120,11 @@ class Simulation:
                   "tracers.x": (np.shape(tr["x"]), (m, 3))}
         for name, (got, want) in shapes.items():
             if tuple(got) != want:
+                hint = (" Remeshing in free space changed the element count: restarting "
+                        "such a run needs snapshots that store it (not yet)."
+                        if self._run.get("remesh_every") else "")
                 raise ValueError(f"state {name} has shape {tuple(got)}; this simulation has "
-                                 f"{want}. Load a state of the same case and sizes.")
+                                 f"{want}. Load a state of the same case and sizes.{hint}")
         dtype = self.elements.x.dtype
         self.elements = make_elements(e["x"], e["alpha"], e["sigma"], self.device, dtype,
                                       volume=self.elements.volume, group=self.elements.group)

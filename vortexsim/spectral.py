@@ -12,9 +12,10 @@ where the Gaussian factor e^{−|k|²σ²/2}·max(1, |k|σ) falls below tol/10 (
 carries one more power of |k|): |m| ≤ m_max = k_max L / 2π per axis.  Two non-uniform
 FFTs (FINUFFT, Barnett et al.) do the sums: type 1 from the elements to the modes,
 type 2 from the modes to the targets, both at precision tol/10: O(N + M + n³ log n)
-with n = 2 m_max + 1, memory O(n³) (3 complex mode arrays, 9 for the gradient).  The
-results are bitwise reproducible (restarts): the type-1 transform runs on one thread
-(FINUFFT's threads add into the grid in a varying order), the type-2 on all.
+with n = 2 m_max + 1, memory O(n³) (a few complex mode arrays of 3 components).  The
+results are bitwise reproducible (restarts, on any machine): the type-1 transform runs on
+one thread (FINUFFT's threads add into the grid in a varying order), the type-2 on
+:data:`TYPE2_THREADS` (its bits depend on the thread count, not on the run).
 
 At the elements themselves (no targets) each element's own free-space contribution is
 left out, as in the direct sum and the FMM: its velocity there is 0, its gradient
@@ -34,11 +35,14 @@ from .backend import to_host
 from .kernels.cutoff import GAUSSIAN_Q_SERIES, SQRT_2_OVER_PI
 
 __all__ = ["SpectralSum", "spectral_velocity", "spectral_modes", "check_periodic_sources",
-           "wrap", "NET_VORTICITY_TOL"]
+           "check_spectral", "wrap", "NET_VORTICITY_TOL", "TYPE2_THREADS"]
 
 #: |Σ α| / Σ |α| above which the box's vorticity is not periodic (Σ α must vanish to
-#: round-off)
+#: round-off; in float32 1000 ε of it)
 NET_VORTICITY_TOL = 1e-10
+#: threads of the type-2 transforms: fixed, so that a restart on another machine gives
+#: the same bits
+TYPE2_THREADS = 2
 
 
 def wrap(x, box):
@@ -60,16 +64,29 @@ def spectral_modes(box, sigma, tol):
 def check_periodic_sources(alpha, what="the elements"):
     """Raise ValueError unless Σα vanishes to round-off (:data:`NET_VORTICITY_TOL`
     relative to Σ|α|): a periodic vorticity field has zero net circulation in the box."""
-    a = np.asarray(to_host(alpha), dtype=np.float64)
+    a = to_host(alpha)
+    tol = max(NET_VORTICITY_TOL, 1e3 * float(np.finfo(a.dtype).eps)) \
+        if np.issubdtype(a.dtype, np.floating) else NET_VORTICITY_TOL
+    a = np.asarray(a, dtype=np.float64)
     if a.size == 0:
         return
     net, scale = np.abs(a.sum(axis=0)).max(), np.abs(a).sum()
-    if scale > 0 and net > NET_VORTICITY_TOL * scale:
+    if scale > 0 and net > tol * scale:
         raise ValueError(
             f"the total vorticity of {what} is not zero (|Σα| = {net:.3g}, "
             f"{net / scale:.2g} of Σ|α|): in a periodic box Σα must vanish, or the "
             "velocity is not periodic. Remove the net strength (e.g. subtract its mean "
             "from every element) or use free space.")
+
+
+def check_spectral(kernel_name, on_gpu):
+    """Raise ValueError unless the spectral sum can run: the Gaussian kernel, the CPU."""
+    if kernel_name != "gaussian":
+        raise ValueError(f"the spectral sum needs kernel='gaussian' (its Fourier transform "
+                         f"is a Gaussian); got kernel={kernel_name!r}.")
+    if on_gpu:
+        raise ValueError("the spectral sum runs on the CPU for now (cufinufft on the GPU is "
+                         "not wired yet): use device='cpu'.")
 
 
 class SpectralSum:
@@ -96,7 +113,7 @@ class SpectralSum:
         n = 2 * self.m_max + 1
         m = np.arange(-self.m_max, self.m_max + 1, dtype=np.float64)
         k1 = (2.0 * math.pi / self.box) * m                          # finufft's mode order
-        self.k = np.meshgrid(k1, k1, k1, indexing="ij")              # 3 × (n, n, n)
+        self.k = np.meshgrid(k1, k1, k1, indexing="ij", sparse=True)  # broadcast to (n, n, n)
         k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
         with np.errstate(divide="ignore", invalid="ignore"):
             # û = i k × ω̂ / |k|² with ω̂ = L⁻³ e^{−|k|²σ²/2} F: this factor, 0 at k = 0
@@ -104,17 +121,20 @@ class SpectralSum:
                 / self.box ** 3
         self.shape = (n, n, n)
 
-    def evaluate(self, x, alpha, targets=None, gradient=True):
+    def evaluate(self, x, alpha, targets=None, gradient=True, check=True):
         """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (``grad_u[i, a, b] = ∂u_a/∂x_b``; None
         without ``gradient``; an integer k: at the first k targets only) at ``targets``
         (M, 3) [L] of the elements x, alpha (N, 3) (NumPy float64; positions anywhere,
         wrapped into the box).  Without targets: at the elements, each one's own
-        free-space contribution left out."""
+        free-space contribution left out.  ``check``: refuse Σα ≠ 0
+        (:func:`check_periodic_sources`; a caller that checked at its own precision
+        passes False)."""
         import finufft  # noqa: PLC0415 - the spectral method's dependency
 
+        if check:
+            check_periodic_sources(alpha)              # at the input's precision
         x = np.ascontiguousarray(x, dtype=np.float64)
         alpha = np.ascontiguousarray(alpha, dtype=np.float64)
-        check_periodic_sources(alpha)
         at_elements = targets is None
         y = x if at_elements else np.ascontiguousarray(targets, dtype=np.float64)
         k_grad = 0 if not gradient else y.shape[0] if gradient is True else int(gradient)
@@ -137,27 +157,37 @@ class SpectralSum:
         uh = 1j * np.stack([ky * f[2] - kz * f[1], kz * f[0] - kx * f[2],
                             kx * f[1] - ky * f[0]])
         del f
-        u[:] = finufft.nufft3d2(*ys, uh, eps=eps, isign=1).real.T
+        u[:] = finufft.nufft3d2(*ys, uh, eps=eps, isign=1, nthreads=TYPE2_THREADS).real.T
         if k_grad:
             yg = [np.ascontiguousarray(c[:k_grad]) for c in ys]
             for b, kb in enumerate(self.k):
-                g[:, :, b] = finufft.nufft3d2(*yg, 1j * kb * uh, eps=eps, isign=1).real.T
-            if at_elements:
-                g -= self_gradient(alpha, self.sigma)
+                g[:, :, b] = finufft.nufft3d2(*yg, 1j * kb * uh, eps=eps, isign=1,
+                                              nthreads=TYPE2_THREADS).real.T
+            if at_elements:                              # the first k targets' own blobs
+                g -= self_gradient(alpha[:k_grad], self.sigma)
         return u, g
 
 
     def field_sums(self, x, alpha):
-        """(E, Ω₂, H) [L⁵/T², L³/T², L⁴/T²] of the elements in the box, from their modes
-        (one transform): the periodic twins of :mod:`vortexsim.diagnostics`' sums,
-        E = ½ ∫ψ·ω dV = ½ L³ Σ_k |ω̂|²/|k|² and Ω₂ = ∫|ω|² dV = L³ Σ_k |ω̂|² with the
-        field of blobs convolved twice (σ√2, as the pairs' σ_pq), H = Σ_p α_p·u(x_p)."""
+        """Quadratic integrals of the elements' field in the box, from their modes (one
+        transform), a dict of floats:
+
+        * ``energy`` E = ½ ∫ψ·ω dV = ½ L³ Σ_k |ω̂|²/|k|² [L⁵/T²], ``enstrophy``
+          Ω₂ = ∫|ω|² dV = L³ Σ_k |ω̂|² [L³/T²] (the field of blobs convolved twice, σ√2,
+          as the pair sums of :mod:`vortexsim.diagnostics`) and ``helicity``
+          H = Σ_p α_p·u(x_p) [L⁴/T²]: the periodic twins of the free-space row;
+        * ``kinetic_energy`` ½ ∫|u|² dV = ½ L³ Σ_k |k × ω̂|²/|k|⁴ [L⁵/T²] and
+          ``curl_enstrophy`` ∫|∇×u|² dV = L³ Σ_k |k × ω̂|²/|k|² [L³/T²] of the velocity
+          the elements induce: equal to E and Ω₂ where the particle vorticity is
+          solenoidal, without its divergent part otherwise (u only sees k × ω̂).
+        """
         import finufft  # noqa: PLC0415
 
         x = np.ascontiguousarray(x, dtype=np.float64)
         alpha = np.ascontiguousarray(alpha, dtype=np.float64)
+        keys = ("energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy")
         if x.shape[0] == 0:
-            return 0.0, 0.0, 0.0
+            return dict.fromkeys(keys, 0.0)
         scale = 2.0 * math.pi / self.box
         xs = [np.ascontiguousarray(wrap(x[:, i], self.box) * scale) for i in range(3)]
         f = finufft.nufft3d1(*xs, np.ascontiguousarray(alpha.T, dtype=np.complex128),
@@ -165,15 +195,17 @@ class SpectralSum:
                              nthreads=1)
         kx, ky, kz = self.k
         k2 = kx ** 2 + ky ** 2 + kz ** 2
-        gauss = np.exp(-0.5 * k2 * self.sigma ** 2)
-        power = (np.abs(f) ** 2).sum(axis=0) * gauss ** 2 / self.box ** 3   # L³ |ω̂|²
-        energy = 0.5 * float((power * np.where(k2 > 0, 1.0 / np.where(k2 > 0, k2, 1.0),
-                                                0.0)).sum())
-        enstrophy = float(power.sum())
-        # H = Σ_k Re(û_k · F̄_k), û = i k × F e^{−k²σ²/2} / (L³ |k|²)
+        inv_k2 = np.where(k2 > 0, 1.0 / np.where(k2 > 0, k2, 1.0), 0.0)
+        g2 = np.exp(-k2 * self.sigma ** 2) / self.box ** 3           # L³ |ω̂|² = g2 |F|²
+        power = (np.abs(f) ** 2).sum(axis=0) * g2
         cross = np.stack([ky * f[2] - kz * f[1], kz * f[0] - kx * f[2], kx * f[1] - ky * f[0]])
-        helicity = float(((1j * cross * np.conj(f)).sum(axis=0).real * self.factor).sum())
-        return energy, enstrophy, helicity
+        curl = (np.abs(cross) ** 2).sum(axis=0) * g2 * inv_k2           # L³ |k × ω̂|²/|k|²
+        # H = Σ_k Re(û_k · F̄_k), û = i k × F e^{−k²σ²/2} / (L³ |k|²)
+        helicity = ((1j * cross * np.conj(f)).sum(axis=0).real * self.factor).sum()
+        return {"energy": 0.5 * float((power * inv_k2).sum()),
+                "enstrophy": float(power.sum()), "helicity": float(helicity),
+                "kinetic_energy": 0.5 * float((curl * inv_k2).sum()),
+                "curl_enstrophy": float(curl.sum())}
 
 
 def self_gradient(alpha, sigma):
@@ -188,6 +220,7 @@ def self_gradient(alpha, sigma):
                      np.stack([-a1, a0, z], axis=1)], axis=1)
 
 
-def spectral_velocity(x, alpha, sigma, box, targets=None, gradient=True, tol=1e-6):
+def spectral_velocity(x, alpha, sigma, box, targets=None, gradient=True, tol=1e-6,
+                      check=True):
     """One call of :class:`SpectralSum` (NumPy arrays; see there)."""
-    return SpectralSum(box, sigma, tol).evaluate(x, alpha, targets, gradient)
+    return SpectralSum(box, sigma, tol).evaluate(x, alpha, targets, gradient, check)

@@ -21,7 +21,7 @@ from .kernels.direct import direct_sum_cuda, direct_sum_numpy
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["induced_velocity", "METHODS", "PRECISIONS"]
+__all__ = ["induced_velocity", "METHODS", "CALL_METHODS", "PRECISIONS"]
 
 METHODS = ("direct", "fmm", "auto")
 #: induced_velocity's methods: METHODS and the periodic box's spectral sum
@@ -49,27 +49,25 @@ def auto_method(n_sources, n_targets, tol, gpu):
 def _periodic(kern, method, x, alpha, sig, targets, tgt, gradient, dev, tol, box):
     """u, ∇u (this precision) in the periodic box ``box`` by the spectral sum, after its
     checks (induced_velocity's ``box``)."""
-    from .spectral import spectral_velocity  # noqa: PLC0415
+    from .spectral import (check_periodic_sources, check_spectral,  # noqa: PLC0415
+                           spectral_velocity)
     if box is None:
         raise ValueError("method='spectral' sums a periodic box: give its edge, box=L.")
     if method not in ("spectral", "auto"):
         raise ValueError(f"a periodic box (box={box!r}) is summed by method='spectral' "
                          f"(or 'auto'); method={method!r} has no periodic version yet.")
-    if kern.name != "gaussian":
-        raise ValueError(f"the spectral sum needs the gaussian kernel (its Fourier transform "
-                         f"is a Gaussian); got kernel={kern.name!r}.")
-    if dev.is_gpu:
-        raise ValueError("the spectral sum runs on the CPU for now (cufinufft on the GPU is "
-                         "not wired yet): use device='cpu'.")
+    check_spectral(kern.name, dev.is_gpu)
     s = to_host(sig).astype(np.float64)
     if s.size and s.max() > s.min() * (1 + 1e-12):
         raise ValueError(f"the spectral sum needs one core radius for all elements (got "
                          f"{s.min():g} to {s.max():g}).")
     dtype = x.dtype
+    check_periodic_sources(alpha)                       # at this precision's round-off
     u, g = spectral_velocity(x.astype(np.float64), alpha.astype(np.float64),
                              float(s[0]) if s.size else 1.0, float(box),
                              None if targets is None else tgt.astype(np.float64),
-                             gradient=bool(gradient), tol=1e-6 if tol is None else tol)
+                             gradient=bool(gradient), tol=1e-6 if tol is None else tol,
+                             check=False)
     return u.astype(dtype), (None if g is None else g.astype(dtype))
 
 

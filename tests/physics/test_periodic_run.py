@@ -90,6 +90,7 @@ def test_a_short_inviscid_run_keeps_its_energy_and_picks_up_bitwise():
     (dict(kernel="algebraic"), "kernel='gaussian'"),
     (dict(net=True), "total vorticity"),
     (dict(boundary="free"), "set boundary='periodic'"),
+    (dict(stretching="classical"), "stretching='transpose'"),
 ])
 def test_clear_errors(kw, match):
     x, alpha, h = _taylor_green(4)
@@ -137,6 +138,25 @@ def test_remeshing_in_the_box_keeps_the_lattice_and_restarts_bitwise():
 def test_remeshing_errors(kw, match):
     with pytest.raises(ValueError, match=match):
         _sim(**kw)
+
+
+def test_remeshing_refusals_outside_the_box():
+    """Remeshing next to a ground plane (the lattice would reach below it) and PSE with
+    several groups remeshed on overlapping lattices are refused at construction; a bare
+    remesh() without a spacing says what it needs."""
+    import vortexsim
+    small = dict(n_phi=8, layers=1, tracers_per_ring=2, device="cpu", progress=False)
+    with pytest.raises(ValueError, match="ground"):
+        vortexsim.make_case("ring_ground", remesh_every=1, remesh_spacing=0.1, **small)
+    x, a, s = (np.random.default_rng(0).random((20, 3)), np.ones((20, 3)), 0.2)
+    groups = [{"name": "a", "start": 0, "stop": 10}, {"name": "b", "start": 10, "stop": 20}]
+    with pytest.raises(ValueError, match="several groups"):
+        Simulation((x, a, s, np.full(20, 1e-3)), groups=groups, dt=0.1, nu=0.01,
+                   viscous="pse", remesh_every=1, remesh_spacing=0.1, device="cpu",
+                   progress=False)
+    sim = vortexsim.make_case("single_ring", **small)
+    with pytest.raises(ValueError, match="remesh_spacing"):
+        sim.remesh()
 
 
 def test_pse_with_remeshing_decays_at_its_rate_and_restarts_bitwise():

@@ -94,10 +94,10 @@ def plot_run(run_dir, path=None):
     try:
         from matplotlib.colors import LogNorm  # noqa: PLC0415
         from matplotlib.figure import Figure  # noqa: PLC0415
-    except ImportError:
-        logger.warning("matplotlib is not installed; no plot written "
+    except ImportError as exc:
+        logger.warning("matplotlib cannot be imported (%s); no plot written "
                        "(pip install matplotlib, then python postprocess/plot_run.py %s)",
-                       run_dir)
+                       exc, run_dir)
         return None
     import xarray as xr  # noqa: PLC0415
 

@@ -436,6 +436,7 @@ class PlotWriter:
     def __init__(self, run_dir, path=None):
         self.run_dir, self.path_ = os.fspath(run_dir), path
         self._swept = False
+        self._preload = None
 
     def initialize(self, sim):
         """Once: remove the temporary file of an interrupted earlier plot, and start
@@ -445,14 +446,17 @@ class PlotWriter:
             path = self.path_ or os.path.join(self.run_dir, "plot.png")
             remove_stale_tmp(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
             self._swept = True
-            threading.Thread(target=preload, name="vortexsim-plot-preload",
-                             daemon=True).start()
+            self._preload = threading.Thread(target=preload, name="vortexsim-plot-preload",
+                                             daemon=True)
+            self._preload.start()
 
     def write(self, sim):
         """Make the plot through ``sim.submit_output`` (at once outside a run)."""
         _submit(sim, self._plot)
 
     def _plot(self):
+        if self._preload is not None:       # its imports done before the plot's own
+            self._preload.join()
         try:
             return plot_run(self.run_dir, self.path_)
         except Exception as exc:  # noqa: BLE001 - a plot never fails a finished run

@@ -20,7 +20,7 @@ from ..fmm.evaluator import target_sets
 from ..fmm.plan import check_tol
 from ..kernels.cutoff import get_kernel
 from ..kernels.direct import INV_4PI, direct_sum_cuda, direct_sum_numpy, skew
-from ..summation import CALL_METHODS as SUMMATION_METHODS, auto_method
+from ..summation import CALL_METHODS, auto_method
 from .planner import StepPlan
 
 logger = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class Summation:
         check_precision(precision)
         self.precision = precision
         self.device = device if device is not None else Device("cpu")
-        method = choice("summation method", method, SUMMATION_METHODS)
+        method = choice("summation method", method, CALL_METHODS)
         self.box = None if box is None else float(box)
         self.spectral = None
         if self.box is not None:
@@ -101,12 +101,8 @@ class Summation:
         if method not in ("spectral", "auto"):
             raise ValueError(f"boundary='periodic' is summed by method='spectral' (or "
                              f"'auto'); method={method!r} has no periodic version yet.")
-        if self.kernel.name != "gaussian":
-            raise ValueError(f"the periodic box's spectral sum needs kernel='gaussian'; got "
-                             f"{self.kernel.name!r}.")
-        if self.device.is_gpu:
-            raise ValueError("the periodic box's spectral sum runs on the CPU for now: use "
-                             "device='cpu'.")
+        from ..spectral import check_spectral  # noqa: PLC0415
+        check_spectral(self.kernel.name, self.device.is_gpu)
         return "spectral"
 
     def fields(self, x, alpha, sigma, targets=None, target_sigma=None, symmetric=False):
