@@ -131,6 +131,35 @@ def _host_float64(name, a, shape_hint):
     return np.asarray(a, dtype=np.float64, order="C")
 
 
+def host_element_arrays(x, alpha, **per_element):
+    """Host float64 arrays of N elements: positions x (N, 3) [L] and strengths alpha
+    (N, 3) [L³/T] (finite, N ≥ 1), and for each keyword a (N,) array from a scalar or an
+    (N,) value (e.g. ``sigma=``, ``volume=``; their values are the caller's to check).
+    Returns (x, alpha, {name: array}); ``ValueError``/``TypeError`` for wrong shapes or
+    dtypes and non-finite x, alpha."""
+    x = _host_float64("x", x, "(N, 3)")
+    if x.ndim != 2 or x.shape[1] != 3 or x.shape[0] == 0:
+        raise ValueError(f"x has shape {x.shape}; expected (N, 3) element positions [L] with "
+                         "N >= 1.")
+    n = x.shape[0]
+    alpha = _host_float64("alpha", alpha, f"({n}, 3)")
+    if alpha.shape != (n, 3):
+        raise ValueError(f"alpha has shape {alpha.shape}; expected ({n}, 3) to match x. "
+                         "Pass vector strengths (vorticity × volume), not vorticity.")
+    out = {}
+    for name, value in per_element.items():
+        a = _host_float64(name, value, f"scalar or ({n},)")
+        if a.ndim == 0:
+            a = np.full(n, float(a))
+        if a.shape != (n,):
+            raise ValueError(f"{name} has shape {a.shape}; expected a scalar or ({n},).")
+        out[name] = a
+    for name, a in (("x", x), ("alpha", alpha)):
+        if not np.isfinite(a).all():
+            raise ValueError(f"{name} contains NaN or inf; all inputs must be finite.")
+    return x, alpha, out
+
+
 def make_elements(x, alpha, sigma, device: Device, dtype="float64", volume=None,
                   group=None) -> Elements:
     """Validate element arrays (host or device) once and place them on ``device``.
@@ -145,22 +174,10 @@ def make_elements(x, alpha, sigma, device: Device, dtype="float64", volume=None,
 
     Raises ``ValueError``/``TypeError`` for wrong shapes, non-finite values or σ ≤ 0.
     """
-    x = _host_float64("x", x, "(N, 3)")
-    if x.ndim != 2 or x.shape[1] != 3 or x.shape[0] == 0:
-        raise ValueError(f"element positions x have shape {x.shape}; expected (N, 3) with N ≥ 1.")
-    n = x.shape[0]
-    alpha = _host_float64("alpha", alpha, f"({n}, 3)")
-    if alpha.shape != (n, 3):
-        raise ValueError(f"alpha has shape {alpha.shape}; expected ({n}, 3) to match x. "
-                         "Pass vector strengths (vorticity × volume), not vorticity.")
-    sigma = _host_float64("sigma", sigma, f"scalar or ({n},)")
-    if sigma.ndim == 0:
-        sigma = np.full(n, float(sigma))
-    if sigma.shape != (n,):
-        raise ValueError(f"sigma has shape {sigma.shape}; expected a scalar or ({n},).")
-    for name, a in (("x", x), ("alpha", alpha), ("sigma", sigma)):
-        if not np.isfinite(a).all():
-            raise ValueError(f"element {name} contains NaN or inf; all inputs must be finite.")
+    x, alpha, per = host_element_arrays(x, alpha, sigma=sigma)
+    n, sigma = x.shape[0], per["sigma"]
+    if not np.isfinite(sigma).all():
+        raise ValueError("sigma contains NaN or inf; all inputs must be finite.")
     if not (sigma > 0).all():
         raise ValueError(f"sigma must be > 0 for every element; got min(sigma) = {sigma.min()}.")
     if volume is None:

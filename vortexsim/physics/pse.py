@@ -54,6 +54,7 @@ import numpy as np
 from scipy.special import gammaincc
 
 from ..backend import is_cupy_array
+from ..state import host_element_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -356,32 +357,9 @@ def _check_box(box, reach, epsilon, tol):
     return box
 
 
-def _as_float64(name, a, shape_hint):
-    a = np.asarray(a)
-    if a.dtype.kind not in "fiu":
-        raise TypeError(f"{name} has dtype {a.dtype}; expected real numbers of shape "
-                        f"{shape_hint}.")
-    return np.asarray(a, dtype=np.float64, order="C")
-
-
 def _check_elements(x, alpha, volume):
-    x = _as_float64("x", x, "(N, 3)")
-    if x.ndim != 2 or x.shape[1] != 3 or x.shape[0] == 0:
-        raise ValueError(f"x has shape {x.shape}; expected (N, 3) positions [L] with N >= 1.")
-    n = x.shape[0]
-    alpha = _as_float64("alpha", alpha, f"({n}, 3)")
-    if alpha.shape != (n, 3):
-        raise ValueError(f"alpha has shape {alpha.shape}; expected ({n}, 3) to match x. "
-                         "Pass vector strengths (vorticity × volume), not vorticity.")
-    volume = _as_float64("volume", volume, f"scalar or ({n},)")
-    if volume.ndim == 0:
-        volume = np.full(n, float(volume))
-    if volume.shape != (n,):
-        raise ValueError(f"volume has shape {volume.shape}; expected a scalar or ({n},) "
-                         "element volumes [L³].")
-    for name, a in (("x", x), ("alpha", alpha)):
-        if not np.isfinite(a).all():
-            raise ValueError(f"{name} contains NaN or inf; all inputs must be finite.")
+    x, alpha, per = host_element_arrays(x, alpha, volume=volume)
+    volume = per["volume"]
     if np.isnan(volume).any():
         raise ValueError("volume contains NaN (element volumes not known): PSE weighs "
                          "the exchange with the volumes; build the elements with "
