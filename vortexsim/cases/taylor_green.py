@@ -13,7 +13,8 @@ The blob field of this lattice is e^{−3σ²/2} u up to the lattice's aliases
 (``docs/periodic.md``): E(0) = e^{−3σ²}/8 in the diagnostics' ``mean_energy``.  PSE needs
 the box to hold twice its reach (≈ 6σ): n ≥ 12 × overlap.  The CPU default (n = 16,
 Re = 400) runs in minutes and is far from converged (a spectral solver needs ~128³ at
-Re = 400); it shows the method, not the physics of the case.
+Re = 400; its kinetic energy grows after t ≈ 4, benchmarks/RESULTS.md); it shows the
+method, not the physics of the case.
 """
 from __future__ import annotations
 
