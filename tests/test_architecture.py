@@ -22,7 +22,7 @@ LAYERS = (
     ("kernels", ("vortexsim.kernels",)),
     ("fmm", ("vortexsim.fmm", "vortexsim.spectral")),          # the fast sums
     ("physics", ("vortexsim.state", "vortexsim.inputs", "vortexsim.physics",
-                 "vortexsim.summation", "vortexsim.diagnostics")),
+                 "vortexsim.summation", "vortexsim.diagnostics", "vortexsim.turbulence")),
     ("integrators", ("vortexsim.integrators",)),
     ("simulation", ("vortexsim.simulation", "vortexsim.writer_thread")),
     ("io", ("vortexsim.output",)),
