@@ -320,8 +320,8 @@ def random_solenoidal_field(n, box, spectrum="k4exp", *, k_peak=None, energy=1.0
     The field is real (û is Hermitian), has zero mean, and is Gaussian (a linear map of
     white noise), up to that one scale factor.  One realization's shell energies scatter
     about the prescribed ones with relative standard deviation 1/√N_s (a χ² of 2N_s
-    degrees of freedom: two polarizations, N_s/2 independent complex modes): 41 % for
-    N_s = 6, a few % at s ≈ 10.  The noise is drawn on the host, so a seed gives the same
+    degrees of freedom: two polarizations, N_s/2 independent complex modes): 24 % on
+    shell 1 (N_s = 18), about 3 % at s ≈ 10.  The noise is drawn on the host, so a seed gives the same
     field on NumPy and CuPy.
 
     Parameters
