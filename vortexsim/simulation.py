@@ -60,7 +60,8 @@ from .integrators import get_scheme
 from .physics import FMMPlanner, Summation, VortexRHS, make_domain
 from .physics.domain import PeriodicBox
 from .schedules import due, load_schedule_state, schedule_state
-from .state import ElementGroup, Elements, Tracers, group_labels, make_elements, make_tracers
+from .state import (ElementGroup, Elements, Tracers, check_group_ranges, group_labels,
+                    make_elements, make_tracers)
 from .writer_thread import Job, WriterThread
 from . import diagnostics as D
 
@@ -1066,21 +1067,25 @@ class Simulation:
         depends on the particle set is reset here and only here: the σ range, the FMM
         planner's depth and box, the group ranges and the recorded sizes.
 
-        Snapshots do not store volumes and group labels yet (formats 1 and 2 hold x,
-        alpha, sigma of a case's original size): a checkpoint taken after this call cannot
-        be restarted until remeshing adds them (the restart refuses it with a message).
-        Bad input raises before anything changes.
+        :meth:`state_dict` holds the volumes, labels and groups (snapshot format 3), so
+        that :meth:`load_state_dict` rebuilds such a set through this method.  Bad input
+        raises before anything changes.
         """
+        return self._replace_elements(x, alpha, sigma, volume, group, self.groups)
+
+    def _replace_elements(self, x, alpha, sigma, volume, group, old_groups):
+        """:meth:`replace_elements` with the labels indexing ``old_groups`` (a sequence
+        of :class:`ElementGroup`; their ranges are rebuilt from the labels)."""
         elements = make_elements(x, alpha, sigma, self.device, self.elements.x.dtype,
                                  volume=volume, group=group)
         self.domain.check(elements.x, "elements")
         labels = to_host(elements.group)
-        if labels.size and labels.max() >= len(self.groups):
+        if labels.size and labels.max() >= len(old_groups):
             raise ValueError(f"group labels go up to {int(labels.max())} but the simulation "
-                             f"has {len(self.groups)} groups (labels -1 .. "
-                             f"{len(self.groups) - 1}).")
-        groups, remap = [], np.full(len(self.groups) + 1, -1, dtype=np.int64)
-        for i, g in enumerate(self.groups):
+                             f"has {len(old_groups)} groups (labels -1 .. "
+                             f"{len(old_groups) - 1}).")
+        groups, remap = [], np.full(len(old_groups) + 1, -1, dtype=np.int64)
+        for i, g in enumerate(old_groups):
             where = np.nonzero(labels == i)[0]
             if where.size and where[-1] - where[0] + 1 != where.size:
                 raise ValueError(f"the elements of group {g.name!r} are not contiguous; "
@@ -1101,33 +1106,68 @@ class Simulation:
 
     # -- state for checkpoints and restarts ---------------------------------------
     def state_dict(self):
-        """Full state as host values: t, iteration, dt (next step), the σ range and arrays.
+        """Full state as host values: t, iteration, dt (next step), the σ range, the
+        planner's state, the arrays (``elements``: x, alpha, sigma, volume, group labels;
+        ``tracers``: x) and ``groups`` (:meth:`ElementGroup.as_dict` of each group).
 
         float64 arrays copied to the host are bitwise equal to the device ones, so
         :meth:`load_state_dict` of this dict continues bitwise like the original run.
         """
         return {"t": self.t, "iteration": self.iteration, "dt": self.dt,
                 "sigma_range": list(self._sigma_range), **self.planner.state_dict(),
-                "elements": self.elements.to_host(), "tracers": self.tracers.to_host()}
+                "elements": self.elements.to_host(), "tracers": self.tracers.to_host(),
+                "groups": [g.as_dict() for g in self.groups]}
 
     def load_state_dict(self, state):
-        """Restore a :meth:`state_dict` (same numbers of elements and tracers)."""
-        n, m = len(self.elements), len(self.tracers)
+        """Restore a :meth:`state_dict`.
+
+        A state with element volumes, group labels and groups (``elements["volume"]``,
+        ``elements["group"]``, ``groups``: snapshot format 3) may hold any number of
+        elements (remeshing changes it): where its set differs from this simulation's
+        (size, volumes, labels or groups), it goes in through :meth:`replace_elements`.
+        An older state (formats 1 and 2) must have this simulation's sizes and keeps its
+        volumes and groups.  Either way the time, iteration, dt, σ range and planner state
+        are then set exactly as stored (the σ range is not recomputed), and the number of
+        tracers must match.
+        """
         e, tr = state["elements"], state["tracers"]
+        full = "volume" in e and "group" in e and state.get("groups") is not None
+        n, m = (np.shape(e["x"])[0] if full else len(self.elements)), len(self.tracers)
         shapes = {"elements.x": (np.shape(e["x"]), (n, 3)),
                   "elements.alpha": (np.shape(e["alpha"]), (n, 3)),
                   "elements.sigma": (np.shape(e["sigma"]), (n,)),
                   "tracers.x": (np.shape(tr["x"]), (m, 3))}
+        if full:
+            shapes.update({"elements.volume": (np.shape(e["volume"]), (n,)),
+                           "elements.group": (np.shape(e["group"]), (n,))})
         for name, (got, want) in shapes.items():
             if tuple(got) != want:
-                hint = (" Remeshing in free space changed the element count: restarting "
-                        "such a run needs snapshots that store it (not yet)."
-                        if self._run.get("remesh_every") else "")
+                hint = (" Remeshing in free space changed the element count; this state "
+                        "(snapshot format 1 or 2) does not store the element volumes and "
+                        "groups that a restart of such a run needs: restart from a snapshot "
+                        "of format 3." if not full and name.startswith("elements.")
+                        and self._run.get("remesh_every") else "")
                 raise ValueError(f"state {name} has shape {tuple(got)}; this simulation has "
                                  f"{want}. Load a state of the same case and sizes.{hint}")
         dtype = self.elements.x.dtype
-        self.elements = make_elements(e["x"], e["alpha"], e["sigma"], self.device, dtype,
-                                      volume=self.elements.volume, group=self.elements.group)
+        if full:
+            groups = tuple(ElementGroup.from_dict(g) for g in state["groups"])
+            try:
+                check_group_ranges(groups, to_host(e["group"]))
+            except ValueError as exc:
+                raise ValueError(f"state groups and group labels disagree: {exc}. The "
+                                 "state is corrupted; load another.") from None
+            if not self._same_element_set(e, groups):
+                # the ranges are those of the labels: rebuilt equal to the stored groups
+                self._replace_elements(e["x"], e["alpha"], e["sigma"], e["volume"],
+                                       to_host(e["group"]), groups)
+            else:
+                self.elements = make_elements(e["x"], e["alpha"], e["sigma"], self.device,
+                                              dtype, volume=e["volume"], group=e["group"])
+        else:
+            self.elements = make_elements(e["x"], e["alpha"], e["sigma"], self.device, dtype,
+                                          volume=self.elements.volume,
+                                          group=self.elements.group)
         self.tracers = make_tracers(tr["x"], self.device, dtype)
         self.t = float(state["t"])
         self.iteration = int(state["iteration"])
@@ -1137,8 +1177,18 @@ class Simulation:
         self.planner.observe_box(self._host_box_stats())
         return self
 
+    def _same_element_set(self, e, groups):
+        """Whether host arrays ``e`` (volume, group) and ``groups`` describe this
+        simulation's element set: same size, volumes (bitwise, NaN equal to NaN), labels
+        and groups."""
+        if np.shape(e["x"])[0] != len(self.elements) or groups != self.groups:
+            return False
+        mine = self.elements.to_host()
+        volume = np.asarray(e["volume"], dtype=np.float64)
+        return (np.array_equal(mine["volume"].view(np.int64), volume.view(np.int64))
+                and np.array_equal(mine["group"], np.asarray(e["group"])))
 
-@dataclasses.dataclass
+
 class _Held:
     """A write of :meth:`Simulation.submit_output` not yet queued: the writer's name, its
     ``func``, the rollbacks of the outputs it writes (newest first: its own and those of

@@ -26,7 +26,7 @@ from .backend import Device, to_host
 logger = logging.getLogger(__name__)
 
 __all__ = ["Elements", "Tracers", "ElementGroup", "make_elements", "make_tracers",
-           "group_labels"]
+           "group_labels", "check_group_ranges"]
 
 
 @dataclasses.dataclass
@@ -57,11 +57,17 @@ class Elements:
         return int(self.x.shape[0])
 
     def to_host(self):
-        """NumPy copies ``{"x", "alpha", "sigma"}`` (float64 arrays stay bitwise equal): the
-        checkpointed state.  ``volume`` and ``group`` are rebuilt from the case on restart;
-        they join the checkpoint (a later snapshot format) when remeshing can change them."""
+        """NumPy copies ``{"x", "alpha", "sigma", "volume", "group"}`` (float64 arrays stay
+        bitwise equal): the checkpointed state.  ``volume`` (N,) is float64 [L³] (NaN: not
+        known), ``group`` (N,) int64 (−1: none); an element set without them (None) gives
+        NaN and −1."""
+        n = len(self)
+        volume = np.full(n, np.nan) if self.volume is None else to_host(self.volume)
+        group = np.full(n, -1, dtype=np.int64) if self.group is None else to_host(self.group)
         return {"x": to_host(self.x).copy(), "alpha": to_host(self.alpha).copy(),
-                "sigma": to_host(self.sigma).copy()}
+                "sigma": to_host(self.sigma).copy(),
+                "volume": np.array(volume, dtype=np.float64),
+                "group": np.array(group, dtype=np.int64)}
 
 
 @dataclasses.dataclass
@@ -204,6 +210,29 @@ def group_labels(groups, n):
     for i, g in enumerate(groups):
         labels[g.start:g.stop] = i
     return labels
+
+
+def check_group_ranges(groups, labels):
+    """ValueError (one line) unless host ``labels`` (N,) integers and ``groups`` (a
+    sequence of :class:`ElementGroup`) describe the same element groups: every label in
+    −1 .. len(groups)−1, and each group i holds exactly the elements labelled i, its range
+    ``[start, stop)`` (so that each group is contiguous and none is empty)."""
+    labels = np.asarray(labels)
+    n, count = labels.shape[0], len(groups)
+    if labels.size and (labels.min() < -1 or labels.max() >= count):
+        bad = labels[(labels < -1) | (labels >= count)]
+        raise ValueError(f"group labels hold {bad.size} value(s) outside -1 .. {count - 1} "
+                         f"(first: {int(bad[0])}) for {count} group(s)")
+    for i, g in enumerate(groups):
+        if g.stop > n:
+            raise ValueError(f"group {g.name!r} has the range [{g.start}, {g.stop}) beyond "
+                             f"the {n} elements")
+        where = np.flatnonzero(labels == i)
+        if where.size != g.stop - g.start or (where.size and (where[0] != g.start
+                                                              or where[-1] != g.stop - 1)):
+            first = f"{int(where[0])} .. {int(where[-1])}" if where.size else "none"
+            raise ValueError(f"group {g.name!r} has the range [{g.start}, {g.stop}) but "
+                             f"{where.size} element(s) labelled {i} (indices {first})")
 
 
 def make_tracers(x, device: Device, dtype="float64") -> Tracers:
