@@ -45,6 +45,10 @@ def _recompute_checksum(path):
     if not np.isfinite(state["speed"]):
         state["speed"] = None
     version = int(attrs["vortexsim_format_version"])
+    if version >= 3:
+        state["elements"].update(volume=ds["element_volume"].values[0],
+                                 group=ds["element_group"].values[0])
+        state["groups"] = json.loads(attrs["groups_json"])["groups"]
     checksum = state_checksum(state, attrs["config_json"], _schedule_from_attrs(attrs),
                               attrs if version >= 2 else None)
     with netCDF4.Dataset(path, "a") as d:
@@ -259,7 +263,7 @@ def test_edited_config_text_fails_the_checksum(run_dir, tmp_path, capsys):
     """Format 2: the config TOML text (which a restart copies into its snapshots) is
     covered by the checksum, and so are the case and kind attributes."""
     with xr.open_dataset(run_dir / SNAP, engine="netcdf4") as ds:
-        assert int(ds.attrs["vortexsim_format_version"]) == FORMAT_VERSION == 2
+        assert int(ds.attrs["vortexsim_format_version"]) == FORMAT_VERSION == 3
         text = ds.attrs["config"]
     assert "n_phi = 8" in text
     for attrs in ({"config": text.replace("n_phi = 8", "n_phi = 800000000")},
@@ -296,6 +300,55 @@ def test_format_1_snapshots_still_verify_under_their_own_checksum(run_dir, tmp_p
                  "-q"]) == 0
     assert int(read_snapshot(tmp_path / "cont" / "snapshot_00000003.nc").attrs[
         "vortexsim_format_version"]) == FORMAT_VERSION
+
+
+def _groups(run_dir, change):
+    """``groups_json`` of the run's snapshot with ``change`` applied to its list."""
+    with xr.open_dataset(run_dir / SNAP, engine="netcdf4") as ds:
+        groups = json.loads(ds.attrs["groups_json"])["groups"]
+    change(groups)
+    return json.dumps({"groups": groups})
+
+
+def _stop(groups):
+    groups[0]["stop"] -= 1
+
+
+@pytest.mark.parametrize("attrs, variables, match", [
+    (None, {"element_group": _set((0, 0), 5)},
+     "group labels hold 1 value(s) outside -1 .. 0 (first: 5)"),
+    (None, {"element_group": _set((0, 0), -2)}, "outside -1 .. 0 (first: -2)"),
+    (None, {"element_group": _set((0, 3), -1)},
+     "group 'ring' has the range [0, 56) but 55 element(s) labelled 0"),
+    (None, {"element_volume": _set((0, 1), 0.0)}, "element_volume holds 1 value(s) <= 0"),
+    (None, {"element_volume": _set((0, 1), -1.0)}, "element_volume holds 1 value(s) <= 0"),
+    (None, {"element_volume": _set((0, 1), np.inf)}, "element_volume holds 1 non-finite"),
+    ("stop", None, "group 'ring' has the range [0, 55) but 56 element(s) labelled 0"),
+    ("name", None, "group 0 of groups_json = "),
+    ("json", None, "groups_json is not valid JSON"),
+])
+def test_format_3_element_groups_and_volumes_are_checked(attrs, variables, match, run_dir,
+                                                         tmp_path, capsys):
+    """Format 3: labels in -1 .. groups - 1, group ranges that hold exactly their labels,
+    volumes > 0 (or NaN), a well-formed groups_json: refused in one line although the
+    checksum matches."""
+    attrs = {"stop": {"groups_json": _groups(run_dir, _stop)},
+             "name": {"groups_json": _groups(run_dir, lambda g: g[0].pop("name"))},
+             "json": {"groups_json": "{\"groups\": ["},
+             None: None}[attrs]
+    # (JSON that does not parse is refused before the checksum: none to recompute)
+    recompute = attrs is None or attrs["groups_json"].endswith("}")
+    _refused(_forge(run_dir, tmp_path, attrs, variables, recompute=recompute), match, capsys)
+
+
+def test_format_3_volumes_may_be_nan_and_missing_variables_are_refused(run_dir, tmp_path,
+                                                                      capsys):
+    snap = read_snapshot(run_dir / SNAP)
+    assert np.isnan(snap.state["elements"]["volume"]).all()        # rings: volume not known
+    assert snap.state["groups"][0]["name"] == "ring"
+    _refused(_forge(run_dir, tmp_path, {"groups_json": None}), "missing groups_json", capsys)
+    _refused(_forge(run_dir, tmp_path, variables={"element_group": _set((0, 0), 1)}),
+             "checksum mismatch", capsys)
 
 
 # -- defect 8: info escapes control characters from the file ----------------------------------

@@ -1012,8 +1012,11 @@ def _snapshot_lines(snap, path):
     el, tr = snap.state["elements"], snap.state["tracers"]
     cores = core_summary(cfg)
     version = int(a["vortexsim_format_version"])
-    scope = "" if version >= FORMAT_VERSION else (
+    scope = "" if version >= 2 else (
         f" (format {version}: the checksum does not cover the config TOML text)")
+    if version < 3 <= FORMAT_VERSION:
+        scope += (f" (format {version}: no element volumes and groups; a run whose remeshing "
+                  "changed the element count cannot restart from it)")
     end = (f"t = {s['stop_time']!r}" if s.get("stop_time") is not None
            else f"iteration {s.get('stop_iteration')}")
     return [f"  vortexsim snapshot ({attr('snapshot_kind')}), case {printable(cfg.get('case'))}, "

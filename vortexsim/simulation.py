@@ -1189,6 +1189,7 @@ class Simulation:
                 and np.array_equal(mine["group"], np.asarray(e["group"])))
 
 
+@dataclasses.dataclass
 class _Held:
     """A write of :meth:`Simulation.submit_output` not yet queued: the writer's name, its
     ``func``, the rollbacks of the outputs it writes (newest first: its own and those of

@@ -9,17 +9,27 @@ Layout (xarray, engine netcdf4; ``xr.open_mfdataset("run/snapshot_*.nc")`` stack
     element_x (time, element, component) [L]      vortex element positions
     element_alpha (…)                    [L^3/T]  vector strengths α = ω V
     element_sigma (time, element)        [L]      core radii σ
+    element_volume (time, element)       [L^3]    element volumes V (NaN: not known)  (format 3)
+    element_group (time, element)        [1]      int64 group label (−1: none)        (format 3)
     tracer_x (time, tracer, component)   [L]      passive tracer positions
     sigma_range (time, bound)            [L]      min and max σ (exact running values)
     fmm_depth (time)                     [1]      FMM tree depth in use (−1: none yet)
     speed_last (time)                    [L/T]    max |u| of the last step (FMM root margin)
 
+and the global attribute ``groups_json`` (format 3) holds the element groups of the
+state, ``{"groups": [{"name", "start", "stop", "circulation", "axis"}, ...]}``: group i
+is the contiguous range ``[start, stop)`` of the elements labelled i.  With these a
+snapshot restarts a run whose element set changed (remeshing in free space changes N);
+formats 1 and 2 hold x, alpha, sigma only, so that their restart keeps the volumes and
+groups of the case as built (and refuses another N).
+
 Every variable has ``units`` and ``long_name``; the global attributes hold the CF
 ``Conventions``, ``history``, the case, the resolved configuration (TOML text in
 ``config``, exact JSON in ``config_json``), the vortexsim version, device, precision,
 kernel, method and tolerance, the output schedule of the run (``run_*``) and a SHA-256
-checksum (:func:`state_checksum`) of the state, ``config_json``, the schedule and (format
-2) the attributes :data:`CHECKSUM_ATTRS`, the config TOML text among them.  Arrays are
+checksum (:func:`state_checksum`) of the state, ``config_json``, the schedule, (formats
+2 and 3) the attributes :data:`CHECKSUM_ATTRS`, the config TOML text among them, and
+(format 3) the volumes, group labels and groups.  Arrays are
 stored in their own dtype (float64: bitwise), so a restart from any snapshot continues
 bitwise like the uninterrupted run.
 
@@ -27,8 +37,10 @@ bitwise like the uninterrupted run.
 corrupted or foreign file with a message that says which.  A file is input like any
 other (issue 19): every attribute and variable is checked for type, dtype and shape
 before it is used (:mod:`.validate`), the checksum is verified under the file's format
-(1 or 2), and the values are checked even when the checksum matches, since a forged file
-can recompute it: finite numbers, σ and dt > 0, a time at or after the run's t0 and
+(1, 2 or 3), and the values are checked even when the checksum matches, since a forged
+file can recompute it: finite numbers, σ and dt > 0, volumes > 0 or NaN, group labels
+in −1 .. (number of groups − 1) and group ranges that hold exactly the elements labelled
+with them, a time at or after the run's t0 and
 within ``iteration`` steps of dt, the stored config's parameters as a case file's
 (:func:`vortexsim.config.check_params`), an output schedule of positive intervals that
 owes at most a few outputs.
@@ -46,6 +58,7 @@ import numpy as np
 from . import validate as check
 from .files import atomic_path
 from .validate import InvalidValue
+from ..state import ElementGroup, check_group_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -53,10 +66,14 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "SnapshotError", "Snapshot", "write_snaps
            "read_snapshot", "state_checksum", "UNITS_NOTE", "CHECKSUM_ATTRS"]
 
 FORMAT = "vortexsim snapshot"
-#: 2: the checksum also covers the global attributes :data:`CHECKSUM_ATTRS` (the config
-#: TOML text among them); 1: the state, ``config_json`` and the ``run_*`` schedule only.
-#: Both are read (each verified under its own checksum); the layout is the same.
-FORMAT_VERSION = 2
+#: 3: also the element volumes, group labels and groups (``element_volume``,
+#: ``element_group``, ``groups_json``; covered by the checksum); 2: the checksum also
+#: covers the global attributes :data:`CHECKSUM_ATTRS` (the config TOML text among them);
+#: 1: the state, ``config_json`` and the ``run_*`` schedule only.  All three are read
+#: (each verified under its own checksum).
+FORMAT_VERSION = 3
+#: the variables that format 3 adds
+_FORMAT_3_VARIABLES = ("element_volume", "element_group")
 #: the global attributes that the checksum of format 2 covers besides the state,
 #: ``config_json`` and the schedule (an absent one counts as absent)
 CHECKSUM_ATTRS = ("vortexsim_format", "vortexsim_format_version", "snapshot_kind", "case",
@@ -80,6 +97,9 @@ _VARIABLES = {
     "element_alpha": (("time", "element", "component"), "L^3/T",
                       "vortex element vector strength (vorticity x volume)"),
     "element_sigma": (("time", "element"), "L", "vortex element core radius"),
+    "element_volume": (("time", "element"), "L^3", "vortex element volume (NaN: not known)"),
+    "element_group": (("time", "element"), "1", "vortex element group: index into the "
+                      "groups of groups_json (-1: none)"),
     "tracer_x": (("time", "tracer", "component"), "L", "passive tracer position"),
     "iteration": (("time",), "1", "number of completed time steps"),
     "dt_next": (("time",), "T", "time step of the next step (adaptive time-step state)"),
@@ -127,7 +147,9 @@ def state_checksum(state, config_json, schedule, attrs=None):
     last speed, the arrays with their dtypes), the config JSON text and the schedule.
     Format 2 (``attrs``: the global attributes): also the attributes
     :data:`CHECKSUM_ATTRS` of ``attrs``, so that an edited config TOML text (which a
-    restart copies into its snapshots), case or kind is a mismatch too.
+    restart copies into its snapshots), case or kind is a mismatch too.  Format 3 (a
+    state with ``elements["volume"]``, ``elements["group"]`` and ``groups``, and
+    ``attrs``): also those (the groups as sorted-key JSON).
     """
     h = hashlib.sha256()
     scalars = np.array([state["t"], state["dt"], *state["sigma_range"]], dtype="<f8")
@@ -142,11 +164,29 @@ def state_checksum(state, config_json, schedule, attrs=None):
         h.update(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
     h.update(config_json.encode())
     h.update(json.dumps(schedule, sort_keys=True, default=repr).encode())
+    if _has_groups(state):
+        h.update(b"\0element sets\0")
+        for arr in (state["elements"]["volume"], state["elements"]["group"]):
+            a = np.ascontiguousarray(arr)
+            h.update(str(a.dtype.str).encode())
+            h.update(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
+        h.update(_groups_json(state["groups"]).encode())
     if attrs is not None:
         covered = [[k, _canonical(attrs[k])] if k in attrs else [k] for k in CHECKSUM_ATTRS]
         h.update(b"\0attributes\0")
         h.update(json.dumps(covered, default=repr).encode())
     return h.hexdigest()
+
+
+def _has_groups(state):
+    """Whether ``state`` holds the element volumes, labels and groups (format 3)."""
+    el = state["elements"]
+    return "volume" in el and "group" in el and state.get("groups") is not None
+
+
+def _groups_json(groups):
+    """The ``groups_json`` attribute of a list of group dicts."""
+    return json.dumps({"groups": list(groups)}, sort_keys=True)
 
 
 def _canonical(value):
@@ -190,7 +230,8 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
     Parameters
     ----------
     path : str, the ``.nc`` file (replaced atomically if it exists)
-    state : dict, :meth:`vortexsim.Simulation.state_dict`
+    state : dict, :meth:`vortexsim.Simulation.state_dict` (with the element volumes,
+        group labels and groups)
     config : dict, ``sim.config`` (JSON-able)
     meta : dict of global attributes (case, config TOML text, version, device, precision,
         kernel, method, tolerance, …)
@@ -205,6 +246,8 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
         "element_x": np.asarray(el["x"])[None],
         "element_alpha": np.asarray(el["alpha"])[None],
         "element_sigma": np.asarray(el["sigma"])[None],
+        "element_volume": np.asarray(el["volume"], dtype=np.float64)[None],
+        "element_group": np.asarray(el["group"], dtype=np.int64)[None],
         "tracer_x": np.asarray(tr["x"]).reshape(-1, 3)[None],
         "iteration": np.array([state["iteration"]], dtype=np.int64),
         "dt_next": np.array([state["dt"]], dtype=np.float64),
@@ -231,6 +274,7 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
         "snapshot_kind": kind,
         **{k: ("none" if v is None else v) for k, v in meta.items()},
         "config_json": config_json,
+        "groups_json": _groups_json(state["groups"]),
         **_schedule_attrs(schedule),
     }
     attrs["checksum_sha256"] = state_checksum(
@@ -313,22 +357,25 @@ def read_snapshot(path):
     values (:func:`vortexsim.config.check_params`).
 
     Format 1 files are verified under the checksum of format 1 (which does not cover the
-    config TOML text); format 2 files under their own.
+    config TOML text), format 2 and 3 files under their own; the state of a format 1 or
+    2 file has no element volumes, group labels and groups (a restart keeps the case's).
     """
     path = os.fspath(path)
     ds = open_netcdf(path)
     attrs = dict(ds.attrs)
     _check_format(path, attrs)
-    missing = [v for v in list(_VARIABLES) + ["time"] if v not in ds.variables] + \
-        [a for a in ("vortexsim_format_version", "config_json", "checksum_sha256")
-         if a not in attrs]
     # a newer format may have other contents: its version is reported first
     version = _format_version(path, attrs) if "vortexsim_format_version" in attrs else None
+    since_3 = () if version is not None and version < 3 else _FORMAT_3_VARIABLES
+    missing = [v for v in list(_VARIABLES) + ["time"] if v not in ds.variables and
+               (v not in _FORMAT_3_VARIABLES or v in since_3)] + \
+        [a for a in ("vortexsim_format_version", "config_json", "checksum_sha256") +
+         (("groups_json",) if since_3 else ()) if a not in attrs]
     if missing:
         raise SnapshotError(f"{path} is an incomplete vortexsim snapshot (missing "
                             f"{', '.join(missing)}); it is corrupted.")
     try:
-        checksum, config, state = _parse(ds, attrs)
+        checksum, config, state = _parse(ds, attrs, version)
     except InvalidValue as exc:
         raise SnapshotError(f"{path}: {exc}; the file is corrupted or was not written by "
                             "vortexsim.") from None
@@ -378,9 +425,10 @@ def _format_version(path, attrs):
     return version
 
 
-def _parse(ds, attrs):
-    """(checksum, config, state) of a snapshot: every attribute and variable checked for
-    type, dtype and shape (:class:`InvalidValue` otherwise); values are checked later."""
+def _parse(ds, attrs, version):
+    """(checksum, config, state) of a snapshot of format ``version``: every attribute and
+    variable checked for type, dtype and shape (:class:`InvalidValue` otherwise); values
+    are checked later."""
     checksum = check.text("checksum_sha256", attrs["checksum_sha256"])
     if len(checksum) != 64 or set(checksum) - set("0123456789abcdef"):
         raise InvalidValue(f"checksum_sha256 = {check.show(checksum)} is not a SHA-256 "
@@ -396,6 +444,8 @@ def _parse(ds, attrs):
               "time": ((1,), "f"), "iteration": ((1,), "iu"), "dt_next": ((1,), "f"),
               "sigma_range": ((1, 2), "f"), "fmm_depth": ((1,), "iu"),
               "speed_last": ((1,), "f")}
+    if version >= 3:
+        shapes.update(element_volume=((1, n), "f"), element_group=((1, n), "iu"))
     v = {name: check.array(name, ds[name].values, shape, kinds)
          for name, (shape, kinds) in shapes.items()}
     speed = v["speed_last"][0]
@@ -410,9 +460,45 @@ def _parse(ds, attrs):
                      "sigma": np.array(v["element_sigma"][0])},
         "tracers": {"x": np.array(v["tracer_x"][0])},
     }
+    if version >= 3:
+        state["elements"].update(volume=np.array(v["element_volume"][0]),
+                                 group=np.array(v["element_group"][0], dtype=np.int64))
+        state["groups"] = _parse_groups(attrs["groups_json"])
     if not np.isnan(speed) and not np.isfinite(speed):
         raise InvalidValue(f"speed_last = {check.show(speed)}, expected a finite number or NaN")
     return checksum, config, state
+
+
+def _parse_groups(raw):
+    """The list of group dicts of the ``groups_json`` attribute, each checked for its
+    keys and their types (:class:`InvalidValue` otherwise)."""
+    groups = check.json_object("groups_json", raw).get("groups")
+    if not isinstance(groups, list):
+        raise InvalidValue(f"groups_json: groups = {check.show(groups)}, expected a list")
+    out = []
+    for i, g in enumerate(groups):
+        where = f"group {i} of groups_json"
+        if not isinstance(g, dict) or set(g) != {"name", "start", "stop", "circulation",
+                                                 "axis"}:
+            raise InvalidValue(f"{where} = {check.show(g)}, expected an object with name, "
+                               "start, stop, circulation, axis")
+        name = check.text(f"name of {where}", g["name"])
+        if not name.isprintable():
+            raise InvalidValue(f"name of {where} = {check.show(name)}, text with control "
+                               "characters")
+        start = check.integer(f"start of {where}", g["start"], minimum=0)
+        stop = check.integer(f"stop of {where}", g["stop"], minimum=start + 1)
+        circulation = None if g["circulation"] is None else \
+            check.number(f"circulation of {where}", g["circulation"])
+        axis = g["axis"]
+        if axis is not None:
+            if not isinstance(axis, list) or len(axis) != 3:
+                raise InvalidValue(f"axis of {where} = {check.show(axis)}, expected 3 "
+                                   "numbers or null")
+            axis = [check.number(f"axis of {where}", a) for a in axis]
+        out.append({"name": name, "start": start, "stop": stop, "circulation": circulation,
+                    "axis": axis})
+    return out
 
 
 def _check_values(state, config, schedule):
@@ -461,6 +547,14 @@ def _check_values(state, config, schedule):
                                    ("element_sigma", el["sigma"], True),
                                    ("tracer_x", state["tracers"]["x"], False)):
         check.array(name, values, values.shape, "f", finite=True, positive=positive)
+    if _has_groups(state):                           # format 3
+        check.array("element_volume", el["volume"], el["volume"].shape, "f", finite=True,
+                    positive=True, allow_nan=True)
+        try:
+            check_group_ranges([ElementGroup.from_dict(g) for g in state["groups"]],
+                               el["group"])
+        except ValueError as exc:
+            raise InvalidValue(f"element_group and groups_json disagree: {exc}") from None
 
     # the output schedule (run_* attributes)
     s = schedule
