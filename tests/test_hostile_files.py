@@ -16,7 +16,7 @@ import xarray as xr
 
 from vortexsim.cli import main
 from vortexsim.output import FORMAT_VERSION, open_netcdf, read_snapshot, snapshot
-from vortexsim.output.snapshot import _schedule_from_attrs, state_checksum
+from snapshot_tools import content_checksum
 from vortexsim.output.validate import InvalidValue, json_object, printable
 
 RUN = ["--set", "n_phi=8", "--set", "tracers_per_ring=16", "--device", "cpu", "-q",
@@ -34,23 +34,7 @@ def run_dir(tmp_path_factory):
 def _recompute_checksum(path):
     """Rewrite the checksum of ``path`` for its content, as a forger would."""
     ds = open_netcdf(path)
-    attrs = dict(ds.attrs)
-    state = {"t": float(ds["time"].values[0]), "iteration": int(ds["iteration"].values[0]),
-             "dt": float(ds["dt_next"].values[0]),
-             "sigma_range": [float(v) for v in ds["sigma_range"].values[0]],
-             "fmm_depth": int(ds["fmm_depth"].values[0]),
-             "speed": float(ds["speed_last"].values[0]),
-             "elements": {k: ds[f"element_{k}"].values[0] for k in ("x", "alpha", "sigma")},
-             "tracers": {"x": ds["tracer_x"].values[0]}}
-    if not np.isfinite(state["speed"]):
-        state["speed"] = None
-    version = int(attrs["vortexsim_format_version"])
-    if version >= 3:
-        state["elements"].update(volume=ds["element_volume"].values[0],
-                                 group=ds["element_group"].values[0])
-        state["groups"] = json.loads(attrs["groups_json"])["groups"]
-    checksum = state_checksum(state, attrs["config_json"], _schedule_from_attrs(attrs),
-                              attrs if version >= 2 else None)
+    checksum = content_checksum(ds, dict(ds.attrs))
     with netCDF4.Dataset(path, "a") as d:
         d.setncattr("checksum_sha256", checksum)
 

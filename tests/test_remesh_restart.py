@@ -16,7 +16,7 @@ import xarray as xr
 import vortexsim
 from vortexsim.cli import main
 from vortexsim.output import open_netcdf, read_snapshot
-from vortexsim.output.snapshot import _schedule_from_attrs, state_checksum
+from snapshot_tools import content_checksum
 
 # free space, each ring remeshed on its own lattice: N = 32, then 580, 748, 836, ...
 REMESH = dict(n_phi=16, layers=1, tracers_per_ring=2, remesh_every=2, remesh_spacing=0.3,
@@ -116,15 +116,7 @@ def _as_format_2(path):
     attrs = dict(ds.attrs)
     del attrs["groups_json"]
     attrs["vortexsim_format_version"] = np.int64(2)
-    state = {"t": float(ds["time"].values[0]), "iteration": int(ds["iteration"].values[0]),
-             "dt": float(ds["dt_next"].values[0]),
-             "sigma_range": [float(v) for v in ds["sigma_range"].values[0]],
-             "fmm_depth": int(ds["fmm_depth"].values[0]),
-             "speed": float(ds["speed_last"].values[0]),
-             "elements": {k: ds[f"element_{k}"].values[0] for k in ("x", "alpha", "sigma")},
-             "tracers": {"x": ds["tracer_x"].values[0]}}
-    attrs["checksum_sha256"] = state_checksum(state, attrs["config_json"],
-                                              _schedule_from_attrs(attrs), attrs)
+    attrs["checksum_sha256"] = content_checksum(ds, attrs)
     ds.attrs = attrs
     os.remove(path)
     ds.to_netcdf(path, engine="netcdf4")
