@@ -219,8 +219,8 @@ def build_parser():
         "write failed (e.g. disk full); 2 bad input; 130/143 interrupted by SIGINT/SIGTERM "
         "(checkpoint written; continue with vortexsim restart)."))
     r.add_argument("case", metavar="CASE|FILE",
-                   help="a case name (single_ring, leapfrog, collision, oblique_collision, "
-                        "ring_ground) or the path of a .toml case file")
+                   help="a case name (vortexsim cases lists them) or the path of a .toml "
+                        "case file")
     r.add_argument("--preset", metavar="NAME",
                    help="apply the case file's [presets.NAME] table before any --set, e.g. "
                         "--preset gpu for the documented GPU size (vortexsim cases lists "

@@ -203,6 +203,8 @@ class Simulation:
             raise ValueError(f"courant must be in (0, 2], got {cfg['courant']!r}.")
         if cfg["dt_min"] is None:
             cfg["dt_min"] = float(dt) / 1000.0
+        if cfg["remesh_overlap"] is None:
+            cfg["remesh_overlap"] = 1.0
         if not 0 < float(cfg["dt_min"]) <= float(dt):
             raise ValueError(f"dt_min must be in (0, dt], got {cfg['dt_min']!r} with dt = {dt}.")
         if not 0 < float(cfg["root_slack"]) <= 10:
@@ -350,8 +352,6 @@ class Simulation:
 
     def _check_remeshing(self, cfg):
         """Validate the remeshing parameters (``remesh_*``) once, at construction."""
-        if cfg["remesh_overlap"] is None:
-            cfg["remesh_overlap"] = 1.0
         every = cfg["remesh_every"]
         if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 0:
             raise ValueError(f"remesh_every must be an integer >= 0 (steps between two "
@@ -414,10 +414,10 @@ class Simulation:
             parts.append((el.x[idx], el.alpha[idx], -1))
         outs = [(remesh(x, a, h, threshold=float(cfg["remesh_threshold"]), overlap=overlap),
                  label) for x, a, label in parts]
-        cat = lambda name: xp.concatenate([getattr(o, name) for o, _ in outs])  # noqa: E731
+        x, alpha, sigma, volume = (xp.concatenate([getattr(o, name) for o, _ in outs])
+                                   for name in ("x", "alpha", "sigma", "volume"))
         labels = np.concatenate([np.full(len(o.x), label) for o, label in outs])
-        return self.replace_elements(cat("x"), cat("alpha"), cat("sigma"),
-                                     volume=cat("volume"), group=labels)
+        return self.replace_elements(x, alpha, sigma, volume=volume, group=labels)
 
     def _check(self, stats, dt, margin):
         """Raise SimulationError (naming step, time and likely cause) when a check fails."""
@@ -987,8 +987,9 @@ class Simulation:
         centre: |α|-weighted centroid across the axis, r²|α|-weighted along it, the axis
         n̂ = sign(Γ)P/|P| of the ring), ``ring_radius`` (R,) [L] (sqrt(|P·n̂|/(π|Γ|))) and
         ``ring_axis`` (R, 3); in the periodic box also ``mean_energy`` ½⟨|u|²⟩ [L²/T²]
-        and ``dissipation`` ν⟨|ω|²⟩ [L²/T³] (box averages of the blob field).  On the device: the quadratic sums' pass, one elementwise
-        kernel and one product (:class:`vortexsim.diagnostics.RowSums`), one transfer.
+        and ``dissipation`` ν⟨|∇×u|²⟩ [L²/T³] (box averages of the induced velocity).  On
+        the device: the quadratic sums' pass, one elementwise kernel and one product
+        (:class:`vortexsim.diagnostics.RowSums`), one transfer.
         """
         el = self.elements
         fields, direct = self._quadratic_diagnostics()
@@ -1123,8 +1124,7 @@ class Simulation:
 
         A state with element volumes, group labels and groups (``elements["volume"]``,
         ``elements["group"]``, ``groups``: snapshot format 3) may hold any number of
-        elements (remeshing changes it): where its set differs from this simulation's
-        (size, volumes, labels or groups), it goes in through :meth:`replace_elements`.
+        elements (remeshing changes it): its set goes in through :meth:`replace_elements`.
         An older state (formats 1 and 2) must have this simulation's sizes and keeps its
         volumes and groups.  Either way the time, iteration, dt, σ range and planner state
         are then set exactly as stored (the σ range is not recomputed), and the number of
@@ -1157,13 +1157,10 @@ class Simulation:
             except ValueError as exc:
                 raise ValueError(f"state groups and group labels disagree: {exc}. The "
                                  "state is corrupted; load another.") from None
-            if not self._same_element_set(e, groups):
-                # the ranges are those of the labels: rebuilt equal to the stored groups
-                self._replace_elements(e["x"], e["alpha"], e["sigma"], e["volume"],
-                                       to_host(e["group"]), groups)
-            else:
-                self.elements = make_elements(e["x"], e["alpha"], e["sigma"], self.device,
-                                              dtype, volume=e["volume"], group=e["group"])
+            # the ranges are those of the labels: rebuilt equal to the stored groups (the
+            # σ range and the planner's depth it resets are set from the state below)
+            self._replace_elements(e["x"], e["alpha"], e["sigma"], e["volume"],
+                                   to_host(e["group"]), groups)
         else:
             self.elements = make_elements(e["x"], e["alpha"], e["sigma"], self.device, dtype,
                                           volume=self.elements.volume,
@@ -1176,17 +1173,6 @@ class Simulation:
         self.planner.load_state_dict(state)
         self.planner.observe_box(self._host_box_stats())
         return self
-
-    def _same_element_set(self, e, groups):
-        """Whether host arrays ``e`` (volume, group) and ``groups`` describe this
-        simulation's element set: same size, volumes (bitwise, NaN equal to NaN), labels
-        and groups."""
-        if np.shape(e["x"])[0] != len(self.elements) or groups != self.groups:
-            return False
-        mine = self.elements.to_host()
-        volume = np.asarray(e["volume"], dtype=np.float64)
-        return (np.array_equal(mine["volume"].view(np.int64), volume.view(np.int64))
-                and np.array_equal(mine["group"], np.asarray(e["group"])))
 
 
 @dataclasses.dataclass

@@ -120,6 +120,20 @@ class SpectralSum:
             self.factor = np.where(k2 > 0, np.exp(-0.5 * k2 * self.sigma ** 2) / k2, 0.0) \
                 / self.box ** 3
         self.shape = (n, n, n)
+        self.eps = max(self.tol / 10.0, 1e-14)            # the NUFFTs' precision
+
+    def _angles(self, points):
+        """The NUFFT's periodic coordinates 2π x/L ∈ [0, 2π) of ``points`` (N, 3), per
+        axis (contiguous float64)."""
+        scale = 2.0 * math.pi / self.box
+        return [np.ascontiguousarray(wrap(points[:, i], self.box) * scale) for i in range(3)]
+
+    def _modes(self, angles, alpha):
+        """F_c(m) = Σ_p α_{p,c} e^{−i m·θ_p} (3, n, n, n): the type-1 transform, one per
+        component, on one thread (bitwise reproducible)."""
+        import finufft  # noqa: PLC0415 - the spectral method's dependency
+        return finufft.nufft3d1(*angles, np.ascontiguousarray(alpha.T, dtype=np.complex128),
+                                self.shape, eps=self.eps, isign=-1, nthreads=1)
 
     def evaluate(self, x, alpha, targets=None, gradient=True, check=True):
         """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (``grad_u[i, a, b] = ∂u_a/∂x_b``; None
@@ -142,31 +156,25 @@ class SpectralSum:
         g = np.zeros((k_grad, 3, 3)) if gradient else None
         if x.shape[0] == 0 or y.shape[0] == 0:
             return u, g
-        eps = max(self.tol / 10.0, 1e-14)
-        scale = 2.0 * math.pi / self.box
-        # angles in [0, 2π): the NUFFT's periodic coordinates
-        xs = [np.ascontiguousarray(wrap(x[:, i], self.box) * scale) for i in range(3)]
-        ys = xs if at_elements else \
-            [np.ascontiguousarray(wrap(y[:, i], self.box) * scale) for i in range(3)]
-        # F_c(m) = Σ_p α_{p,c} e^{−i m·θ_p}, one transform per component
-        f = finufft.nufft3d1(*xs, np.ascontiguousarray(alpha.T, dtype=np.complex128),
-                             self.shape, eps=eps, isign=-1, nthreads=1)
+        xs = self._angles(x)
+        ys = xs if at_elements else self._angles(y)
+        f = self._modes(xs, alpha)
         f *= self.factor                                  # ψ̂ = ω̂ / |k|²
         kx, ky, kz = self.k
         # û = i k × ψ̂
         uh = 1j * np.stack([ky * f[2] - kz * f[1], kz * f[0] - kx * f[2],
                             kx * f[1] - ky * f[0]])
         del f
-        u[:] = finufft.nufft3d2(*ys, uh, eps=eps, isign=1, nthreads=TYPE2_THREADS).real.T
+        u[:] = finufft.nufft3d2(*ys, uh, eps=self.eps, isign=1,
+                                nthreads=TYPE2_THREADS).real.T
         if k_grad:
             yg = [np.ascontiguousarray(c[:k_grad]) for c in ys]
             for b, kb in enumerate(self.k):
-                g[:, :, b] = finufft.nufft3d2(*yg, 1j * kb * uh, eps=eps, isign=1,
+                g[:, :, b] = finufft.nufft3d2(*yg, 1j * kb * uh, eps=self.eps, isign=1,
                                               nthreads=TYPE2_THREADS).real.T
             if at_elements:                              # the first k targets' own blobs
                 g -= self_gradient(alpha[:k_grad], self.sigma)
         return u, g
-
 
     def field_sums(self, x, alpha):
         """Quadratic integrals of the elements' field in the box, from their modes (one
@@ -181,18 +189,12 @@ class SpectralSum:
           the elements induce: equal to E and Ω₂ where the particle vorticity is
           solenoidal, without its divergent part otherwise (u only sees k × ω̂).
         """
-        import finufft  # noqa: PLC0415
-
         x = np.ascontiguousarray(x, dtype=np.float64)
         alpha = np.ascontiguousarray(alpha, dtype=np.float64)
         keys = ("energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy")
         if x.shape[0] == 0:
             return dict.fromkeys(keys, 0.0)
-        scale = 2.0 * math.pi / self.box
-        xs = [np.ascontiguousarray(wrap(x[:, i], self.box) * scale) for i in range(3)]
-        f = finufft.nufft3d1(*xs, np.ascontiguousarray(alpha.T, dtype=np.complex128),
-                             self.shape, eps=max(self.tol / 10.0, 1e-14), isign=-1,
-                             nthreads=1)
+        f = self._modes(self._angles(x), alpha)
         kx, ky, kz = self.k
         k2 = kx ** 2 + ky ** 2 + kz ** 2
         inv_k2 = np.where(k2 > 0, 1.0 / np.where(k2 > 0, k2, 1.0), 0.0)

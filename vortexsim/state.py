@@ -26,7 +26,7 @@ from .backend import Device, to_host
 logger = logging.getLogger(__name__)
 
 __all__ = ["Elements", "Tracers", "ElementGroup", "make_elements", "make_tracers",
-           "group_labels", "check_group_ranges"]
+           "group_labels", "check_group_ranges", "host_element_arrays", "uniform_core_radius"]
 
 
 @dataclasses.dataclass
@@ -164,6 +164,15 @@ def host_element_arrays(x, alpha, **per_element):
         if not np.isfinite(a).all():
             raise ValueError(f"{name} contains NaN or inf; all inputs must be finite.")
     return x, alpha, out
+
+
+def uniform_core_radius(lo, hi, what):
+    """The one core radius σ = ``lo`` [L] of elements whose cores span [lo, hi] (host
+    floats); a ValueError naming ``what`` needs it when they differ beyond round-off."""
+    if hi > lo * (1 + 1e-12):
+        raise ValueError(f"{what} needs one core radius for all elements (got {lo:g} to "
+                         f"{hi:g}).")
+    return lo
 
 
 def make_elements(x, alpha, sigma, device: Device, dtype="float64", volume=None,

@@ -18,6 +18,7 @@ from .backend import (PRECISIONS, array_namespace, check_precision, is_cupy_arra
 from .fmm.plan import check_tol
 from .kernels.cutoff import get_kernel
 from .kernels.direct import direct_sum_cuda, direct_sum_numpy
+from .state import uniform_core_radius
 
 logger = logging.getLogger(__name__)
 
@@ -58,13 +59,12 @@ def _periodic(kern, method, x, alpha, sig, targets, tgt, gradient, dev, tol, box
                          f"(or 'auto'); method={method!r} has no periodic version yet.")
     check_spectral(kern.name, dev.is_gpu)
     s = to_host(sig).astype(np.float64)
-    if s.size and s.max() > s.min() * (1 + 1e-12):
-        raise ValueError(f"the spectral sum needs one core radius for all elements (got "
-                         f"{s.min():g} to {s.max():g}).")
+    sigma = uniform_core_radius(float(s.min()), float(s.max()), "the spectral sum") \
+        if s.size else 1.0
     dtype = x.dtype
     check_periodic_sources(alpha)                       # at this precision's round-off
     u, g = spectral_velocity(x.astype(np.float64), alpha.astype(np.float64),
-                             float(s[0]) if s.size else 1.0, float(box),
+                             sigma, float(box),
                              None if targets is None else tgt.astype(np.float64),
                              gradient=bool(gradient), tol=1e-6 if tol is None else tol,
                              check=False)

@@ -36,6 +36,7 @@ import logging
 import numpy as np
 
 from ..kernels.cutoff import stretching as stretching_rhs
+from ..state import uniform_core_radius
 from .planner import StepPlan
 from .summation import Summation, choice
 
@@ -133,11 +134,8 @@ class PSE(Term):
 
     def alpha_rate(self, stage):
         from .pse import pse_rate  # noqa: PLC0415
-        lo, hi = stage.sigma_range
-        if hi > lo * (1 + 1e-12):
-            raise ValueError(f"viscous='pse' needs one core radius for all elements (got "
-                             f"{lo:g} to {hi:g}).")
-        return pse_rate(stage.x, stage.alpha, stage.volume, lo / np.sqrt(2.0), self.nu,
+        sigma = uniform_core_radius(*stage.sigma_range, "viscous='pse'")
+        return pse_rate(stage.x, stage.alpha, stage.volume, sigma / np.sqrt(2.0), self.nu,
                         box=self.box).astype(stage.alpha.dtype, copy=False)
 
 

@@ -20,6 +20,7 @@ from ..fmm.evaluator import target_sets
 from ..fmm.plan import check_tol
 from ..kernels.cutoff import get_kernel
 from ..kernels.direct import INV_4PI, direct_sum_cuda, direct_sum_numpy, skew
+from ..state import uniform_core_radius
 from ..summation import CALL_METHODS, auto_method
 from .planner import StepPlan
 
@@ -120,11 +121,8 @@ class Summation:
         """The :class:`vortexsim.spectral.SpectralSum` of this box for cores ``sigma``
         (one σ: host ``sigma_range`` when known, else one transfer), made once per σ."""
         from ..spectral import SpectralSum  # noqa: PLC0415
-        lo, hi = sigma_range if sigma_range is not None else (
-            float(sigma.min()), float(sigma.max()))
-        if hi > lo * (1 + 1e-12):
-            raise ValueError(f"the periodic box's spectral sum needs one core radius for all "
-                             f"elements (got {lo:g} to {hi:g}).")
+        lo = uniform_core_radius(*(sigma_range if sigma_range is not None else (
+            float(sigma.min()), float(sigma.max()))), "the periodic box's spectral sum")
         if self.spectral is None or self.spectral.sigma != lo:
             self.spectral = SpectralSum(self.box, lo, self.tol)
         return self.spectral
