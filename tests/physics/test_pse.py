@@ -374,3 +374,39 @@ def test_box_just_large_enough():
     pse_rate(x, kw["alpha"], 1e-3, kw["epsilon"], 0.1, box=2.0 * reach * (1 + 2e-6))
     with pytest.raises(ValueError, match="too small"):
         pse_rate(x, kw["alpha"], 1e-3, kw["epsilon"], 0.1, box=2.0 * reach)
+
+
+# --- the GPU's neighbour table, checked on the host --------------------------------------
+
+@pytest.mark.parametrize("box,epsilon,order", [(None, 0.15, 2), (None, 0.5, 4), (3.0, 0.17, 2),
+                                               (3.0, 0.09, 4), (3.0, 0.05, 2)])
+def test_gpu_neighbor_table_gathers_every_pair_once(rng, box, epsilon, order):
+    """The GPU kernel (cuda/pse.cu) gathers, for each element, the 27 neighbour cells of
+    :func:`vortexsim.physics.pse_gpu.neighbor_table` at their image shifts, keeping the
+    pairs within the reach.  The same gather in NumPy over that table (built with
+    xp = numpy) equals pse_rate: every pair within the reach is met exactly once
+    (a box of 2 cells per axis lists a cell at two images, of which one is in reach)."""
+    from vortexsim.physics.pse import _cell_grid, pse_constant
+    from vortexsim.physics.pse_gpu import neighbor_table
+    x, alpha, volume = _random_elements(rng, 500, 3.0)
+    want = pse_rate(x, alpha, volume, epsilon, 0.3, box=box, order=order)
+    reach = pse_reach(epsilon, order=order)
+    grid = _cell_grid(np.mod(x, box) if box else x, reach, box, np)
+    nbr, shift = neighbor_table(grid, np)
+    assert nbr.shape == (len(grid.start) - 1, 27) and shift.shape == nbr.shape + (3,)
+    av = np.column_stack([alpha[grid.order], volume[grid.order]])
+    acc = np.zeros((len(x), 3))
+    for c in range(len(grid.start) - 1):
+        t = np.arange(grid.start[c], grid.start[c + 1])
+        for j in range(27):
+            if nbr[c, j] < 0:
+                continue
+            q = np.arange(grid.start[nbr[c, j]], grid.start[nbr[c, j] + 1])
+            d = grid.xs[t][:, None, :] - (grid.xs[q] + shift[c, j])[None, :, :]
+            r2 = np.einsum("tqk,tqk->tq", d, d)
+            e = -0.25 * r2 / epsilon ** 2
+            w = np.exp(e) * ((3.5 + e) if order == 4 else 1.0) * (r2 < reach * reach)
+            acc[t] += av[t, 3:] * (w @ av[q, :3]) - av[t, :3] * (w @ av[q, 3:])
+    got = np.empty_like(acc)
+    got[grid.order] = acc * pse_constant(epsilon, 0.3)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())
