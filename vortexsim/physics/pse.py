@@ -205,7 +205,7 @@ def pse_rate(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL, order=2):
     reach = pse_reach(epsilon, tol, order)
     n = x.shape[0]
     if box is not None:
-        box = _check_box(box, reach, epsilon, tol)
+        box = _check_box(box, reach, epsilon, tol, order)
         x = _wrap(x, box, np)
     out = np.zeros((n, 3))
     if nu == 0.0:
@@ -408,15 +408,18 @@ def _check_nu(nu):
     return nu
 
 
-def _check_box(box, reach, epsilon, tol):
+def _check_box(box, reach, epsilon, tol, order=2):
     box = _check_positive("box", box)
     need = 2.0 * reach * (1.0 + PERIODIC_MARGIN)
     if box < need:
+        other = (f", or the order-2 kernel (pse_order = 2, reach {pse_cutoff(tol, 2):.4g} "
+                 "epsilon)" if order == 4 else "")
         raise ValueError(
             f"periodic box L = {box!r} is too small for the PSE reach {reach:.6g} "
-            f"(= {reach / epsilon:.4g} epsilon at tol = {tol:g}): need L >= 2 reach = "
-            f"{need:.6g} so that each pair has one image within it. Use a smaller epsilon "
-            f"(at most {box / need * epsilon:.6g}) or a larger tol.")
+            f"(= {reach / epsilon:.4g} epsilon at tol = {tol:g}, order {order}): need "
+            f"L >= 2 reach = {need:.6g} so that each pair has one image within it. Use a "
+            f"smaller epsilon (at most {box / need * epsilon:.6g}; in a simulation epsilon "
+            f"= sigma/sqrt(2): a finer lattice), a larger tol{other}.")
     return box
 
 

@@ -51,7 +51,7 @@ def pse_rate_gpu(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL, order=
     reach = pse_reach(epsilon, tol, order)
     n = x.shape[0]
     if box is not None:
-        box = _check_box(box, reach, epsilon, tol)
+        box = _check_box(box, reach, epsilon, tol, order)
         x = _wrap(x, box, cp)
     out = cp.zeros((n, 3), dtype=cp.float64)
     if nu == 0.0:
