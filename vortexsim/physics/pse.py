@@ -52,9 +52,10 @@ upper incomplete gamma function; ρ_c = 8.47 at tol = 1e-6, 9.57 at 1e-8, where 
 / (6 + 2 T₀), T₀ = 15 Q(7/2, 7/2) − 21 Q(5/2, 7/2) (ρ_c = 9.07 at 1e-6).
 
 Pairs are found through a cell list (cells of edge ≥ the reach, a 27-cell stencil).  A
-cell meets its own elements (each pair in both orders) and the forward half of its stencil, 13 cells whose pairs are evaluated once and give their
-exchange to both elements, so Σ_p dα_p/dt = 0 up to round-off of the sums.  Memory O(N):
-no N×N array, blocks of at most 2^18 pairs.
+cell meets its own elements (each pair in both orders) and the forward half of its
+stencil, 13 cells whose pairs are evaluated once and give their exchange to both
+elements, so Σ_p dα_p/dt = 0 up to round-off of the sums.  Memory O(N): no N×N array,
+blocks of at most 2^18 pairs.
 
 **Periodic box** [0, L)³: positions are wrapped, pairs take the minimum image.  The
 box must exceed twice the reach (each pair then has at most one image within it).
