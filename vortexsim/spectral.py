@@ -31,6 +31,7 @@ modes of a real FFT (the field is real): the same series, to the same tol.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -135,13 +136,18 @@ class SpectralSum:
         m = np.arange(-self.m_max, self.m_max + 1, dtype=np.float64)
         k1 = (2.0 * math.pi / self.box) * m                          # finufft's mode order
         self.k = np.meshgrid(k1, k1, k1, indexing="ij", sparse=True)  # broadcast to (n, n, n)
-        k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # û = i k × ω̂ / |k|² with ω̂ = L⁻³ e^{−|k|²σ²/2} F: this factor, 0 at k = 0
-            self.factor = np.where(k2 > 0, np.exp(-0.5 * k2 * self.sigma ** 2) / k2, 0.0) \
-                / self.box ** 3
         self.shape = (n, n, n)
         self.eps = max(self.tol / 10.0, 1e-14)            # the NUFFTs' precision
+
+    @functools.cached_property
+    def factor(self):
+        """ψ̂/F on FINUFFT's cube of modes (n, n, n): û = i k × ω̂ / |k|² with
+        ω̂ = L⁻³ e^{−|k|²σ²/2} F, so this factor is e^{−|k|²σ²/2}/(L³|k|²), 0 at k = 0
+        (made on first use: the own NUFFT has its own)."""
+        k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(k2 > 0, np.exp(-0.5 * k2 * self.sigma ** 2) / k2, 0.0) \
+                / self.box ** 3
 
     def _own_modes(self, xp):
         """The own NUFFT's :class:`_OwnModes` on ``xp``'s current device (made once), or
@@ -275,15 +281,15 @@ class _OwnModes:
         self.nufft = PeriodicNufft(spectral.m_max, spectral.eps, xp)
         m0, m1, m2 = self.nufft.mode_numbers()
         scale = 2.0 * math.pi / self.box
-        k = (scale * m0.reshape(-1, 1, 1), scale * m1.reshape(1, -1, 1),
-             scale * m2.reshape(1, 1, -1))
-        k2 = k[0] ** 2 + k[1] ** 2 + k[2] ** 2
-        inv_k2 = np.where(k2 > 0, 1.0 / np.where(k2 > 0, k2, 1.0), 0.0)
-        self.k = tuple(xp.asarray(a) for a in k)
+        # the factors are made on the device from the axes' wave numbers (a core that
+        # changes every step, as with core spreading, costs no host work or transfer)
+        self.k = tuple(xp.asarray(scale * m.astype(np.float64)).reshape(shape) for m, shape in
+                       ((m0, (-1, 1, 1)), (m1, (1, -1, 1)), (m2, (1, 1, -1))))
+        k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
+        self.inv_k2 = xp.where(k2 > 0, 1.0 / xp.where(k2 > 0, k2, 1.0), 0.0)
         # ψ̂ = ω̂ / |k|² = factor · F (0 at k = 0), as SpectralSum.factor
-        self.factor = xp.asarray(np.exp(-0.5 * k2 * self.sigma ** 2) * inv_k2 / self.box ** 3)
-        self.inv_k2 = xp.asarray(inv_k2)
-        self.g2 = xp.asarray(np.exp(-k2 * self.sigma ** 2) / self.box ** 3)
+        self.factor = xp.exp(-0.5 * self.sigma ** 2 * k2) * self.inv_k2 / self.box ** 3
+        self.g2 = xp.exp(-self.sigma ** 2 * k2) / self.box ** 3      # L³ |ω̂|² / |F|²
         # the half cube holds m_2 ≥ 0: the modes m_2 > 0 stand for their conjugates too
         self.weight = xp.asarray(np.where(m2 == 0, 1.0, 2.0).reshape(1, 1, -1))
 

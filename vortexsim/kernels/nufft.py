@@ -195,7 +195,7 @@ class PeriodicNufft:
                               (slice(m + 1, None), slice(n - m, n))):
                     spectrum[sa, sb, :m + 1] = g[a, b]
             del g
-            grids[k] = xp.fft.irfftn(spectrum, s=(n, n, n))
+            grids[k] = xp.fft.irfftn(spectrum, s=(n, n, n), axes=(0, 1, 2))
             del spectrum
         return self.interpolate(t, grids)
 
