@@ -190,9 +190,10 @@ class PeriodicNufft:
         for k in range(k_count):
             g = f_hat[k] * (d0 * d1 * d2 * scale)
             spectrum = xp.zeros((n, n, n // 2 + 1), dtype=xp.complex128)
-            for a, sa in ((slice(0, m + 1), slice(0, m + 1)), (slice(m + 1, None), slice(n - m, n))):
-                for b, sb in ((slice(0, m + 1), slice(0, m + 1)),
-                              (slice(m + 1, None), slice(n - m, n))):
+            # the half cube's rows (FFT order) → the fine spectrum's: m ≥ 0, then m < 0
+            halves = ((slice(0, m + 1), slice(0, m + 1)), (slice(m + 1, None), slice(n - m, n)))
+            for a, sa in halves:
+                for b, sb in halves:
                     spectrum[sa, sb, :m + 1] = g[a, b]
             del g
             grids[k] = xp.fft.irfftn(spectrum, s=(n, n, n), axes=(0, 1, 2))
