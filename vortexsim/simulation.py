@@ -150,7 +150,7 @@ class Simulation:
         "float32"}, device {"auto", "cpu", "gpu"}, stretching {"transpose",
         "classical"}, nu [L²/T], viscous {"core_spreading", "pse"}, boundary
         {"free", "ground", "periodic"}, ground_z [L], box [L] (the periodic box's edge;
-        method "spectral" or "auto", Gaussian kernel, one σ, CPU), adaptive, courant, dt_min [T],
+        method "spectral" or "auto", Gaussian kernel, one σ, CPU or GPU), adaptive, courant, dt_min [T],
         max_speed [L/T], root_slack, remesh_every (steps; 0: never), remesh_spacing
         [L], remesh_overlap, remesh_threshold (:meth:`remesh`), progress; ``t_end`` is the
         default ``stop_time``

@@ -153,7 +153,7 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
     box : float, optional
         The edge L [L] of a periodic box [0, L)³: the velocity of all periodic images,
         with zero box mean (``physics.md``); Σα must vanish; positions anywhere (wrapped).
-        ``method="spectral"`` (or ``"auto"``) only, for now on the CPU.
+        ``method="spectral"`` (or ``"auto"``) only, on the CPU (FINUFFT) or the GPU.
 
     Returns
     -------
