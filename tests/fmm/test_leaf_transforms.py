@@ -1,8 +1,5 @@
 """Leaf transforms on the occupied boxes only (vortexsim/fmm/operators.py: occupied_boxes,
-leaf_boxes, Operators.compress/decompress with boxes) and the depth model that counts
-occupied boxes (Planner.cheapest_depth).  CPU; the CuPy twin is marked ``gpu``."""
-import dataclasses
-
+leaf_boxes, Operators.compress/decompress with boxes) .  CPU; the CuPy twin is marked ``gpu``."""
 import numpy as np
 import pytest
 
@@ -97,26 +94,6 @@ def test_stretched_cloud_fmm_with_sparse_leaves_matches_direct():
     ud, gd = induced_velocity(x, alpha, sigma, kernel="gaussian", method="direct")
     assert np.linalg.norm(u - ud) / np.linalg.norm(ud) < 1e-4
     assert np.linalg.norm(g - gd) / np.linalg.norm(gd) < 1e-3
-
-
-def test_depth_model_counts_occupied_boxes():
-    """With the sparse M2L, a level that holds targets in few boxes costs those boxes:
-    the model then refines a stretched cloud one level further than when it charges
-    every box; for a uniform cloud (all boxes occupied) both models agree."""
-    fmm = FMM("gaussian", tol=1e-6, device="cpu", tree="uniform")
-    # the GPU's planner of that run: standard separation, order 16
-    planner = dataclasses.replace(fmm.planner, device_kind="gpu", separation=1,
-                                  near_radius=1, order=16)
-    green = E.green_function("gaussian", 0.05)
-    # the leapfrog run at t = 20 (H100, benchmarks/calibrate_depth.py): near-field pairs
-    # and target-occupied boxes per depth 0..5
-    pairs = [3.54e10, 3.54e10, 2.52e10, 1.58e10, 6.30e9, 1.36e9]
-    occupied = [1, 2, 16, 70, 313, 1598]
-    assert planner.cheapest_depth(pairs, green) == 4
-    assert planner.cheapest_depth(pairs, green, occupied, 0.5, True) == 5
-    full = [8 ** d for d in range(6)]
-    assert planner.cheapest_depth(pairs, green, full, 0.5, True) == \
-        planner.cheapest_depth(pairs, green)
 
 
 @pytest.mark.gpu

@@ -74,14 +74,17 @@ def _m2l_setting(name, doc):
 
 def leaf_counts(step, depth, sync_free):
     """Host bounds on the leaves holding sources and targets for the leaf transforms
-    (:func:`~vortexsim.fmm.operators.leaf_boxes`): a step plan's counts at its start plus
+    (:func:`~vortexsim.fmm.operators.leaf_boxes`): a step plan's (``step``: its
+    :class:`~vortexsim.fmm.plan.M2LPlan` or a tuple of its fields) counts at its start plus
     the sparse M2L's margin (no transfer); without one, "auto" (None in sync-free calls,
     which must not count)."""
-    if isinstance(step, M2LPlan) and step.depth == depth:
-        src = int(step.counts[-1].sum())
-        tgt = int(sum(step.occupied))
+    # (depth, capacity, occupied, counts, ...): an M2LPlan or a tuple of its fields
+    if step is not None and len(step) > 3 and step[0] == depth:
+        src = int(np.asarray(step[3])[-1].sum())
+        tgt = int(sum(step[2]))
         return tuple(c + c // CAPACITY_SLACK + 4 for c in (src, tgt))
     return (None, None) if sync_free else ("auto", "auto")
+
 
 class FMM:
     """Reusable fast multipole evaluator (CPU through NumPy, GPU through CuPy + CUDA).
@@ -448,11 +451,7 @@ class FMM:
                 adaptive_depth, adaptive_width = self.adaptive_root(width, reach)
                 if planner.prefers_adaptive(pairs, m, adaptive_depth, green):
                     return adaptive(adaptive_depth, adaptive_width)
-            sparse_m2l = (green.harmonic and self.stages.m2l.sparse_capable
-                          and self.separation == 1)
-            depth = planner.cheapest_depth(
-                pairs, green, occupied, self.stages.m2l.sparse_fraction if sparse_m2l else 0.0,
-                sparse_leaves=green.harmonic)
+            depth = planner.cheapest_depth(pairs, green)
             occupied_leaves = float(occupied[depth])
         # a root cube stretched so that the leaves are no narrower than the reach
         width = stretched_width(width, depth, min_leaf)
