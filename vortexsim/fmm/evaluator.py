@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 
 import numpy as np
 
@@ -56,6 +57,8 @@ from .plan import (ADAPTIVE_LEAF_SIZE, AUTO_TREE_FACTOR, CAPACITY_SLACK, CHUNK_B
                    order_for_tol, shallow_order, stretched_width, target_sets)
 from .stages import make_stages
 from .timing import Clock
+from .periodic import (PERIODIC_MIN_DEPTH, check_box, check_net_vorticity, ghost_sources,
+                       ghost_tables, lattice_operator, tinfoil_shift, wrap_points)
 from .tree import build_tree, check_cube, choose_depth, root_cube, with_targets
 
 logger = logging.getLogger(__name__)
@@ -209,7 +212,7 @@ class FMM:
 
     # -- the evaluation ---------------------------------------------------------
     def evaluate(self, x, alpha, sigma, targets=None, gradient=True, *, sigma_range=None,
-                 root=None, check_root=True, depth=None, m2l_capacity=None):
+                 root=None, check_root=True, depth=None, m2l_capacity=None, box=None):
         """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (or None) at ``targets`` (the sources
         when None): :meth:`plan`, then :meth:`execute`.
 
@@ -245,15 +248,23 @@ class FMM:
             blocks of the near field and L2P); ignored when its depth is not the tree's.
             Any positions are correct with any capacity (overflowing boxes are translated
             one by one); capacities from the same points give the fastest call.
+        box : float, optional
+            The edge L [L] of a periodic box [0, L)³ (docs/periodic.md, "The periodic
+            FMM"): u and ∇u of all periodic images of the elements, the box mean of u
+            zero (the tin-foil convention of :mod:`vortexsim.spectral`).  Positions
+            anywhere (wrapped into the box); Σα must vanish to round-off; kernels with
+            a 1/r far field only (gaussian, polynomial, singular); the root cube is the
+            box (``root`` must be left unset), the tree level-uniform, of depth ≥ 2, its
+            leaves at least reach / near_radius wide.
         """
         clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
         x, alpha, sigma, y = self._inputs(x, alpha, sigma, targets)
         plan = self._plan(clock, x, sigma, y, targets is None, gradient, sigma_range, root,
-                          check_root, depth, m2l_capacity, None)
+                          check_root, depth, m2l_capacity, None, box)
         return self._execute(clock, plan, x, alpha, sigma, y)
 
     def plan(self, x, sigma, targets=None, gradient=True, *, sigma_range=None, root=None,
-             check_root=True, depth=None, m2l_capacity=None, sync_free=None):
+             check_root=True, depth=None, m2l_capacity=None, sync_free=None, box=None):
         """The :class:`~vortexsim.fmm.plan.Plan` of an evaluation at these points
         (arguments as :meth:`evaluate`, which is ``execute(plan(...), ...)``).
 
@@ -266,7 +277,7 @@ class FMM:
         clock = Clock(self.device.xp, False)
         x, _, sigma, y = self._inputs(x, None, sigma, targets)
         return self._plan(clock, x, sigma, y, targets is None, gradient, sigma_range, root,
-                          check_root, depth, m2l_capacity, sync_free)
+                          check_root, depth, m2l_capacity, sync_free, box)
 
     def execute(self, plan, x, alpha, sigma, targets=None, gradient=True):
         """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (or None) of the evaluation ``plan``
@@ -357,7 +368,16 @@ class FMM:
         return x, alpha, sigma, y
 
     def _plan(self, clock, x, sigma, y, exclude_self, gradient, sigma_range, root,
-              check_root, depth, m2l_capacity, sync_free):
+              check_root, depth, m2l_capacity, sync_free, box=None):
+        if box is not None:
+            if root is not None:
+                raise ValueError("a periodic evaluation's root cube is the box [0, L)^3: "
+                                 "leave root unset with box=L.")
+            if sync_free:
+                raise ValueError("sync_free=True is not available with box=L (the ghost "
+                                 "sources are counted on the host).")
+            return self._plan_periodic(clock, x, sigma, y, exclude_self, gradient,
+                                       sigma_range, depth, check_box(box))
         xp = self.device.xp
         planner = self.planner
         n, m = x.shape[0], y.shape[0]
@@ -446,11 +466,81 @@ class FMM:
                     self.leaf_size, green, uniform_sigma, check, sync_free, step,
                     occupied_leaves, **common)
 
+    def _plan_periodic(self, clock, x, sigma, y, exclude_self, gradient, sigma_range, depth,
+                       box):
+        """The plan of a periodic evaluation: the level-uniform tree whose root is the box
+        [0, box)³, of depth ≥ :data:`~vortexsim.fmm.periodic.PERIODIC_MIN_DEPTH` with
+        leaves at least reach / near_radius wide (a ValueError where the box is too
+        small for that), at the cost model's depth (as free space, counted without the
+        wrap) or the ``leaf_size`` rule or the caller's ``depth``; the full order P."""
+        xp = self.device.xp
+        planner = self.planner
+        n, m = x.shape[0], y.shape[0]
+        name = self.kernel.name
+        common = dict(n_sources=n, n_targets=m,
+                      gradient_count=gradient_count(gradient, m, exclude_self),
+                      returns_gradient=gradient is not False, exclude_self=exclude_self,
+                      box=box)
+        green = E.green_function(name, 1.0)
+        if not green.harmonic:
+            raise ValueError(
+                f"method='fmm' in a periodic box needs a kernel whose far field is 1/r "
+                f"(gaussian, polynomial or singular); kernel {name!r} expands its "
+                "regularized kernel, which has no periodic lattice sum here. Use "
+                "kernel='gaussian' (or method='spectral').")
+        lo = xp.zeros(3)
+        if n == 0 or m == 0:
+            return Plan("empty", 0, self.order, 0.0, lo, box, self.leaf_size, green, True,
+                        False, False, None, None, **common)
+        if sigma_range is None:
+            s_min, s_max = self.stages.backend.host_floats([sigma.min(), sigma.max()])
+            clock.lap("sigma")
+        else:
+            s_min, s_max = (float(v) for v in sigma_range)
+        reach = near_field_reach(name, self.tol, s_max)
+        depth_max = planner.max_depth(self.order)
+        if reach > 0:
+            # leaves of the box itself (no stretching): width box / 2^d ≥ reach / r
+            min_leaf = reach / self.near_radius
+            fit = int(math.floor(math.log2(box / min_leaf) + 1e-12))
+            if fit < PERIODIC_MIN_DEPTH:
+                raise ValueError(
+                    f"the periodic FMM's near field reaches {reach:.4g} (sigma * rho*(tol) "
+                    f"= {s_max:.4g} * {reach / s_max:.3g}), more than box * r / 4 = "
+                    f"{box * self.near_radius / 4:.4g} for box = {box:g} and near_radius "
+                    f"r = {self.near_radius}: the leaves of a tree of depth >= "
+                    f"{PERIODIC_MIN_DEPTH} cannot be as wide as reach / r. Use "
+                    "method='spectral' (exact for the Gaussian at any sigma), a smaller "
+                    "sigma or a larger box" + ("" if self.near_radius == 2 else
+                                               ", or near_radius=2") + ".")
+            depth_max = min(depth_max, fit)
+        depth_max = max(depth_max, PERIODIC_MIN_DEPTH)
+        occupied = None
+        if depth is not None:
+            if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
+                raise ValueError(f"depth must be a non-negative integer, got {depth!r}.")
+            depth = int(depth)
+        elif self.leaf_size is not None:
+            depth = choose_depth(n, m, self.leaf_size, max_depth=depth_max)
+        else:
+            pairs, occ = near_pairs_by_depth(x, y, lo, box, depth_max, self.near_radius, xp)
+            clock.lap("depth")
+            depth = planner.cheapest_depth(pairs, green)
+            occupied = float(occ[max(depth, PERIODIC_MIN_DEPTH)])
+        depth = min(max(depth, PERIODIC_MIN_DEPTH), depth_max)
+        return Plan("uniform", depth, self.order, reach, lo, box, self.leaf_size, green,
+                    s_min == s_max, False, False, None, occupied, **common)
+
     # -- execute ----------------------------------------------------------------
     def _execute(self, clock, plan, x, alpha, sigma, y):
         xp = self.device.xp
         dtype = self.dtype
         m = y.shape[0]
+        if plan.box is not None:
+            check_net_vorticity(alpha, xp)
+            same = y is x
+            x = wrap_points(x, plan.box, xp)
+            y = x if same else wrap_points(y, plan.box, xp)
         u = xp.zeros((m, 3), dtype)
         grad_u = xp.zeros((plan.gradient_count, 3, 3), dtype) if plan.returns_gradient \
             else None
@@ -483,7 +573,11 @@ class FMM:
 
     def _execute_uniform(self, clock, plan, x, alpha, sigma, y, u, grad_u):
         """The plan on the level-uniform tree: tree → near field ∥ upward → M2L →
-        downward."""
+        downward.  In the periodic box (``plan.box``; positions already wrapped) the
+        near field reads the ghost sources' extended grid, the upward pass goes on to
+        the root, the M2L wraps from level 1 on, the far lattice adds to the root's
+        local expansion and the tin-foil shift is taken off u
+        (:mod:`vortexsim.fmm.periodic`)."""
         xp = self.device.xp
         stages = self.stages
         dtype = self.dtype
@@ -505,13 +599,24 @@ class FMM:
         # the far field sees the union of the target sets (boxes without targets skip M2L)
         far_tree = tree if len(trees) == 1 else dataclasses.replace(
             tree, tgt_start=sum(t.tgt_start for t in trees))
+        box = plan.box
+        near_trees, xn, alpha_n, sigma_n, nbr = trees, xs, alpha_s, sigma_s, None
+        if box is not None:
+            # the wrapped stencils: ghost copies of the sources near the faces
+            origin, shift, nbr = self.stages.operators.cache.get(
+                ("periodic_ghosts", depth, self.near_radius),
+                lambda: tuple(xp.asarray(a) for a in ghost_tables(depth, self.near_radius)))
+            xn, alpha_n, sigma_n, ext_start = ghost_sources(
+                xs, alpha_s, sigma_s, tree.src_start, origin, shift, box, xp)
+            near_trees = [dataclasses.replace(t, src_start=ext_start) for t in trees]
         clock.lap("tree")
 
         # near field ∥ far field.  GPU: each target set's near field runs on its own
         # stream, overlapping the sparse-list transfer and the far field (upward pass,
         # M2L), which are latency-bound; the far field waits for it only before L2P adds
         # into its sums.  Profiling keeps one stream, so that the stage laps stay apart.
-        stages.near.prepare(depth)
+        if box is None:
+            stages.near.prepare(depth)
         lanes = stages.backend.near_lanes(len(sets), clock.sync)
         step = plan.m2l
         if step is not None and len(step) > 2 and len(step[2]) == len(parts):
@@ -521,33 +626,47 @@ class FMM:
             for part in parts:
                 part.occupied = plan.occupied_leaves
         for i, part in enumerate(parts):
-            part.u, part.g = lanes.run(i, lambda part=part: stages.near(
-                part.tree, xs, alpha_s, sigma_s, part.ys, exclude_self, part.grad,
-                part.occupied, uniform=plan.uniform_sigma))
+            part.u, part.g = lanes.run(i, lambda part=part, nt=near_trees[i]: stages.near(
+                nt, xn, alpha_n, sigma_n, part.ys, exclude_self, part.grad,
+                part.occupied, uniform=plan.uniform_sigma, nbr=nbr))
         if not lanes.concurrent:
             clock.lap("near")
+        top = 2 if box is None else 0
         if depth >= 2:
-            multipoles = stages.upward(tree, xs, alpha_s, P, clock, green.harmonic)
+            multipoles = stages.upward(tree, xs, alpha_s, P, clock, green.harmonic, top)
             # the sparse-M2L lists after the upward pass is queued: their one transfer
             # then waits on it instead of leaving the GPU idle
             capacity = step[1] if step is not None else None
             counts = step[3] if step is not None and len(step) > 3 else None
             prepared = (step.layouts if isinstance(step, M2LPlan) and step.order == P
                         else None)
-            # (the sparse M2L's tables are those of the standard separation)
+            # (the sparse M2L's tables are those of the standard separation; the
+            # periodic box uses the dense M2L)
             sparse = (stages.m2l.sparsity(far_tree, P, capacity, counts, prepared)
                       if green.harmonic and stages.m2l.sparse_capable and self.separation == 1
-                      and (not plan.sync_free or capacity is not None) else None)
+                      and box is None and (not plan.sync_free or capacity is not None)
+                      else None)
             clock.lap("m2l_lists")
-            locals_ = stages.m2l(far_tree, multipoles, green, P, clock, sparse)
+            locals_ = stages.m2l(far_tree, multipoles, green, P, clock, sparse,
+                                 periodic=box is not None)
+            if box is not None:
+                # the far lattice: images beyond the root's block, at the root
+                T = stages.operators.cache.get(
+                    ("lattice", P, self.separation),
+                    lambda: xp.asarray(lattice_operator(P, self.separation)))
+                r = T.shape[0]
+                locals_[0] = (T @ multipoles[0].reshape(r, 3) / box).reshape(r, 1, 3)
+                clock.lap("lattice")
         lanes.join()                                               # before L2P adds
         if depth >= 2:
-            stages.downward(far_tree, locals_, parts, P, clock, green.harmonic)
+            stages.downward(far_tree, locals_, parts, P, clock, green.harmonic, top)
         for part in parts:
             order = part.tree.tgt_order
             u[order + part.first if part.first else order] = part.u.astype(dtype, copy=False)
             if part.grad:
                 grad_u[order] = part.g.astype(dtype, copy=False)
+        if box is not None:
+            u -= tinfoil_shift(x, alpha, box, xp).astype(dtype)
         self.timings = clock.finish()
         logger.debug("FMM %s P=%d depth=%d timings %s", self.kernel.name, P, depth,
                      self.timings)
