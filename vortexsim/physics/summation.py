@@ -169,7 +169,7 @@ class Summation:
             plan = StepPlan(records=False) if plan is None else plan
             u, grad_u = self.fmm.evaluate(x, alpha, sigma, targets, gradient=gradient,
                                           sigma_range=sigma_range, depth=plan.depth,
-                                          box=self.box)
+                                          box=self.box, check_sources=False)
             if plan.records:
                 plan.depth = self.fmm.config.depth
         elif self.method == "fmm":
