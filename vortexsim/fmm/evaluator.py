@@ -50,6 +50,9 @@ from .adaptive import ADAPTIVE_MAX_DEPTH, adaptive_fmm
 from .downward import TargetPart
 from .fields import Fields, evaluate_fields
 from .near import near_field_reach
+from .periodic import (PERIODIC_LEAF_SLACK, PERIODIC_MIN_DEPTH, check_box,
+                       check_net_vorticity, ghost_sources, ghost_tables, lattice_operator,
+                       tinfoil_shift, wrap_points)
 from .plan import (ADAPTIVE_LEAF_SIZE, AUTO_TREE_FACTOR, CAPACITY_SLACK, CHUNK_BYTES,
                    COST_RATES, FLOAT32_TOL_MIN, WIDE_BELOW, WIDE_CPU_BELOW, FMMConfig,
                    M2LPlan, Plan, Planner, check_tol, default_near_radius, default_separation,
@@ -57,8 +60,6 @@ from .plan import (ADAPTIVE_LEAF_SIZE, AUTO_TREE_FACTOR, CAPACITY_SLACK, CHUNK_B
                    order_for_tol, shallow_order, stretched_width, target_sets)
 from .stages import make_stages
 from .timing import Clock
-from .periodic import (PERIODIC_MIN_DEPTH, check_box, check_net_vorticity, ghost_sources,
-                       ghost_tables, lattice_operator, tinfoil_shift, wrap_points)
 from .tree import build_tree, check_cube, choose_depth, root_cube, with_targets
 
 logger = logging.getLogger(__name__)
@@ -263,11 +264,11 @@ class FMM:
             once passes False (its stages' Σα drifts by the summation's accuracy).
         """
         clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
+        if box is not None and check_sources:          # at the input's precision
+            check_net_vorticity(self.device.xp.asarray(alpha), self.device.xp)
         x, alpha, sigma, y = self._inputs(x, alpha, sigma, targets)
         plan = self._plan(clock, x, sigma, y, targets is None, gradient, sigma_range, root,
                           check_root, depth, m2l_capacity, None, box)
-        if box is not None and check_sources:
-            check_net_vorticity(alpha, self.device.xp)
         return self._execute(clock, plan, x, alpha, sigma, y)
 
     def plan(self, x, sigma, targets=None, gradient=True, *, sigma_range=None, root=None,
@@ -291,6 +292,8 @@ class FMM:
         (from :meth:`plan` with the same points, targets and gradient; ``check_sources``
         as :meth:`evaluate`)."""
         clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
+        if plan.box is not None and check_sources:     # at the input's precision
+            check_net_vorticity(self.device.xp.asarray(alpha), self.device.xp)
         x, alpha, sigma, y = self._inputs(x, alpha, sigma, targets)
         m = y.shape[0]
         if (x.shape[0], m, targets is None, gradient is not False) != (
@@ -301,8 +304,6 @@ class FMM:
                 f"(targets given: {not plan.exclude_self}), ∇u at {plan.gradient_count}; "
                 f"got {x.shape[0]}, {m} (targets given: {targets is not None}), gradient="
                 f"{gradient!r}. Make the plan with the same arguments.")
-        if plan.box is not None and check_sources:
-            check_net_vorticity(alpha, self.device.xp)
         return self._execute(clock, plan, x, alpha, sigma, y)
 
     def fields(self, x, alpha, sigma, targets=None, target_sigma=None, symmetric=False):
@@ -510,14 +511,17 @@ class FMM:
         reach = near_field_reach(name, self.tol, s_max)
         depth_max = planner.max_depth(self.order)
         if reach > 0:
-            # leaves of the box itself (no stretching): width box / 2^d ≥ reach / r
-            min_leaf = reach / self.near_radius
+            # leaves of the box itself (no stretching): width box / 2^d ≥ reach / r,
+            # up to PERIODIC_LEAF_SLACK
+            min_leaf = PERIODIC_LEAF_SLACK * reach / self.near_radius
             fit = int(math.floor(math.log2(box / min_leaf) + 1e-12))
             if fit < PERIODIC_MIN_DEPTH:
                 raise ValueError(
                     f"the periodic FMM's near field reaches {reach:.4g} (sigma * rho*(tol) "
-                    f"= {s_max:.4g} * {reach / s_max:.3g}), more than box * r / 4 = "
-                    f"{box * self.near_radius / 4:.4g} for box = {box:g} and near_radius "
+                    f"= {s_max:.4g} * {reach / s_max:.3g}), more than box * r / (4 * "
+                    f"{PERIODIC_LEAF_SLACK}) = "
+                    f"{box * self.near_radius / 4 / PERIODIC_LEAF_SLACK:.4g} for box = "
+                    f"{box:g} and near_radius "
                     f"r = {self.near_radius}: the leaves of a tree of depth >= "
                     f"{PERIODIC_MIN_DEPTH} cannot be as wide as reach / r. Use "
                     "method='spectral' (exact for the Gaussian at any sigma), a smaller "

@@ -37,11 +37,18 @@ from .tree import morton_encode
 
 __all__ = ["wrap_points", "check_box", "check_net_vorticity", "ghost_tables",
            "ghost_sources", "periodic_stencil", "lattice_operator", "tinfoil_shift",
-           "LATTICE_LEVELS", "PERIODIC_MIN_DEPTH"]
+           "LATTICE_LEVELS", "PERIODIC_MIN_DEPTH", "PERIODIC_LEAF_SLACK"]
 
 #: the shallowest periodic tree: the root's M2L partners (level 1) and the near
 #: stencil must stay inside the children of the root's (2ρ+1)³ image block
 PERIODIC_MIN_DEPTH = 2
+#: the periodic tree's leaves may be this fraction of reach / near_radius wide (its root
+#: cannot be stretched as the free-space one is): the pairs of the shell 0.99–1 reach
+#: that fall outside the stencil see 1/r where the Gaussian deviates from it by at most
+#: 0.15 tol (ρ*(tol) is where both deviations fall below 0.1 tol).  At 2^20 uniform
+#: elements with σ = h in the unit box this keeps the depth-4 leaves (reach 1.006×
+#: their width at tol 1e-6) that the free-space FMM uses.
+PERIODIC_LEAF_SLACK = 0.99
 #: super-cell levels of the far lattice: the part left out falls as f^(−2K) (the odd
 #: and the cubic-isotropic degree-2 terms of every cubic shell vanish), below 1e-16
 LATTICE_LEVELS = {1: 17, 2: 12}
