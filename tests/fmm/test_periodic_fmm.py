@@ -115,6 +115,17 @@ def _images_difference(x, alpha, s1, s2, y, k1, k2):
     return u1 - u2, g1 - g2
 
 
+def test_a_3_stencil_evaluator_takes_the_5_stencil_where_the_box_needs_it(rng):
+    """near_radius=1 (the GPU's default): a reach beyond a quarter box runs with the 5³
+    leaf stencil (its own stages) instead of failing, to the same accuracy."""
+    x, alpha, sigma, y = _elements(rng, 13, 1, m=200)
+    fmm = FMM("gaussian", tol=1e-3, near_radius=1, device="cpu")
+    u, g = fmm.evaluate(x, alpha, sigma, y, box=L)
+    assert fmm.config.near_radius == 2 and fmm.near_radius == 1
+    u_ref, g_ref = SpectralSum(L, sigma, 1e-10).evaluate(x, alpha, y)
+    assert _rel(u, u_ref) <= 1e-3 and _rel(g, g_ref) <= 1e-2
+
+
 @pytest.mark.parametrize("kernel", ["polynomial", "singular"])
 def test_other_kernels_against_the_spectral_sum_plus_their_short_range_part(rng, kernel):
     """Kernels whose far field is 1/r differ from the Gaussian only within a few σ: the

@@ -15,6 +15,10 @@ docs/fmm-design.md; exafmm's ``buildTree``, ``upwardPass``, ``horizontalPass``,
 
 (the near field runs on its own CUDA streams next to the far field on the GPU).
 ``tree="adaptive"`` runs the same stages on the adaptive octree (adaptive.py).
+``evaluate(..., box=L)`` runs them in the periodic box [0, L)³: the root is the box,
+the near field reads ghost sources, the M2L wraps from level 1 on, a precomputed lattice
+operator adds the far images at the root and the tin-foil shift is removed
+(periodic.py; docs/periodic.md, "The periodic FMM").
 
 Accuracy rules (``tol`` is the relative L2 error of u against the regularized
 direct sum; ∇u is held to 10·tol):
@@ -181,6 +185,7 @@ class FMM:
         self.profile = bool(profile)
         self.timings: dict[str, float] = {}
         self._field_stages = None
+        self._wide_stages = None          # the periodic box's 5³-stencil stages, if needed
         self.config: FMMConfig | None = None
         #: the stage objects on this device's backend (near, upward, m2l, downward, ...)
         self.stages = make_stages(self.device, self.kernel, self.dtype, self.tol,
@@ -510,23 +515,28 @@ class FMM:
             s_min, s_max = (float(v) for v in sigma_range)
         reach = near_field_reach(name, self.tol, s_max)
         depth_max = planner.max_depth(self.order)
+        radius = self.near_radius
         if reach > 0:
             # leaves of the box itself (no stretching): width box / 2^d ≥ reach / r,
             # up to PERIODIC_LEAF_SLACK
-            min_leaf = PERIODIC_LEAF_SLACK * reach / self.near_radius
-            fit = int(math.floor(math.log2(box / min_leaf) + 1e-12))
+            def fits(r):
+                return int(math.floor(math.log2(box * r / (PERIODIC_LEAF_SLACK * reach))
+                                      + 1e-12))
+            fit = fits(radius)
+            if fit < PERIODIC_MIN_DEPTH and radius == 1 and fits(2) >= PERIODIC_MIN_DEPTH:
+                # the 5³ stencil (its own stages, made once) where the 3³ one cannot fit
+                radius, fit = 2, fits(2)
+                planner = self._periodic_wide()[1]
             if fit < PERIODIC_MIN_DEPTH:
                 raise ValueError(
                     f"the periodic FMM's near field reaches {reach:.4g} (sigma * rho*(tol) "
                     f"= {s_max:.4g} * {reach / s_max:.3g}), more than box * r / (4 * "
                     f"{PERIODIC_LEAF_SLACK}) = "
-                    f"{box * self.near_radius / 4 / PERIODIC_LEAF_SLACK:.4g} for box = "
-                    f"{box:g} and near_radius "
-                    f"r = {self.near_radius}: the leaves of a tree of depth >= "
-                    f"{PERIODIC_MIN_DEPTH} cannot be as wide as reach / r. Use "
-                    "method='spectral' (exact for the Gaussian at any sigma), a smaller "
-                    "sigma or a larger box" + ("" if self.near_radius == 2 else
-                                               ", or near_radius=2") + ".")
+                    f"{box * max(radius, 2) / 4 / PERIODIC_LEAF_SLACK:.4g} for box = "
+                    f"{box:g} and a near stencil of r = {max(radius, 2)} leaves: the "
+                    f"leaves of a tree of depth >= {PERIODIC_MIN_DEPTH} cannot be as wide "
+                    "as reach / r. Use method='spectral' (exact for the Gaussian at any "
+                    "sigma), a smaller sigma or a larger box.")
             depth_max = min(depth_max, fit)
         depth_max = max(depth_max, PERIODIC_MIN_DEPTH)
         occupied = None
@@ -537,13 +547,24 @@ class FMM:
         elif self.leaf_size is not None:
             depth = choose_depth(n, m, self.leaf_size, max_depth=depth_max)
         else:
-            pairs, occ = near_pairs_by_depth(x, y, lo, box, depth_max, self.near_radius, xp)
+            pairs, occ = near_pairs_by_depth(x, y, lo, box, depth_max, radius, xp)
             clock.lap("depth")
             depth = planner.cheapest_depth(pairs, green)
             occupied = float(occ[max(depth, PERIODIC_MIN_DEPTH)])
         depth = min(max(depth, PERIODIC_MIN_DEPTH), depth_max)
         return Plan("uniform", depth, self.order, reach, lo, box, self.leaf_size, green,
-                    s_min == s_max, False, False, None, occupied, **common)
+                    s_min == s_max, False, False, None, occupied, near_radius=radius,
+                    **common)
+
+    def _periodic_wide(self):
+        """(stages, planner) with the 5³ leaf stencil, for periodic boxes whose reach
+        does not fit the evaluator's 3³ one at depth 2 (made once)."""
+        if self._wide_stages is None:
+            self._wide_stages = (
+                make_stages(self.device, self.kernel, self.dtype, self.tol, self.separation,
+                            2, CHUNK_BYTES[self.device.kind]),
+                dataclasses.replace(self.planner, near_radius=2))
+        return self._wide_stages
 
     # -- execute ----------------------------------------------------------------
     def _execute(self, clock, plan, x, alpha, sigma, y):
@@ -592,11 +613,12 @@ class FMM:
         local expansion and the tin-foil shift is taken off u
         (:mod:`vortexsim.fmm.periodic`)."""
         xp = self.device.xp
-        stages = self.stages
+        radius = plan.near_radius or self.near_radius
+        stages = self.stages if radius == self.near_radius else self._periodic_wide()[0]
         dtype = self.dtype
         depth, P, green = plan.depth, plan.order, plan.green
         exclude_self, k_grad = plan.exclude_self, plan.gradient_count
-        self.config = FMMConfig(P, depth, self.near_radius, plan.reach, self.leaf_size)
+        self.config = FMMConfig(P, depth, radius, plan.reach, self.leaf_size)
         clock.lap("setup")
 
         # tree.  Target sets: (first index, points, with ∇u); targets with and without
@@ -616,9 +638,9 @@ class FMM:
         near_trees, xn, alpha_n, sigma_n, nbr = trees, xs, alpha_s, sigma_s, None
         if box is not None:
             # the wrapped stencils: ghost copies of the sources near the faces
-            origin, shift, nbr = self.stages.operators.cache.get(
-                ("periodic_ghosts", depth, self.near_radius),
-                lambda: tuple(xp.asarray(a) for a in ghost_tables(depth, self.near_radius)))
+            origin, shift, nbr = stages.operators.cache.get(
+                ("periodic_ghosts", depth, radius),
+                lambda: tuple(xp.asarray(a) for a in ghost_tables(depth, radius)))
             xn, alpha_n, sigma_n, ext_start = ghost_sources(
                 xs, alpha_s, sigma_s, tree.src_start, origin, shift, box, xp)
             near_trees = [dataclasses.replace(t, src_start=ext_start) for t in trees]

@@ -7,7 +7,7 @@ every level's grid is read as an infinite periodic lattice of boxes (docs/period
 * **near field**: each leaf's (2r+1)³ stencil wraps around the box.  The sources of the
   leaves within r leaves of a face are copied, shifted by ±L, into *ghost boxes* of an
   extended (n + 2r)³ source grid (:func:`ghost_sources`); a target leaf's stencil is
-  read from it (:func:`periodic_stencil`), so the P2P kernels run unchanged.  Ghost
+  read from it (:func:`ghost_tables`), so the P2P kernels run unchanged.  Ghost
   copies are other sources, so with the elements as targets each element's own pair is
   still the only one left out (its periodic images stay in).
 * **M2L** at every level l ≥ 1: the interaction lists wrap (box index mod 2^l) while
@@ -33,10 +33,10 @@ import numpy as np
 
 from ..spectral import NET_VORTICITY_TOL, check_periodic_sources
 from . import expansions as E
-from .tree import morton_encode
+from .tree import morton_decode, morton_encode
 
 __all__ = ["wrap_points", "check_box", "check_net_vorticity", "ghost_tables",
-           "ghost_sources", "periodic_stencil", "lattice_operator", "tinfoil_shift",
+           "ghost_sources", "lattice_operator", "tinfoil_shift",
            "LATTICE_LEVELS", "PERIODIC_MIN_DEPTH", "PERIODIC_LEAF_SLACK"]
 
 #: the shallowest periodic tree: the root's M2L partners (level 1) and the near
@@ -119,7 +119,6 @@ def ghost_tables(depth, radius):
     cin = c[inside]
     index[tuple((cin + r).T)] = morton_encode(*cin.T, np).astype(np.int64)
     index[tuple((ghosts + r).T)] = 8 ** depth + np.arange(G)
-    from .tree import morton_decode  # noqa: PLC0415
     ijk = np.stack(morton_decode(np.arange(8 ** depth, dtype=np.uint64), depth, np), axis=1)
     w = 2 * r + 1
     s = np.arange(w ** 3)
@@ -153,11 +152,6 @@ def ghost_sources(xs, alpha_s, sigma_s, src_start, origin, shift, box, xp):
     x = xp.concatenate([xs, xs[src] + box * shift[g]])
     return (x, xp.concatenate([alpha_s, alpha_s[src]]),
             xp.concatenate([sigma_s, sigma_s[src]]), start)
-
-
-def periodic_stencil(depth, radius):
-    """The leaves' wrapped stencils as extended-grid indices (:func:`ghost_tables`)."""
-    return ghost_tables(depth, radius)[2]
 
 
 # -- the far lattice ------------------------------------------------------------------

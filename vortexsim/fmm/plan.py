@@ -285,7 +285,9 @@ class Plan:
     n_targets: the sizes the plan was made for; gradient_count: targets getting ∇u;
     returns_gradient: ∇u is returned (an array, possibly (0, 3, 3)) rather than None;
     exclude_self: the targets are the sources; box: the edge [L] of the periodic box
-    [0, L)³ that is the root cube (:mod:`vortexsim.fmm.periodic`), or None (free space).
+    [0, L)³ that is the root cube (:mod:`vortexsim.fmm.periodic`), or None (free space);
+    near_radius: the leaves' stencil half-width when it is not the evaluator's (a
+    periodic box too small for its 3³ stencil), else None.
     """
 
     tree: str
@@ -307,6 +309,7 @@ class Plan:
     returns_gradient: bool
     exclude_self: bool
     box: float | None = None
+    near_radius: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
