@@ -132,11 +132,11 @@ def test_other_kernels_against_the_spectral_sum_plus_their_short_range_part(rng,
     reference is the Gaussian spectral sum plus the difference of the two kernels'
     direct sums over the 27 nearest images (the difference decays as e^{−ρ²/2},
     negligible at the images' distance for σ = L/24)."""
-    N, sigma = 2000, L / 24
-    x = rng.uniform(0.0, 1.0, (N, 3)) * L
+    N, sigma = 1000, L / 24
+    x = rng.uniform(-0.5, 1.5, (N, 3)) * L
     alpha = rng.normal(size=(N, 3))
     alpha -= alpha.mean(axis=0)
-    y = rng.uniform(0.0, 1.0, (200, 3)) * L
+    y = rng.uniform(0.0, 1.0, (100, 3)) * L
     s = np.full(N, sigma)
     du, dg = _images_difference(x, alpha, s, s, y, kernel, "gaussian")
     u_spec, g_spec = SpectralSum(L, sigma, 1e-10).evaluate(x, alpha, y)

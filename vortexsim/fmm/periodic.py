@@ -192,7 +192,8 @@ def lattice_operator(order, separation=1, levels=None):
     idx, binom = E.m2l_tables(order)
     A = U.T @ ((tsum[idx] * binom) @ V)                           # compressed (r, r)
     cells = E.offsets_cube(rho).astype(np.float64)
-    S = E.shift_matrices(cells, order, np, "m2m").sum(axis=0)     # unit child width
+    S = sum(E.shift_matrices(cells[i:i + 8], order, np, "m2m").sum(axis=0)
+            for i in range(0, cells.shape[0], 8))                # unit child width
     S = (f ** -deg)[:, None] * S
     Sc = V.T @ S @ V
     dc = np.concatenate([np.full(2 * k + 1, float(f) ** -k) for k in range(order + 1)])
