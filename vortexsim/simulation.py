@@ -150,7 +150,7 @@ class Simulation:
         "float32"}, device {"auto", "cpu", "gpu"}, stretching {"transpose",
         "classical"}, nu [L²/T], viscous {"core_spreading", "pse"}, boundary
         {"free", "ground", "periodic"}, ground_z [L], box [L] (the periodic box's edge;
-        method "spectral" or "auto", Gaussian kernel, one σ, CPU), adaptive, courant, dt_min [T],
+        method "spectral" or "auto", Gaussian kernel, one σ, CPU or GPU), adaptive, courant, dt_min [T],
         max_speed [L/T], root_slack, remesh_every (steps; 0: never), remesh_spacing
         [L], remesh_overlap, remesh_threshold (:meth:`remesh`), progress; ``t_end`` is the
         default ``stop_time``
@@ -1039,9 +1039,8 @@ class Simulation:
             if self.summation.kernel.name != "gaussian":
                 # the modes are the Gaussian blobs' (the periodic FMM's other kernels)
                 return None, tuple(xp.asarray(math.nan) for _ in keys)
-            # (the modes are summed on the CPU, also for a run on the GPU)
             sums = self.summation.spectral_sum(el.sigma, self._sigma_range).field_sums(
-                to_host(el.x), to_host(el.alpha))
+                el.x, el.alpha)
             return None, tuple(xp.asarray(sums[k]) for k in keys)
         xs, alpha_s, sigma_s = self.domain.sources(el.x, el.alpha, el.sigma)
         if len(el) * xs.shape[0] > DIRECT_DIAGNOSTICS_PAIRS[self.device.kind]:

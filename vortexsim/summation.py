@@ -51,11 +51,11 @@ def auto_method(n_sources, n_targets, tol, gpu):
 PERIODIC_FMM_KERNELS = ("gaussian", "polynomial", "singular")
 
 
-def periodic_auto_method(kernel_name, gpu, uniform_sigma=True):
-    """``method="auto"`` with a box: the spectral sum for Gaussian blobs of one σ on the
-    CPU (exact to tol, O(N log N)), else the periodic FMM (the GPU, several σ, the
+def periodic_auto_method(kernel_name, uniform_sigma=True):
+    """``method="auto"`` with a box: the spectral sum for Gaussian blobs of one σ (exact
+    to tol, O(N log N), on either device), else the periodic FMM (several σ, the
     polynomial and singular kernels)."""
-    if kernel_name == "gaussian" and not gpu and uniform_sigma:
+    if kernel_name == "gaussian" and uniform_sigma:
         return "spectral"
     if kernel_name in PERIODIC_FMM_KERNELS:
         return "fmm"
@@ -77,7 +77,7 @@ def _periodic(kern, method, x, alpha, sig, targets, tgt, gradient, dev, tol, box
                          f"'fmm' (or 'auto'); method={method!r} has no periodic version.")
     if method == "auto":
         uniform = sig.size == 0 or bool(sig.min() == sig.max())
-        method = periodic_auto_method(kern.name, dev.is_gpu, uniform)
+        method = periodic_auto_method(kern.name, uniform)
     if method == "fmm":
         from .fmm.evaluator import FMM  # noqa: PLC0415
         fmm = FMM(kern, tol=1e-6 if tol is None else tol, precision=precision, device=dev,
@@ -167,8 +167,8 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         kernel, one σ; :mod:`vortexsim.spectral`), to ``tol``.
         ``"auto"``: the FMM above N·M = 2e7 pairs on the CPU (4e9 on the GPU)
         where it meets ``tol`` (down to 1e-9 on the CPU, 1e-6 on the GPU), else the
-        direct sum; with ``box``, the spectral sum for Gaussian blobs of one σ on the
-        CPU, else the periodic FMM.
+        direct sum; with ``box``, the spectral sum for Gaussian blobs of one σ, else
+        the periodic FMM.
     gradient : bool
         Also return grad_u.
     precision : {"float64", "float32"}
@@ -181,9 +181,9 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
     box : float, optional
         The edge L [L] of a periodic box [0, L)³: the velocity of all periodic images,
         with zero box mean (``physics.md``); Σα must vanish; positions anywhere (wrapped).
-        ``method="spectral"`` (CPU, Gaussian, one σ), ``"fmm"`` (the periodic FMM,
-        CPU and GPU; kernels gaussian, polynomial, singular; docs/periodic.md) or
-        ``"auto"``.
+        ``method="spectral"`` (Gaussian, one σ; CPU: FINUFFT, GPU: own NUFFT),
+        ``"fmm"`` (the periodic FMM, CPU and GPU; kernels gaussian, polynomial,
+        singular; docs/periodic.md) or ``"auto"``.
 
     Returns
     -------

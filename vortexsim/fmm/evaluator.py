@@ -79,6 +79,18 @@ def _m2l_setting(name, doc):
                     lambda self, value: setattr(self.stages.m2l, name, value), doc=doc)
 
 
+
+def leaf_counts(step, depth, sync_free):
+    """Host bounds on the leaves holding sources and targets for the leaf transforms
+    (:func:`~vortexsim.fmm.operators.leaf_boxes`): a step plan's counts at its start plus
+    the sparse M2L's margin (no transfer); without one, "auto" (None in sync-free calls,
+    which must not count)."""
+    if isinstance(step, M2LPlan) and step.depth == depth:
+        src = int(step.counts[-1].sum())
+        tgt = int(sum(step.occupied))
+        return tuple(c + c // CAPACITY_SLACK + 4 for c in (src, tgt))
+    return (None, None) if sync_free else ("auto", "auto")
+
 class FMM:
     """Reusable fast multipole evaluator (CPU through NumPy, GPU through CuPy + CUDA).
 
@@ -472,7 +484,11 @@ class FMM:
                 adaptive_depth, adaptive_width = self.adaptive_root(width, reach)
                 if planner.prefers_adaptive(pairs, m, adaptive_depth, green):
                     return adaptive(adaptive_depth, adaptive_width)
-            depth = planner.cheapest_depth(pairs, green)
+            sparse_m2l = (green.harmonic and self.stages.m2l.sparse_capable
+                          and self.separation == 1)
+            depth = planner.cheapest_depth(
+                pairs, green, occupied, self.stages.m2l.sparse_fraction if sparse_m2l else 0.0,
+                sparse_leaves=green.harmonic)
             occupied_leaves = float(occupied[depth])
         # a root cube stretched so that the leaves are no narrower than the reach
         width = stretched_width(width, depth, min_leaf)
@@ -668,7 +684,9 @@ class FMM:
             clock.lap("near")
         top = 2 if box is None else 0
         if depth >= 2:
-            multipoles = stages.upward(tree, xs, alpha_s, P, clock, green.harmonic, top)
+            src_leaves, tgt_leaves = leaf_counts(step, depth, plan.sync_free)
+            multipoles = stages.upward(tree, xs, alpha_s, P, clock, green.harmonic, src_leaves,
+                                       top=top)
             # the sparse-M2L lists after the upward pass is queued: their one transfer
             # then waits on it instead of leaving the GPU idle
             capacity = step[1] if step is not None else None
@@ -694,7 +712,8 @@ class FMM:
                 clock.lap("lattice")
         lanes.join()                                               # before L2P adds
         if depth >= 2:
-            stages.downward(far_tree, locals_, parts, P, clock, green.harmonic, top)
+            stages.downward(far_tree, locals_, parts, P, clock, green.harmonic, tgt_leaves,
+                            top=top)
         for part in parts:
             order = part.tree.tgt_order
             u[order + part.first if part.first else order] = part.u.astype(dtype, copy=False)

@@ -36,7 +36,7 @@ __all__ = ["Plan", "Planner", "FMMConfig", "M2LPlan", "order_for_tol", "shallow_
            "target_sets", "default_separation", "default_near_radius",
            "default_memory_budget", "host_memory", "WIDE_BELOW", "WIDE_CPU_BELOW",
            "FLOAT32_TOL_MIN", "COST_RATES", "ADAPTIVE_LEAF_SIZE", "AUTO_TREE_FACTOR",
-           "CAPACITY_SLACK", "CHUNK_BYTES"]
+           "CAPACITY_SLACK", "CHUNK_BYTES", "TREE_SHARE", "LEAF_SHARE"]
 
 #: (tol, P): the expansion order of the standard separation for tol down to that row,
 #: the smallest P whose measured errors meet err_u ≤ tol/2 and err_∇u ≤ 5·tol with a
@@ -66,6 +66,13 @@ COST_RATES = {("gpu", "float64"): (1.1e11, 2.0e13, 1.9e-8),
               ("gpu", "float32"): (3.5e11, 1.5e13, 1.9e-8),
               ("cpu", "float64"): (2.0e7, 3.0e10, 2e-6),
               ("cpu", "float32"): (2.0e7, 3.0e10, 2e-6)}
+#: M2M + L2L of one box against one box's M2L (r² × 8 × 2 against 189 r² flops, r =
+#: (P+1)²; for the depth model, :meth:`Planner.cheapest_depth`)
+TREE_SHARE = 0.01
+#: compression and expansion of one leaf's expansions against one box's M2L (2 r n
+#: against 189 r² flops at P = 16: 0.035; the H100 measured 0.076 µs a leaf for the
+#: dense GEMMs against ~2.1 µs a box for the dense M2L)
+LEAF_SHARE = 0.035
 #: default leaf_size of the adaptive tree (most points a leaf box may hold), per device
 #: kind (the fastest measured on the clustered benchmark)
 ADAPTIVE_LEAF_SIZE = {"gpu": 512, "cpu": 64}
@@ -367,26 +374,44 @@ class Planner:
             depth_max = min(depth_max, max(0, math.ceil(math.log2(width / min_leaf))))
         return depth_max, min_leaf
 
-    def cheapest_depth(self, pairs, green):
+    def cheapest_depth(self, pairs, green, occupied=None, sparse_fraction=0.0,
+                       sparse_leaves=False):
         """Leaf level with the least modelled cost, given the near-field pair counts.
 
         ``pairs[L]`` (L = 0..depth_max) is the number of near-field pairs of a tree of
         depth L for the actual points (:func:`near_pairs_by_depth`); the cost is
         near(L) = pairs[L] at the device's pair rate + 8^L (2r+1)³ leaf visits, plus
-        far(L) = Σ_{l=2..L} 8^l × 189 M2L box pairs (875 with the wide separation) × 6 c²
-        flops at its GEMM rate, with
-        c = (P+1)² for the compressed 1/r far field and c = n(P) for the regularized one
-        (the level-uniform tree translates empty boxes too).  P2M and L2P cost the same
-        at every depth and are left out.  Ties go to the deeper tree.
+        far(L) = Σ_{l=2..L} b_l × 189 M2L box pairs (875 with the wide separation) × 6 c²
+        flops at its GEMM rate, with c = (P+1)² for the compressed 1/r far field and
+        c = n(P) for the regularized one.  b_l counts the boxes the M2L translates:
+        all 8^l of the level (the dense M2L translates empty boxes too), or, where the
+        sparse M2L runs (``sparse_fraction`` > 0: levels with fewer occupied boxes than
+        that fraction), ``occupied[l]`` (boxes holding targets, from
+        :func:`near_pairs_by_depth`).  Each level adds its M2M and L2L, dense over 8^l
+        boxes, at :data:`TREE_SHARE` of an M2L box, and the leaf level its compression
+        and expansion at :data:`LEAF_SHARE`, over the occupied leaves where
+        ``sparse_leaves`` and few are (:data:`~vortexsim.fmm.operators.
+        SPARSE_TRANSFORM_FRACTION`).  P2M and L2P cost the same at every depth and
+        are left out.  Ties go to the deeper tree.
         """
+        from .operators import SPARSE_TRANSFORM_FRACTION  # noqa: PLC0415
         near_rate, gemm_rate, visit = COST_RATES[(self.device_kind, self.precision)]
         stencil = (2 * self.near_radius + 1) ** 3
         c = (self.order + 1) ** 2 if green.harmonic else E.multi_indices(self.order).n
+        m2l_box = self.list_length * 6 * c * c / gemm_rate
         best, best_cost = 0, math.inf
         for depth, npairs in enumerate(pairs):
-            far = (sum(8.0 ** level for level in range(2, depth + 1)) * self.list_length
-                   * 6 * c * c / gemm_rate)
-            cost = float(npairs) / near_rate + 8.0 ** depth * stencil * visit + far
+            boxes = 0.0
+            for level in range(2, depth + 1):
+                full = 8.0 ** level
+                occ = full if occupied is None else float(occupied[level])
+                boxes += (occ if occ < sparse_fraction * full else full) + TREE_SHARE * full
+            if depth >= 2:
+                full = 8.0 ** depth
+                occ = full if occupied is None else float(occupied[depth])
+                boxes += LEAF_SHARE * (occ if sparse_leaves
+                                       and occ <= SPARSE_TRANSFORM_FRACTION * full else full)
+            cost = float(npairs) / near_rate + 8.0 ** depth * stencil * visit + boxes * m2l_box
             if cost <= best_cost:
                 best, best_cost = depth, cost
         return best

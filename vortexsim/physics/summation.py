@@ -47,8 +47,8 @@ class Summation:
     method : {"direct", "fmm", "spectral", "auto"}
         ``"auto"`` is resolved here, once, from the problem size ``n_sources`` ×
         ``n_targets`` (the crossovers of :func:`vortexsim.induced_velocity`); with a
-        ``box``, the spectral sum on the CPU for the Gaussian kernel
-        (:mod:`vortexsim.spectral`), else the periodic FMM (``method="fmm"`` with a box:
+        ``box``, the spectral sum for the Gaussian kernel (:mod:`vortexsim.spectral`),
+        else the periodic FMM (``method="fmm"`` with a box:
         :meth:`vortexsim.fmm.FMM.evaluate` with ``box``; its root is the box).
     kernel : str, cutoff kernel (``physics.md``)
     tol : float, relative accuracy of the FMM (1e-6 ≤ tol < 1; ignored by ``direct``)
@@ -107,7 +107,7 @@ class Summation:
                              f"'fmm' (or 'auto'); method={method!r} has no periodic "
                              "version.")
         if method == "auto":
-            method = periodic_auto_method(self.kernel.name, self.device.is_gpu)
+            method = periodic_auto_method(self.kernel.name)
         if method == "fmm":
             if self.kernel.name not in PERIODIC_FMM_KERNELS:
                 raise ValueError(f"the periodic FMM needs a kernel whose far field is 1/r "
