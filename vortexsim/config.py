@@ -65,7 +65,7 @@ PARAMETERS = {
     "viscous": ("physics", "-", "viscous model: core_spreading | pse (particle strength exchange)"),
     "pse_order": ("physics", "-", "order in epsilon of the PSE kernel: 2 (Gaussian) | 4"),
     "boundary": ("physics", "-", "free (free space) | ground (plane z = ground_z, by images) "
-                 "| periodic (the box [0, box)^3; method spectral, gaussian kernel, CPU)"),
+                 "| periodic (the box [0, box)^3; method spectral, gaussian kernel; CPU and GPU)"),
     "ground_z": ("physics", "L", "height of the ground plane"),
     "box": ("physics", "L", "edge of the periodic box (boundary = periodic)"),
     "remesh_every": ("discretization", "-", "steps between two remeshings onto the lattice (0: never)"),

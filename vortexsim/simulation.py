@@ -152,7 +152,7 @@ class Simulation:
         "classical"}, nu [L²/T], viscous {"core_spreading", "pse"}, pse_order {2, 4}
         (:func:`vortexsim.physics.pse.pse_rate`), boundary
         {"free", "ground", "periodic"}, ground_z [L], box [L] (the periodic box's edge;
-        method "spectral" or "auto", Gaussian kernel, one σ, CPU), adaptive, courant, dt_min [T],
+        method "spectral" or "auto", Gaussian kernel, one σ, CPU or GPU), adaptive, courant, dt_min [T],
         max_speed [L/T], root_slack, remesh_every (steps; 0: never), remesh_spacing
         [L], remesh_overlap, remesh_threshold (:meth:`remesh`), progress; ``t_end`` is the
         default ``stop_time``
@@ -1035,12 +1035,15 @@ class Simulation:
         Ω₂, H, ½∫|u|², ∫|∇×u|²)) from the modes
         (:meth:`vortexsim.spectral.SpectralSum.field_sums`)."""
         el = self.elements
-        if self.summation.method == "spectral":         # the periodic box: from the modes
+        if self.summation.box is not None:              # the periodic box: from the modes
             xp = self.device.xp
+            keys = ("energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy")
+            if self.summation.kernel.name != "gaussian":
+                # the modes are the Gaussian blobs' (the periodic FMM's other kernels)
+                return None, tuple(xp.asarray(math.nan) for _ in keys)
             sums = self.summation.spectral_sum(el.sigma, self._sigma_range).field_sums(
                 el.x, el.alpha)
-            return None, tuple(xp.asarray(sums[k]) for k in (
-                "energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy"))
+            return None, tuple(xp.asarray(sums[k]) for k in keys)
         xs, alpha_s, sigma_s = self.domain.sources(el.x, el.alpha, el.sigma)
         if len(el) * xs.shape[0] > DIRECT_DIAGNOSTICS_PAIRS[self.device.kind]:
             images = xs.shape[0] != len(el)

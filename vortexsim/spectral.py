@@ -23,19 +23,26 @@ left out, as in the direct sum and the FMM: its velocity there is 0, its gradien
 periodic images stay in.
 
 :class:`SpectralSum` holds the box, σ and tol; :func:`spectral_velocity` is one call.
-CPU only for now (``finufft``); the GPU will use ``cufinufft`` behind the same calls.
+NumPy arrays go through FINUFFT; CuPy arrays through this package's own deterministic
+NUFFT on cuFFT (:mod:`vortexsim.kernels.nufft`: spreading by gathering, no atomics, the
+same bits every run), which runs on NumPy too (``nufft="own"``: its specification and
+test reference).  The own NUFFT applies the Biot–Savart factors on the half cube of
+modes of a real FFT (the field is real): the same series, to the same tol.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
-from .backend import to_host
+from .backend import array_namespace
 from .kernels.cutoff import GAUSSIAN_Q_SERIES, SQRT_2_OVER_PI
+from .kernels.nufft import PeriodicNufft
 
 __all__ = ["SpectralSum", "spectral_velocity", "spectral_modes", "check_periodic_sources",
-           "check_spectral", "wrap", "NET_VORTICITY_TOL", "TYPE2_THREADS"]
+           "check_spectral", "wrap", "self_gradient", "NET_VORTICITY_TOL", "TYPE2_THREADS",
+           "NUFFTS"]
 
 #: |Σ α| / Σ |α| above which the box's vorticity is not periodic (Σ α must vanish to
 #: round-off; in float32 1000 ε of it)
@@ -43,11 +50,16 @@ NET_VORTICITY_TOL = 1e-10
 #: threads of the type-2 transforms: fixed, so that a restart on another machine gives
 #: the same bits
 TYPE2_THREADS = 2
+#: the NUFFTs of :class:`SpectralSum`: "auto" (FINUFFT on NumPy arrays, the own NUFFT on
+#: CuPy arrays), "finufft" (NumPy only), "own" (:mod:`vortexsim.kernels.nufft`, both)
+NUFFTS = ("auto", "finufft", "own")
 
 
 def wrap(x, box):
-    """Positions x (N, 3) [L] mapped into [0, box)³ (every real position is accepted)."""
-    return x - box * np.floor(x / box)
+    """Positions x (N, 3) [L] mapped into [0, box)³ (every real position is accepted;
+    NumPy or CuPy)."""
+    xp = array_namespace(x)
+    return x - box * xp.floor(x / box)
 
 
 def spectral_modes(box, sigma, tol):
@@ -63,14 +75,16 @@ def spectral_modes(box, sigma, tol):
 
 def check_periodic_sources(alpha, what="the elements"):
     """Raise ValueError unless Σα vanishes to round-off (:data:`NET_VORTICITY_TOL`
-    relative to Σ|α|): a periodic vorticity field has zero net circulation in the box."""
-    a = to_host(alpha)
+    relative to Σ|α|): a periodic vorticity field has zero net circulation in the box.
+    NumPy or CuPy (the sums on the device, two numbers to the host)."""
+    xp = array_namespace(alpha)
+    a = alpha if hasattr(alpha, "dtype") else np.asarray(alpha)
     tol = max(NET_VORTICITY_TOL, 1e3 * float(np.finfo(a.dtype).eps)) \
         if np.issubdtype(a.dtype, np.floating) else NET_VORTICITY_TOL
-    a = np.asarray(a, dtype=np.float64)
+    a = xp.asarray(a, dtype=xp.float64)
     if a.size == 0:
         return
-    net, scale = np.abs(a.sum(axis=0)).max(), np.abs(a).sum()
+    net, scale = float(xp.abs(a.sum(axis=0)).max()), float(xp.abs(a).sum())
     if scale > 0 and net > tol * scale:
         raise ValueError(
             f"the total vorticity of {what} is not zero (|Σα| = {net:.3g}, "
@@ -80,13 +94,12 @@ def check_periodic_sources(alpha, what="the elements"):
 
 
 def check_spectral(kernel_name, on_gpu):
-    """Raise ValueError unless the spectral sum can run: the Gaussian kernel, the CPU."""
+    """Raise ValueError unless the spectral sum can run: the Gaussian kernel (on the CPU
+    and, ``on_gpu``, the GPU alike)."""
+    del on_gpu                                      # both devices sum it
     if kernel_name != "gaussian":
         raise ValueError(f"the spectral sum needs kernel='gaussian' (its Fourier transform "
                          f"is a Gaussian); got kernel={kernel_name!r}.")
-    if on_gpu:
-        raise ValueError("the spectral sum runs on the CPU for now (cufinufft on the GPU is "
-                         "not wired yet): use device='cpu'.")
 
 
 class SpectralSum:
@@ -97,11 +110,16 @@ class SpectralSum:
     box : float, the edge L [L] of the box [0, L)³
     sigma : float, the blobs' core σ [L] (one for all)
     tol : float, the relative accuracy (series cut and NUFFT precision; default 1e-6)
+    nufft : {"auto", "finufft", "own"}, the non-uniform FFTs (:data:`NUFFTS`): "auto"
+        takes FINUFFT for NumPy arrays and the own NUFFT (:mod:`vortexsim.kernels.nufft`)
+        for CuPy arrays; "own" takes it for NumPy arrays too.
 
-    Memory and time grow as (L/σ)³ log(L/σ) for the modes plus O(N + M) for the points.
+    Memory and time grow as (L/σ)³ log(L/σ) for the modes plus O(N + M) for the points
+    (the own NUFFT: a fine grid of (2 (2 m_max + 1))³ points, three real grids of it and
+    one half spectrum at a time; 128³ elements with σ = h at tol 1e-6: 500³, ~10 GB).
     """
 
-    def __init__(self, box, sigma, tol=1e-6):
+    def __init__(self, box, sigma, tol=1e-6, nufft="auto"):
         self.box, self.sigma, self.tol = float(box), float(sigma), float(tol)
         if not (self.box > 0 and math.isfinite(self.box)):
             raise ValueError(f"box must be a positive length, got {box!r}.")
@@ -109,18 +127,40 @@ class SpectralSum:
             raise ValueError(f"sigma must be a positive length, got {sigma!r}.")
         if not 0 < self.tol < 1:
             raise ValueError(f"tol must be in (0, 1), got {tol!r}.")
+        if nufft not in NUFFTS:
+            raise ValueError(f"nufft must be one of {NUFFTS}, got {nufft!r}.")
+        self.nufft = nufft
+        self._own = {}                                # the own NUFFT's modes, per device
         self.m_max = spectral_modes(self.box, self.sigma, self.tol)
         n = 2 * self.m_max + 1
         m = np.arange(-self.m_max, self.m_max + 1, dtype=np.float64)
         k1 = (2.0 * math.pi / self.box) * m                          # finufft's mode order
         self.k = np.meshgrid(k1, k1, k1, indexing="ij", sparse=True)  # broadcast to (n, n, n)
-        k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # û = i k × ω̂ / |k|² with ω̂ = L⁻³ e^{−|k|²σ²/2} F: this factor, 0 at k = 0
-            self.factor = np.where(k2 > 0, np.exp(-0.5 * k2 * self.sigma ** 2) / k2, 0.0) \
-                / self.box ** 3
         self.shape = (n, n, n)
         self.eps = max(self.tol / 10.0, 1e-14)            # the NUFFTs' precision
+
+    @functools.cached_property
+    def factor(self):
+        """ψ̂/F on FINUFFT's cube of modes (n, n, n): û = i k × ω̂ / |k|² with
+        ω̂ = L⁻³ e^{−|k|²σ²/2} F, so this factor is e^{−|k|²σ²/2}/(L³|k|²), 0 at k = 0
+        (made on first use: the own NUFFT has its own)."""
+        k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(k2 > 0, np.exp(-0.5 * k2 * self.sigma ** 2) / k2, 0.0) \
+                / self.box ** 3
+
+    def _own_modes(self, xp):
+        """The own NUFFT's :class:`_OwnModes` on ``xp``'s current device (made once), or
+        None where FINUFFT sums (NumPy arrays unless ``nufft="own"``)."""
+        if xp is np and self.nufft != "own":
+            return None
+        if xp is not np and self.nufft == "finufft":
+            raise ValueError("nufft='finufft' takes NumPy arrays; CuPy arrays are summed by "
+                             "the own NUFFT (nufft='auto' or 'own').")
+        key = "numpy" if xp is np else xp.cuda.Device().id
+        if key not in self._own:
+            self._own[key] = _OwnModes(self, xp)
+        return self._own[key]
 
     def _angles(self, points):
         """The NUFFT's periodic coordinates 2π x/L ∈ [0, 2π) of ``points`` (N, 3), per
@@ -142,11 +182,14 @@ class SpectralSum:
         wrapped into the box).  Without targets: at the elements, each one's own
         free-space contribution left out.  ``check``: refuse Σα ≠ 0
         (:func:`check_periodic_sources`; a caller that checked at its own precision
-        passes False)."""
-        import finufft  # noqa: PLC0415 - the spectral method's dependency
-
+        passes False).  NumPy or CuPy arrays (results on the same device)."""
         if check:
             check_periodic_sources(alpha)              # at the input's precision
+        own = self._own_modes(array_namespace(x, alpha, targets))
+        if own is not None:
+            return own.evaluate(x, alpha, targets, gradient)
+        import finufft  # noqa: PLC0415 - the spectral method's dependency
+
         x = np.ascontiguousarray(x, dtype=np.float64)
         alpha = np.ascontiguousarray(alpha, dtype=np.float64)
         at_elements = targets is None
@@ -188,7 +231,12 @@ class SpectralSum:
           ``curl_enstrophy`` ∫|∇×u|² dV = L³ Σ_k |k × ω̂|²/|k|² [L³/T²] of the velocity
           the elements induce: equal to E and Ω₂ where the particle vorticity is
           solenoidal, without its divergent part otherwise (u only sees k × ω̂).
+
+        NumPy or CuPy arrays.
         """
+        own = self._own_modes(array_namespace(x, alpha))
+        if own is not None:
+            return own.field_sums(x, alpha)
         x = np.ascontiguousarray(x, dtype=np.float64)
         alpha = np.ascontiguousarray(alpha, dtype=np.float64)
         keys = ("energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy")
@@ -213,16 +261,96 @@ class SpectralSum:
 def self_gradient(alpha, sigma):
     """The free-space gradient (N, 3, 3) [1/T] of each Gaussian blob at its own centre:
     (1/4π) √(2/π) Q₀/σ³ ε_acb α_c (its velocity there is 0)."""
+    xp = array_namespace(alpha)
     c = SQRT_2_OVER_PI * GAUSSIAN_Q_SERIES[0] / (4.0 * math.pi * sigma ** 3)
     a0, a1, a2 = (c * alpha[:, i] for i in range(3))
-    z = np.zeros_like(a0)
+    z = xp.zeros_like(a0)
     # ε_acb α_c: row a, column b
-    return np.stack([np.stack([z, -a2, a1], axis=1),
-                     np.stack([a2, z, -a0], axis=1),
-                     np.stack([-a1, a0, z], axis=1)], axis=1)
+    return xp.stack([xp.stack([z, -a2, a1], axis=1),
+                     xp.stack([a2, z, -a0], axis=1),
+                     xp.stack([-a1, a0, z], axis=1)], axis=1)
+
+
+class _OwnModes:
+    """The spectral sum of a :class:`SpectralSum` through the own NUFFT
+    (:class:`vortexsim.kernels.nufft.PeriodicNufft`) on ``xp`` (numpy or cupy): the
+    wave vectors and factors of the half cube of modes on that device."""
+
+    def __init__(self, spectral, xp):
+        self.xp, self.box, self.sigma = xp, spectral.box, spectral.sigma
+        self.nufft = PeriodicNufft(spectral.m_max, spectral.eps, xp)
+        m0, m1, m2 = self.nufft.mode_numbers()
+        scale = 2.0 * math.pi / self.box
+        # the factors are made on the device from the axes' wave numbers (a core that
+        # changes every step, as with core spreading, costs no host work or transfer)
+        self.k = tuple(xp.asarray(scale * m.astype(np.float64)).reshape(shape) for m, shape in
+                       ((m0, (-1, 1, 1)), (m1, (1, -1, 1)), (m2, (1, 1, -1))))
+        k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
+        self.inv_k2 = xp.where(k2 > 0, 1.0 / xp.where(k2 > 0, k2, 1.0), 0.0)
+        # ψ̂ = ω̂ / |k|² = factor · F (0 at k = 0), as SpectralSum.factor
+        self.factor = xp.exp(-0.5 * self.sigma ** 2 * k2) * self.inv_k2 / self.box ** 3
+        self.g2 = xp.exp(-self.sigma ** 2 * k2) / self.box ** 3      # L³ |ω̂|² / |F|²
+        # the half cube holds m_2 ≥ 0: the modes m_2 > 0 stand for their conjugates too
+        self.weight = xp.asarray(np.where(m2 == 0, 1.0, 2.0).reshape(1, 1, -1))
+
+    def _coordinates(self, points):
+        """The NUFFT's grid coordinates (3, N) of ``points`` (N, 3) [L] (wrapped)."""
+        return self.nufft.coordinates(wrap(points, self.box) * (2.0 * math.pi / self.box))
+
+    def _modes(self, t, alpha):
+        """F_c(m) = Σ_p α_{p,c} e^{−i m·θ_p} (3, half cube)."""
+        return self.nufft.type1(t, alpha.T)
+
+    def _curl(self, f):
+        kx, ky, kz = self.k
+        return self.xp.stack([ky * f[2] - kz * f[1], kz * f[0] - kx * f[2],
+                              kx * f[1] - ky * f[0]])
+
+    def evaluate(self, x, alpha, targets, gradient):
+        """:meth:`SpectralSum.evaluate` (without its check), on ``xp``."""
+        xp = self.xp
+        x = xp.ascontiguousarray(x, dtype=xp.float64)
+        alpha = xp.ascontiguousarray(alpha, dtype=xp.float64)
+        at_elements = targets is None
+        y = x if at_elements else xp.ascontiguousarray(targets, dtype=xp.float64)
+        k_grad = 0 if not gradient else y.shape[0] if gradient is True else int(gradient)
+        u = xp.zeros((y.shape[0], 3))
+        g = xp.zeros((k_grad, 3, 3)) if gradient else None
+        if x.shape[0] == 0 or y.shape[0] == 0:
+            return u, g
+        tx = self._coordinates(x)
+        ty = tx if at_elements else self._coordinates(y)
+        uh = 1j * self._curl(self._modes(tx, alpha) * self.factor)     # û = i k × ψ̂
+        u[:] = self.nufft.type2(ty, uh).T
+        if k_grad:
+            tg = xp.ascontiguousarray(ty[:, :k_grad])
+            for b, kb in enumerate(self.k):                 # ∂_b u = i k_b û: 3 at once
+                g[:, :, b] = self.nufft.type2(tg, (1j * kb) * uh).T
+            if at_elements:                              # the first k targets' own blobs
+                g -= self_gradient(alpha[:k_grad], self.sigma)
+        return u, g
+
+    def field_sums(self, x, alpha):
+        """:meth:`SpectralSum.field_sums` on ``xp``."""
+        xp = self.xp
+        x = xp.ascontiguousarray(x, dtype=xp.float64)
+        alpha = xp.ascontiguousarray(alpha, dtype=xp.float64)
+        keys = ("energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy")
+        if x.shape[0] == 0:
+            return dict.fromkeys(keys, 0.0)
+        f = self._modes(self._coordinates(x), alpha)
+        power = (xp.abs(f) ** 2).sum(axis=0) * self.g2 * self.weight   # L³ |ω̂|²
+        cross = self._curl(f)
+        curl = (xp.abs(cross) ** 2).sum(axis=0) * self.g2 * self.inv_k2 * self.weight
+        helicity = ((1j * cross * xp.conj(f)).sum(axis=0).real * self.factor
+                    * self.weight).sum()
+        return {"energy": 0.5 * float((power * self.inv_k2).sum()),
+                "enstrophy": float(power.sum()), "helicity": float(helicity),
+                "kinetic_energy": 0.5 * float((curl * self.inv_k2).sum()),
+                "curl_enstrophy": float(curl.sum())}
 
 
 def spectral_velocity(x, alpha, sigma, box, targets=None, gradient=True, tol=1e-6,
-                      check=True):
-    """One call of :class:`SpectralSum` (NumPy arrays; see there)."""
-    return SpectralSum(box, sigma, tol).evaluate(x, alpha, targets, gradient, check)
+                      check=True, nufft="auto"):
+    """One call of :class:`SpectralSum` (NumPy or CuPy arrays; see there)."""
+    return SpectralSum(box, sigma, tol, nufft).evaluate(x, alpha, targets, gradient, check)

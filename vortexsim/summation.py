@@ -47,16 +47,43 @@ def auto_method(n_sources, n_targets, tol, gpu):
             and fmm_delivers(float(tol)) else "direct")
 
 
-def _periodic(kern, method, x, alpha, sig, targets, tgt, gradient, dev, tol, box):
-    """u, ∇u (this precision) in the periodic box ``box`` by the spectral sum, after its
-    checks (induced_velocity's ``box``)."""
+#: kernels with a periodic FMM (their far field is 1/r)
+PERIODIC_FMM_KERNELS = ("gaussian", "polynomial", "singular")
+
+
+def periodic_auto_method(kernel_name, uniform_sigma=True):
+    """``method="auto"`` with a box: the spectral sum for Gaussian blobs of one σ (exact
+    to tol, O(N log N), on either device), else the periodic FMM (several σ, the
+    polynomial and singular kernels)."""
+    if kernel_name == "gaussian" and uniform_sigma:
+        return "spectral"
+    if kernel_name in PERIODIC_FMM_KERNELS:
+        return "fmm"
+    raise ValueError(f"a periodic box is summed for kernels {PERIODIC_FMM_KERNELS} (their "
+                     f"far field is 1/r: method='fmm', or 'spectral' for the Gaussian); got "
+                     f"kernel={kernel_name!r}. Use kernel='gaussian'.")
+
+
+def _periodic(kern, method, x, alpha, sig, targets, tgt, gradient, dev, tol, box,
+              precision):
+    """u, ∇u (this precision) in the periodic box ``box`` by the spectral sum or the
+    periodic FMM, after their checks (induced_velocity's ``box``)."""
     from .spectral import (check_periodic_sources, check_spectral,  # noqa: PLC0415
                            spectral_velocity)
     if box is None:
         raise ValueError("method='spectral' sums a periodic box: give its edge, box=L.")
-    if method not in ("spectral", "auto"):
-        raise ValueError(f"a periodic box (box={box!r}) is summed by method='spectral' "
-                         f"(or 'auto'); method={method!r} has no periodic version yet.")
+    if method not in ("spectral", "fmm", "auto"):
+        raise ValueError(f"a periodic box (box={box!r}) is summed by method='spectral', "
+                         f"'fmm' (or 'auto'); method={method!r} has no periodic version.")
+    if method == "auto":
+        uniform = sig.size == 0 or bool(sig.min() == sig.max())
+        method = periodic_auto_method(kern.name, uniform)
+    if method == "fmm":
+        from .fmm.evaluator import FMM  # noqa: PLC0415
+        fmm = FMM(kern, tol=1e-6 if tol is None else tol, precision=precision, device=dev,
+                  tree="uniform")
+        return fmm.evaluate(x, alpha, sig, None if targets is None else tgt,
+                            gradient=bool(gradient), box=box)
     check_spectral(kern.name, dev.is_gpu)
     s = to_host(sig).astype(np.float64)
     sigma = uniform_core_radius(float(s.min()), float(s.max()), "the spectral sum") \
@@ -140,7 +167,8 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         kernel, one σ; :mod:`vortexsim.spectral`), to ``tol``.
         ``"auto"``: the FMM above N·M = 2e7 pairs on the CPU (4e9 on the GPU)
         where it meets ``tol`` (down to 1e-9 on the CPU, 1e-6 on the GPU), else the
-        direct sum; with ``box``, the spectral sum.
+        direct sum; with ``box``, the spectral sum for Gaussian blobs of one σ, else
+        the periodic FMM.
     gradient : bool
         Also return grad_u.
     precision : {"float64", "float32"}
@@ -153,7 +181,9 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
     box : float, optional
         The edge L [L] of a periodic box [0, L)³: the velocity of all periodic images,
         with zero box mean (``physics.md``); Σα must vanish; positions anywhere (wrapped).
-        ``method="spectral"`` (or ``"auto"``) only, for now on the CPU.
+        ``method="spectral"`` (Gaussian, one σ; CPU: FINUFFT, GPU: own NUFFT),
+        ``"fmm"`` (the periodic FMM, CPU and GPU; kernels gaussian, polynomial,
+        singular; docs/periodic.md) or ``"auto"``.
 
     Returns
     -------
@@ -214,7 +244,7 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         method = auto_method(n, n_targets, 1e-6 if tol is None else tol, dev.is_gpu)
     if box is not None or method == "spectral":
         u, grad_u = _periodic(kern, method, x, alpha, sig, targets, tgt, gradient, dev, tol,
-                              box)
+                              box, precision)
     elif method == "fmm":
         from .fmm.evaluator import FMM  # noqa: PLC0415
         fmm = FMM(kern, tol=1e-6 if tol is None else tol, precision=precision, device=dev)

@@ -10,6 +10,7 @@ One module per stage (exafmm's layout); :class:`~vortexsim.fmm.evaluator.FMM` ru
 ``upward``      P2M, M2M
 ``m2l``         M2L: dense per parity class, sparse over non-empty boxes (GPU)
 ``downward``    L2L, L2P
+``periodic``    the periodic box: wrapped points, ghost sources, far lattice, tin-foil shift
 ``operators``   M2M/L2L operators, harmonic bases, the evaluator's cache
 ``expansions``  Cartesian Taylor expansions of the (regularized) vector potential:
                 P2M, M2M, M2L, L2L, L2P, M2P as array code for NumPy and CuPy

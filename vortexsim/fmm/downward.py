@@ -14,6 +14,7 @@ import dataclasses
 import numpy as np
 
 from . import expansions as E
+from .operators import leaf_boxes
 
 __all__ = ["Downward", "TargetPart", "l2p_coefficient_tables", "l2p_loop_order"]
 
@@ -41,21 +42,26 @@ class Downward:
         self.operators = operators
         self.device = operators.device
 
-    def __call__(self, tree, locals_, parts, P, clock, harmonic=False):
+    def __call__(self, tree, locals_, parts, P, clock, harmonic=False, leaf_count="auto",
+                 top=2):
         """L2L to the leaves, then L2P added into each target part's u, g (sorted targets).
 
         ``locals_``: the M2L's normalized locals per level, compressed (r, 8^level, 3)
         with ``harmonic`` (1/r far field), else L̃ (8^level, n, 3).
         ``tree`` holds the union of the parts' targets (its ``tgt_start`` only marks
-        which leaves need coefficients); each :class:`TargetPart` has its own tree."""
-        Ll = self.to_leaves(tree, locals_, P, clock, harmonic)
+        which leaves need coefficients); each :class:`TargetPart` has its own tree.
+        ``leaf_count``: the leaves holding targets (:meth:`to_leaves`); ``top``: the
+        coarsest level of ``locals_`` (0 in the periodic box)."""
+        Ll = self.to_leaves(tree, locals_, P, clock, harmonic, leaf_count, top)
         self.l2p(Ll, self.operators.box_centers(tree, tree.depth),
                  float(tree.box_width(tree.depth)), tree.tgt_start, parts, P)
         clock.lap("l2p")
 
-    def to_leaves(self, tree, locals_, P, clock, harmonic=False):
-        """L2L from level 2 down: the leaves' normalized locals L̃ (8^L, n, 3) (adds into
-        ``locals_``; arguments as :meth:`__call__`)."""
+    def to_leaves(self, tree, locals_, P, clock, harmonic=False, leaf_count="auto", top=2):
+        """L2L from level ``top`` down: the leaves' normalized locals L̃ (8^L, n, 3) (adds
+        into ``locals_``; arguments as :meth:`__call__`).  With ``harmonic``, leaves
+        without targets get zero locals when few leaves hold targets (``leaf_count``:
+        "auto", a host bound or None, :func:`~vortexsim.fmm.operators.leaf_boxes`)."""
         ops = self.operators
         L = tree.depth
         n = E.multi_indices(P).n
@@ -63,15 +69,16 @@ class Downward:
             # compressed locals L̂ (r, 8^level, 3): L2L at r² per child, then L̃ = U L̂
             _, Rc = ops.compressed_shift(P)
             r = Rc.shape[1]
-            for level in range(3, L + 1):
+            for level in range(top + 1, L + 1):
                 bp = 8 ** (level - 1)
                 Y = Rc @ locals_[level - 1].reshape(r, bp * 3)     # (8r, bp·3)
                 locals_[level] += Y.reshape(8, r, bp, 3).transpose(1, 2, 0, 3) \
                     .reshape(r, 8 * bp, 3)
-            Ll = ops.decompress(locals_[L], P)
+            Ll = ops.decompress(locals_[L], P,
+                                leaf_boxes(tree.tgt_start, self.device.xp, leaf_count))
         else:
             _, R = ops.shift(P)
-            for level in range(3, L + 1):                          # L2L: one GEMM per level
+            for level in range(top + 1, L + 1):                          # L2L: one GEMM per level
                 bp = 8 ** (level - 1)
                 Y = (R @ locals_[level - 1].transpose(1, 0, 2).reshape(n, bp * 3))
                 locals_[level] += Y.reshape(8, n, bp, 3).transpose(2, 0, 1, 3) \

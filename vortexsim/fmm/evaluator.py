@@ -15,6 +15,10 @@ docs/fmm-design.md; exafmm's ``buildTree``, ``upwardPass``, ``horizontalPass``,
 
 (the near field runs on its own CUDA streams next to the far field on the GPU).
 ``tree="adaptive"`` runs the same stages on the adaptive octree (adaptive.py).
+``evaluate(..., box=L)`` runs them in the periodic box [0, L)³: the root is the box,
+the near field reads ghost sources, the M2L wraps from level 1 on, a precomputed lattice
+operator adds the far images at the root and the tin-foil shift is removed
+(periodic.py; docs/periodic.md, "The periodic FMM").
 
 Accuracy rules (``tol`` is the relative L2 error of u against the regularized
 direct sum; ∇u is held to 10·tol):
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 
 import numpy as np
 
@@ -49,6 +54,9 @@ from .adaptive import ADAPTIVE_MAX_DEPTH, adaptive_fmm
 from .downward import TargetPart
 from .fields import Fields, evaluate_fields
 from .near import near_field_reach
+from .periodic import (PERIODIC_LEAF_SLACK, PERIODIC_MIN_DEPTH, check_box,
+                       check_net_vorticity, ghost_sources, ghost_tables, lattice_operator,
+                       tinfoil_shift, wrap_points)
 from .plan import (ADAPTIVE_LEAF_SIZE, AUTO_TREE_FACTOR, CAPACITY_SLACK, CHUNK_BYTES,
                    COST_RATES, FLOAT32_TOL_MIN, WIDE_BELOW, WIDE_CPU_BELOW, FMMConfig,
                    M2LPlan, Plan, Planner, check_tol, default_near_radius, default_separation,
@@ -69,6 +77,21 @@ def _m2l_setting(name, doc):
     """A property of :class:`FMM` that reads and sets attribute ``name`` of its M2L stage."""
     return property(lambda self: getattr(self.stages.m2l, name),
                     lambda self, value: setattr(self.stages.m2l, name, value), doc=doc)
+
+
+
+def leaf_counts(step, depth, sync_free):
+    """Host bounds on the leaves holding sources and targets for the leaf transforms
+    (:func:`~vortexsim.fmm.operators.leaf_boxes`): a step plan's (``step``: its
+    :class:`~vortexsim.fmm.plan.M2LPlan` or a tuple of its fields) counts at its start plus
+    the sparse M2L's margin (no transfer); without one, "auto" (None in sync-free calls,
+    which must not count)."""
+    # (depth, capacity, occupied, counts, ...): an M2LPlan or a tuple of its fields
+    if step is not None and len(step) > 3 and step[0] == depth:
+        src = int(np.asarray(step[3])[-1].sum())
+        tgt = int(sum(step[2]))
+        return tuple(c + c // CAPACITY_SLACK + 4 for c in (src, tgt))
+    return (None, None) if sync_free else ("auto", "auto")
 
 
 class FMM:
@@ -177,6 +200,7 @@ class FMM:
         self.profile = bool(profile)
         self.timings: dict[str, float] = {}
         self._field_stages = None
+        self._wide_stages = None          # the periodic box's 5³-stencil stages, if needed
         self.config: FMMConfig | None = None
         #: the stage objects on this device's backend (near, upward, m2l, downward, ...)
         self.stages = make_stages(self.device, self.kernel, self.dtype, self.tol,
@@ -209,7 +233,8 @@ class FMM:
 
     # -- the evaluation ---------------------------------------------------------
     def evaluate(self, x, alpha, sigma, targets=None, gradient=True, *, sigma_range=None,
-                 root=None, check_root=True, depth=None, m2l_capacity=None):
+                 root=None, check_root=True, depth=None, m2l_capacity=None, box=None,
+                 check_sources=True):
         """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (or None) at ``targets`` (the sources
         when None): :meth:`plan`, then :meth:`execute`.
 
@@ -245,15 +270,29 @@ class FMM:
             blocks of the near field and L2P); ignored when its depth is not the tree's.
             Any positions are correct with any capacity (overflowing boxes are translated
             one by one); capacities from the same points give the fastest call.
+        box : float, optional
+            The edge L [L] of a periodic box [0, L)³ (docs/periodic.md, "The periodic
+            FMM"): u and ∇u of all periodic images of the elements, the box mean of u
+            zero (the tin-foil convention of :mod:`vortexsim.spectral`).  Positions
+            anywhere (wrapped into the box); Σα must vanish to round-off; kernels with
+            a 1/r far field only (gaussian, polynomial, singular); the root cube is the
+            box (``root`` must be left unset), the tree level-uniform, of depth ≥ 2, its
+            leaves at least reach / near_radius wide.
+        check_sources : bool, default True
+            With ``box``: refuse Σα ≠ 0 (:func:`~vortexsim.fmm.periodic.check_net_vorticity`;
+            two numbers cross from the GPU).  A time stepper that checked its elements
+            once passes False (its stages' Σα drifts by the summation's accuracy).
         """
         clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
+        if box is not None and check_sources:          # at the input's precision
+            check_net_vorticity(self.device.xp.asarray(alpha), self.device.xp)
         x, alpha, sigma, y = self._inputs(x, alpha, sigma, targets)
         plan = self._plan(clock, x, sigma, y, targets is None, gradient, sigma_range, root,
-                          check_root, depth, m2l_capacity, None)
+                          check_root, depth, m2l_capacity, None, box)
         return self._execute(clock, plan, x, alpha, sigma, y)
 
     def plan(self, x, sigma, targets=None, gradient=True, *, sigma_range=None, root=None,
-             check_root=True, depth=None, m2l_capacity=None, sync_free=None):
+             check_root=True, depth=None, m2l_capacity=None, sync_free=None, box=None):
         """The :class:`~vortexsim.fmm.plan.Plan` of an evaluation at these points
         (arguments as :meth:`evaluate`, which is ``execute(plan(...), ...)``).
 
@@ -266,12 +305,15 @@ class FMM:
         clock = Clock(self.device.xp, False)
         x, _, sigma, y = self._inputs(x, None, sigma, targets)
         return self._plan(clock, x, sigma, y, targets is None, gradient, sigma_range, root,
-                          check_root, depth, m2l_capacity, sync_free)
+                          check_root, depth, m2l_capacity, sync_free, box)
 
-    def execute(self, plan, x, alpha, sigma, targets=None, gradient=True):
+    def execute(self, plan, x, alpha, sigma, targets=None, gradient=True, check_sources=True):
         """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (or None) of the evaluation ``plan``
-        (from :meth:`plan` with the same points, targets and gradient)."""
+        (from :meth:`plan` with the same points, targets and gradient; ``check_sources``
+        as :meth:`evaluate`)."""
         clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
+        if plan.box is not None and check_sources:     # at the input's precision
+            check_net_vorticity(self.device.xp.asarray(alpha), self.device.xp)
         x, alpha, sigma, y = self._inputs(x, alpha, sigma, targets)
         m = y.shape[0]
         if (x.shape[0], m, targets is None, gradient is not False) != (
@@ -357,7 +399,16 @@ class FMM:
         return x, alpha, sigma, y
 
     def _plan(self, clock, x, sigma, y, exclude_self, gradient, sigma_range, root,
-              check_root, depth, m2l_capacity, sync_free):
+              check_root, depth, m2l_capacity, sync_free, box=None):
+        if box is not None:
+            if root is not None:
+                raise ValueError("a periodic evaluation's root cube is the box [0, L)^3: "
+                                 "leave root unset with box=L.")
+            if sync_free:
+                raise ValueError("sync_free=True is not available with box=L (the ghost "
+                                 "sources are counted on the host).")
+            return self._plan_periodic(clock, x, sigma, y, exclude_self, gradient,
+                                       sigma_range, depth, check_box(box))
         xp = self.device.xp
         planner = self.planner
         n, m = x.shape[0], y.shape[0]
@@ -446,11 +497,99 @@ class FMM:
                     self.leaf_size, green, uniform_sigma, check, sync_free, step,
                     occupied_leaves, **common)
 
+    def _plan_periodic(self, clock, x, sigma, y, exclude_self, gradient, sigma_range, depth,
+                       box):
+        """The plan of a periodic evaluation: the level-uniform tree whose root is the box
+        [0, box)³, of depth ≥ :data:`~vortexsim.fmm.periodic.PERIODIC_MIN_DEPTH` with
+        leaves at least reach / near_radius wide (a ValueError where the box is too
+        small for that), at the cost model's depth (as free space, counted without the
+        wrap) or the ``leaf_size`` rule or the caller's ``depth``; the full order P."""
+        xp = self.device.xp
+        planner = self.planner
+        n, m = x.shape[0], y.shape[0]
+        name = self.kernel.name
+        common = dict(n_sources=n, n_targets=m,
+                      gradient_count=gradient_count(gradient, m, exclude_self),
+                      returns_gradient=gradient is not False, exclude_self=exclude_self,
+                      box=box)
+        green = E.green_function(name, 1.0)
+        if not green.harmonic:
+            raise ValueError(
+                f"method='fmm' in a periodic box needs a kernel whose far field is 1/r "
+                f"(gaussian, polynomial or singular); kernel {name!r} expands its "
+                "regularized kernel, which has no periodic lattice sum here. Use "
+                "kernel='gaussian' (or method='spectral').")
+        lo = xp.zeros(3)
+        if n == 0 or m == 0:
+            return Plan("empty", 0, self.order, 0.0, lo, box, self.leaf_size, green, True,
+                        False, False, None, None, **common)
+        if sigma_range is None:
+            s_min, s_max = self.stages.backend.host_floats([sigma.min(), sigma.max()])
+            clock.lap("sigma")
+        else:
+            s_min, s_max = (float(v) for v in sigma_range)
+        reach = near_field_reach(name, self.tol, s_max)
+        depth_max = planner.max_depth(self.order)
+        radius = self.near_radius
+        if reach > 0:
+            # leaves of the box itself (no stretching): width box / 2^d ≥ reach / r,
+            # up to PERIODIC_LEAF_SLACK
+            def fits(r):
+                return int(math.floor(math.log2(box * r / (PERIODIC_LEAF_SLACK * reach))
+                                      + 1e-12))
+            fit = fits(radius)
+            if fit < PERIODIC_MIN_DEPTH and radius == 1 and fits(2) >= PERIODIC_MIN_DEPTH:
+                # the 5³ stencil (its own stages, made once) where the 3³ one cannot fit
+                radius, fit = 2, fits(2)
+                planner = self._periodic_wide()[1]
+            if fit < PERIODIC_MIN_DEPTH:
+                raise ValueError(
+                    f"the periodic FMM's near field reaches {reach:.4g} (sigma * rho*(tol) "
+                    f"= {s_max:.4g} * {reach / s_max:.3g}), more than box * r / (4 * "
+                    f"{PERIODIC_LEAF_SLACK}) = "
+                    f"{box * max(radius, 2) / 4 / PERIODIC_LEAF_SLACK:.4g} for box = "
+                    f"{box:g} and a near stencil of r = {max(radius, 2)} leaves: the "
+                    f"leaves of a tree of depth >= {PERIODIC_MIN_DEPTH} cannot be as wide "
+                    "as reach / r. Use method='spectral' (exact for the Gaussian at any "
+                    "sigma), a smaller sigma or a larger box.")
+            depth_max = min(depth_max, fit)
+        depth_max = max(depth_max, PERIODIC_MIN_DEPTH)
+        occupied = None
+        if depth is not None:
+            if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
+                raise ValueError(f"depth must be a non-negative integer, got {depth!r}.")
+            depth = int(depth)
+        elif self.leaf_size is not None:
+            depth = choose_depth(n, m, self.leaf_size, max_depth=depth_max)
+        else:
+            pairs, occ = near_pairs_by_depth(x, y, lo, box, depth_max, radius, xp)
+            clock.lap("depth")
+            depth = planner.cheapest_depth(pairs, green)
+            occupied = float(occ[max(depth, PERIODIC_MIN_DEPTH)])
+        depth = min(max(depth, PERIODIC_MIN_DEPTH), depth_max)
+        return Plan("uniform", depth, self.order, reach, lo, box, self.leaf_size, green,
+                    s_min == s_max, False, False, None, occupied, near_radius=radius,
+                    **common)
+
+    def _periodic_wide(self):
+        """(stages, planner) with the 5³ leaf stencil, for periodic boxes whose reach
+        does not fit the evaluator's 3³ one at depth 2 (made once)."""
+        if self._wide_stages is None:
+            self._wide_stages = (
+                make_stages(self.device, self.kernel, self.dtype, self.tol, self.separation,
+                            2, CHUNK_BYTES[self.device.kind]),
+                dataclasses.replace(self.planner, near_radius=2))
+        return self._wide_stages
+
     # -- execute ----------------------------------------------------------------
     def _execute(self, clock, plan, x, alpha, sigma, y):
         xp = self.device.xp
         dtype = self.dtype
         m = y.shape[0]
+        if plan.box is not None:
+            same = y is x
+            x = wrap_points(x, plan.box, xp)
+            y = x if same else wrap_points(y, plan.box, xp)
         u = xp.zeros((m, 3), dtype)
         grad_u = xp.zeros((plan.gradient_count, 3, 3), dtype) if plan.returns_gradient \
             else None
@@ -483,13 +622,18 @@ class FMM:
 
     def _execute_uniform(self, clock, plan, x, alpha, sigma, y, u, grad_u):
         """The plan on the level-uniform tree: tree → near field ∥ upward → M2L →
-        downward."""
+        downward.  In the periodic box (``plan.box``; positions already wrapped) the
+        near field reads the ghost sources' extended grid, the upward pass goes on to
+        the root, the M2L wraps from level 1 on, the far lattice adds to the root's
+        local expansion and the tin-foil shift is taken off u
+        (:mod:`vortexsim.fmm.periodic`)."""
         xp = self.device.xp
-        stages = self.stages
+        radius = plan.near_radius or self.near_radius
+        stages = self.stages if radius == self.near_radius else self._periodic_wide()[0]
         dtype = self.dtype
         depth, P, green = plan.depth, plan.order, plan.green
         exclude_self, k_grad = plan.exclude_self, plan.gradient_count
-        self.config = FMMConfig(P, depth, self.near_radius, plan.reach, self.leaf_size)
+        self.config = FMMConfig(P, depth, radius, plan.reach, self.leaf_size)
         clock.lap("setup")
 
         # tree.  Target sets: (first index, points, with ∇u); targets with and without
@@ -505,13 +649,24 @@ class FMM:
         # the far field sees the union of the target sets (boxes without targets skip M2L)
         far_tree = tree if len(trees) == 1 else dataclasses.replace(
             tree, tgt_start=sum(t.tgt_start for t in trees))
+        box = plan.box
+        near_trees, xn, alpha_n, sigma_n, nbr = trees, xs, alpha_s, sigma_s, None
+        if box is not None:
+            # the wrapped stencils: ghost copies of the sources near the faces
+            origin, shift, nbr = stages.operators.cache.get(
+                ("periodic_ghosts", depth, radius),
+                lambda: tuple(xp.asarray(a) for a in ghost_tables(depth, radius)))
+            xn, alpha_n, sigma_n, ext_start = ghost_sources(
+                xs, alpha_s, sigma_s, tree.src_start, origin, shift, box, xp)
+            near_trees = [dataclasses.replace(t, src_start=ext_start) for t in trees]
         clock.lap("tree")
 
         # near field ∥ far field.  GPU: each target set's near field runs on its own
         # stream, overlapping the sparse-list transfer and the far field (upward pass,
         # M2L), which are latency-bound; the far field waits for it only before L2P adds
         # into its sums.  Profiling keeps one stream, so that the stage laps stay apart.
-        stages.near.prepare(depth)
+        if box is None:
+            stages.near.prepare(depth)
         lanes = stages.backend.near_lanes(len(sets), clock.sync)
         step = plan.m2l
         if step is not None and len(step) > 2 and len(step[2]) == len(parts):
@@ -521,33 +676,50 @@ class FMM:
             for part in parts:
                 part.occupied = plan.occupied_leaves
         for i, part in enumerate(parts):
-            part.u, part.g = lanes.run(i, lambda part=part: stages.near(
-                part.tree, xs, alpha_s, sigma_s, part.ys, exclude_self, part.grad,
-                part.occupied, uniform=plan.uniform_sigma))
+            part.u, part.g = lanes.run(i, lambda part=part, nt=near_trees[i]: stages.near(
+                nt, xn, alpha_n, sigma_n, part.ys, exclude_self, part.grad,
+                part.occupied, uniform=plan.uniform_sigma, nbr=nbr))
         if not lanes.concurrent:
             clock.lap("near")
+        top = 2 if box is None else 0
         if depth >= 2:
-            multipoles = stages.upward(tree, xs, alpha_s, P, clock, green.harmonic)
+            src_leaves, tgt_leaves = leaf_counts(step, depth, plan.sync_free)
+            multipoles = stages.upward(tree, xs, alpha_s, P, clock, green.harmonic, src_leaves,
+                                       top=top)
             # the sparse-M2L lists after the upward pass is queued: their one transfer
             # then waits on it instead of leaving the GPU idle
             capacity = step[1] if step is not None else None
             counts = step[3] if step is not None and len(step) > 3 else None
             prepared = (step.layouts if isinstance(step, M2LPlan) and step.order == P
                         else None)
-            # (the sparse M2L's tables are those of the standard separation)
+            # (the sparse M2L's tables are those of the standard separation; the
+            # periodic box uses the dense M2L)
             sparse = (stages.m2l.sparsity(far_tree, P, capacity, counts, prepared)
                       if green.harmonic and stages.m2l.sparse_capable and self.separation == 1
-                      and (not plan.sync_free or capacity is not None) else None)
+                      and box is None and (not plan.sync_free or capacity is not None)
+                      else None)
             clock.lap("m2l_lists")
-            locals_ = stages.m2l(far_tree, multipoles, green, P, clock, sparse)
+            locals_ = stages.m2l(far_tree, multipoles, green, P, clock, sparse,
+                                 periodic=box is not None)
+            if box is not None:
+                # the far lattice: images beyond the root's block, at the root
+                T = stages.operators.cache.get(
+                    ("lattice", P, self.separation),
+                    lambda: xp.asarray(lattice_operator(P, self.separation)))
+                r = T.shape[0]
+                locals_[0] = (T @ multipoles[0].reshape(r, 3) / box).reshape(r, 1, 3)
+                clock.lap("lattice")
         lanes.join()                                               # before L2P adds
         if depth >= 2:
-            stages.downward(far_tree, locals_, parts, P, clock, green.harmonic)
+            stages.downward(far_tree, locals_, parts, P, clock, green.harmonic, tgt_leaves,
+                            top=top)
         for part in parts:
             order = part.tree.tgt_order
             u[order + part.first if part.first else order] = part.u.astype(dtype, copy=False)
             if part.grad:
                 grad_u[order] = part.g.astype(dtype, copy=False)
+        if box is not None:
+            u -= tinfoil_shift(x, alpha, box, xp).astype(dtype)
         self.timings = clock.finish()
         logger.debug("FMM %s P=%d depth=%d timings %s", self.kernel.name, P, depth,
                      self.timings)

@@ -144,42 +144,47 @@ class M2L:
         """:meth:`pairs_host` with the index arrays on the evaluator's device."""
         return self.pairs_host(level, sep)
 
-    def classes(self, level, sep):
+    def classes(self, level, sep, periodic=False):
         """Per parity class p = key & 7: (offset indices O_p into the offsets of radius
         2ρ + 1 (ρ: :attr:`parent_radius`; OFFSETS_3 for the standard FMM), gather (B/8, |O_p|)).
 
         gather[j, q] is the source box of target box p + 8j at offset O_p[q], or 8^level
-        (a zero column) where that box lies outside the grid.
+        (a zero column) where that box lies outside the grid.  ``periodic``: the grid
+        wraps (the periodic box), so every offset has a source box (index mod 2^level),
+        translated with the operator of the unwrapped offset: one of its images.
         """
         def build():
-            nbr = neighbor_table(level, self.offset_radius, np)
+            nbr = neighbor_table(level, self.offset_radius, np, periodic)
             zero = 8 ** level
             classes = []
             for p, offsets in enumerate(self.class_offsets(sep)):
                 g = nbr[p::8][:, offsets]
                 classes.append((offsets, self.device.xp.asarray(np.where(g >= 0, g, zero))))
             return classes
-        return self.cache.get(("m2l_classes", level, sep), build)
+        return self.cache.get(("m2l_classes", level, sep, periodic), build)
 
     # -- the pass ----------------------------------------------------------------
-    def __call__(self, tree, multipoles, green, P, clock, sparse=None):
+    def __call__(self, tree, multipoles, green, P, clock, sparse=None, periodic=False):
         """Normalized local expansions per level (levels 2..L) from M2L: compressed
         L̂ (r, 8^level, 3) for the 1/r far field, else L̃ (8^level, n, 3).
 
         ``multipoles``: the upward pass's; ``green``: the far field's
         :class:`~vortexsim.fmm.expansions.GreenFunction`; ``sparse``: :meth:`sparsity`
-        of the tree (GPU), or None for the dense M2L.
+        of the tree (GPU), or None for the dense M2L.  ``periodic`` (the root is the
+        periodic box; 1/r far field, dense M2L): wrapped interaction lists at levels
+        1..L (:meth:`classes`).
         """
         L = tree.depth
         locals_ = {}
         # All levels on the current stream: cuBLAS shares one handle and workspace across
         # streams, and overlapping levels made results differ run to run (docs).
-        for level in range(2, L + 1):
-            locals_[level] = self.level(tree, multipoles, green, P, clock, sparse, level)
+        for level in range(1 if periodic else 2, L + 1):
+            locals_[level] = self.level(tree, multipoles, green, P, clock, sparse, level,
+                                        periodic)
         clock.laps["m2l"] = sum(v for k, v in clock.laps.items() if k.startswith("m2l_"))
         return locals_
 
-    def level(self, tree, multipoles, green, P, clock, sparse, level):
+    def level(self, tree, multipoles, green, P, clock, sparse, level, periodic=False):
         """Normalized local expansion of one level from its M2L (see :meth:`__call__`)."""
         xp = self.device.xp
         L = tree.depth
@@ -207,7 +212,7 @@ class M2L:
             Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
             Lt = xp.empty((r, B, 3), mdt)                      # Mcm: (r, B + 1, 3)
             Mcc = self.host_copy(Mcm)
-            for p, (offsets, gather) in enumerate(self.classes(level, sep)):
+            for p, (offsets, gather) in enumerate(self.classes(level, sep, periodic)):
                 for j0, j1, Y, first in self.class_products(Mcm, Mcc, gather, p, offsets,
                                                             P, sep, mdt):
                     if first:

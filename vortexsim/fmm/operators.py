@@ -15,7 +15,14 @@ import numpy as np
 from . import expansions as E
 from .tree import morton_decode
 
-__all__ = ["Cache", "Operators", "shift_operators_host", "child_offsets"]
+__all__ = ["Cache", "Operators", "shift_operators_host", "child_offsets", "occupied_boxes",
+           "leaf_boxes", "SPARSE_TRANSFORM_FRACTION"]
+
+#: a leaf level whose occupied boxes are at most this fraction of its 8^L boxes compresses
+#: its multipoles and decompresses its locals on those boxes only (gathered, one GEMM,
+#: scattered); denser levels run one GEMM over every box.  Stretched clouds (rings that
+#: travel, tracers left behind) leave most boxes of the deepest level empty.
+SPARSE_TRANSFORM_FRACTION = 0.25
 
 
 class Cache:
@@ -61,22 +68,70 @@ class Operators:
         return self.cache.get(("harmonic", P),
                               lambda: tuple(xp.asarray(a) for a in E.harmonic_bases(P)))
 
-    def compress(self, M, P):
+    def compress(self, M, P, boxes=None):
         """Compressed multipoles M̂ = Vᵀ M̃ (r, B, 3), coefficient-major, of normalized
-        ones M̃ (B, n, 3) (1/r far field, :meth:`harmonic_bases`)."""
+        ones M̃ (B, n, 3) (1/r far field, :meth:`harmonic_bases`).
+
+        ``boxes``: None (every box), or ``(idx, spill)`` of :func:`occupied_boxes`: only
+        those boxes are transformed, the others are zero (their M̃ is)."""
         _, V = self.harmonic_bases(P)
         n, r = V.shape
         B = M.shape[0]
-        return (V.T @ M.transpose(1, 0, 2).reshape(n, B * 3)).reshape(r, B, 3)
+        if boxes is None:
+            return (V.T @ M.transpose(1, 0, 2).reshape(n, B * 3)).reshape(r, B, 3)
+        idx, spill = boxes
+        k = idx.shape[0]
+        out = self.device.xp.zeros((r, B, 3))
+        out[:, idx] = (V.T @ M[idx].transpose(1, 0, 2).reshape(n, k * 3)).reshape(r, k, 3)
+        if spill is not None:
+            self._transform_spilled(V.T, M, (n * 3, 3), out, (3, B * 3), spill)
+        return out
 
-    def decompress(self, Lh, P):
+    def decompress(self, Lh, P, boxes=None):
         """Normalized locals L̃ = U L̂ (B, n, 3), box-major and contiguous (for L2P), of
-        compressed ones L̂ (r, B, 3)."""
+        compressed ones L̂ (r, B, 3).
+
+        ``boxes``: None (every box), or ``(idx, spill)`` of :func:`occupied_boxes`: only
+        those boxes (the leaves with targets) get their locals, the others zero."""
         U, _ = self.harmonic_bases(P)
         n, r = U.shape
         B = Lh.shape[1]
-        return self.device.xp.ascontiguousarray(
-            (U @ Lh.reshape(r, B * 3)).reshape(n, B, 3).transpose(1, 0, 2))
+        xp = self.device.xp
+        if boxes is None:
+            return xp.ascontiguousarray(
+                (U @ Lh.reshape(r, B * 3)).reshape(n, B, 3).transpose(1, 0, 2))
+        idx, spill = boxes
+        k = idx.shape[0]
+        out = xp.zeros((B, n, 3))
+        out[idx] = (U @ Lh[:, idx].reshape(r, k * 3)).reshape(n, k, 3).transpose(1, 0, 2)
+        if spill is not None:
+            self._transform_spilled(U, Lh, (3, B * 3), out, (n * 3, 3), spill)
+        return out
+
+    def _transform_spilled(self, A, X, x_strides, out, out_strides, spill):
+        """out[b] = A X[b] for the boxes b with ``spill[b]`` (bool (B,)): X's and out's
+        box b, row j, component c sit at b·s_box + j·s_row + c (``*_strides`` =
+        (s_box, s_row), float64, C-contiguous).  One CUDA block per box on the GPU (a
+        spilled box is rare: the points entered more boxes than a step plan counted)."""
+        xp = self.device.xp
+        A = xp.ascontiguousarray(A)
+        if not self.device.is_gpu:
+            for b in np.flatnonzero(spill):
+                xb = np.lib.stride_tricks.as_strided(
+                    X.ravel()[b * x_strides[0]:], (A.shape[1], 3),
+                    (x_strides[1] * 8, 8))
+                ob = np.lib.stride_tricks.as_strided(
+                    out.ravel()[b * out_strides[0]:], (A.shape[0], 3),
+                    (out_strides[1] * 8, 8), writeable=True)
+                ob[...] = A @ xb
+            return
+        from ..kernels.modules import get_function  # noqa: PLC0415
+        B = spill.shape[0]
+        get_function("fmm.cu", "transform_spilled")(
+            (B,), (128,),
+            (A, np.int32(A.shape[0]), np.int32(A.shape[1]), X, np.int64(x_strides[0]),
+             np.int64(x_strides[1]), out, np.int64(out_strides[0]),
+             np.int64(out_strides[1]), spill, np.int64(B)))
 
     def compressed_shift(self, P):
         """M2M and L2L of the 1/r far field on compressed expansions (cached).
@@ -106,6 +161,47 @@ class Operators:
         ijk = self.cache.get(("ijk", level), lambda: xp.asarray(np.stack(
             morton_decode(np.arange(8 ** level, dtype=np.uint64), level, np), axis=1) + 0.5))
         return tree.lo + ijk * tree.box_width(level)
+
+
+def occupied_boxes(start, xp, capacity=None):
+    """The boxes b holding points of a CSR ``start`` (B + 1,) (start[b + 1] > start[b]),
+    for :meth:`Operators.compress` and :meth:`Operators.decompress`: ``(idx, spill)``.
+
+    capacity None: idx (k,) int64 holds exactly those boxes (on the GPU its size costs a
+    transfer), spill is None.  capacity (host int ≥ 1): no transfer; idx (capacity,) holds
+    the first ``capacity`` of them in order, padded with repeats of its first entry (box
+    0 when there is none: an empty box transforms to zero), and spill (B,) bool marks the
+    occupied boxes beyond them (none unless the points fill more boxes than counted).
+    """
+    mask = start[1:] > start[:-1]
+    if capacity is None:
+        return xp.flatnonzero(mask), None
+    capacity = max(int(capacity), 1)
+    B = mask.shape[0]
+    pos = xp.cumsum(mask) - 1
+    # every box outside the list writes into the spare slot `capacity`, dropped below
+    slot = xp.where(mask & (pos < capacity), pos, capacity)
+    idx = xp.full(capacity + 1, -1, dtype=xp.int64)
+    idx[slot] = xp.arange(B, dtype=xp.int64)
+    idx = idx[:capacity]
+    idx = xp.where(idx < 0, xp.maximum(idx[0], 0), idx)
+    return idx, mask & (pos >= capacity)
+
+
+def leaf_boxes(start, xp, count="auto"):
+    """The leaf transforms' boxes for a CSR ``start`` (B + 1,): an :func:`occupied_boxes`
+    pair when the level is sparse (at most :data:`SPARSE_TRANSFORM_FRACTION` of its boxes
+    occupied), else None (all boxes).  ``count``: a host upper bound on the occupied
+    boxes (a step plan's: no transfer; boxes beyond it are still transformed, by the
+    spill path), "auto" (counted here on the CPU; all boxes on the GPU, where counting
+    would stall the queue) or None (all boxes)."""
+    if count is None or (count == "auto" and xp is not np):
+        return None
+    limit = SPARSE_TRANSFORM_FRACTION * (start.shape[0] - 1)
+    if count == "auto":
+        boxes = occupied_boxes(start, xp)
+        return boxes if boxes[0].shape[0] <= limit else None
+    return occupied_boxes(start, xp, count) if count <= limit else None
 
 
 @functools.lru_cache(maxsize=4)

@@ -284,7 +284,10 @@ class Plan:
     depth; occupied_leaves: target leaves holding points, when counted; n_sources,
     n_targets: the sizes the plan was made for; gradient_count: targets getting ∇u;
     returns_gradient: ∇u is returned (an array, possibly (0, 3, 3)) rather than None;
-    exclude_self: the targets are the sources.
+    exclude_self: the targets are the sources; box: the edge [L] of the periodic box
+    [0, L)³ that is the root cube (:mod:`vortexsim.fmm.periodic`), or None (free space);
+    near_radius: the leaves' stencil half-width when it is not the evaluator's (a
+    periodic box too small for its 3³ stencil), else None.
     """
 
     tree: str
@@ -305,6 +308,8 @@ class Plan:
     gradient_count: int
     returns_gradient: bool
     exclude_self: bool
+    box: float | None = None
+    near_radius: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

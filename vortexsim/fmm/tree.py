@@ -108,8 +108,10 @@ def child_keys(keys, xp):
     return keys[:, None] * keys.dtype.type(8) + xp.arange(8, dtype=keys.dtype)[None, :]
 
 
-def neighbor_table(level, radius, xp):
-    """Keys of the (2r+1)³ boxes around every box of a level, −1 outside the grid.
+def neighbor_table(level, radius, xp, periodic=False):
+    """Keys of the (2r+1)³ boxes around every box of a level, −1 outside the grid (or,
+    with ``periodic``, the box the offset reaches on the periodic grid: index mod 2**level
+    per axis).
 
     Parameters
     ----------
@@ -123,7 +125,7 @@ def neighbor_table(level, radius, xp):
     column s to the offset (dx, dy, dz) = (s // (2r+1)², s // (2r+1) % (2r+1), s % (2r+1)) − r,
     i.e. offsets in lexicographic order with dx slowest and dz fastest, so column
     ((2r+1)³ − 1) / 2 is the box itself. Entries whose box would lie outside
-    [0, 2**level)³ are −1. Memory: 8**level × (2r+1)³ × 8 bytes.
+    [0, 2**level)³ are −1 (wrapped with ``periodic``). Memory: 8**level × (2r+1)³ × 8 bytes.
     """
     level = _check_bits(level, "level", MAX_DEPTH)
     if isinstance(radius, bool) or not isinstance(radius, (int, np.integer)) or radius < 0:
@@ -134,6 +136,8 @@ def neighbor_table(level, radius, xp):
     s = xp.arange(side ** 3, dtype=xp.int64)
     offsets = (s // (side * side) - radius, (s // side) % side - radius, s % side - radius)
     coords = [i[:, None] + d[None, :] for i, d in zip((ix, iy, iz), offsets)]
+    if periodic:
+        return morton_encode(*(c % n for c in coords), xp).astype(xp.int64)
     inside = ((coords[0] >= 0) & (coords[0] < n) & (coords[1] >= 0) & (coords[1] < n)
               & (coords[2] >= 0) & (coords[2] < n))
     keys = morton_encode(*(xp.clip(c, 0, n - 1) for c in coords), xp).astype(xp.int64)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import expansions as E
+from .operators import leaf_boxes
 
 __all__ = ["Upward"]
 
@@ -22,12 +23,17 @@ class Upward:
         self.operators = operators
         self.device = operators.device
 
-    def __call__(self, tree, xs, alpha_s, P, clock, harmonic=False):
+    def __call__(self, tree, xs, alpha_s, P, clock, harmonic=False, leaf_count="auto",
+                 top=2):
         """Normalized multipoles per level, float64: dict level → M̃ (8^level, n, 3), or
         with ``harmonic`` (1/r far field) the compressed M̂ = Vᵀ M̃ (r, 8^level, 3),
         coefficient-major, whose M2M is r² per child (:meth:`Operators.compressed_shift`).
 
-        xs [L], alpha_s [L³/T] (N, 3): the sources in the tree's order; P: the order."""
+        xs [L], alpha_s [L³/T] (N, 3): the sources in the tree's order; P: the order;
+        leaf_count: the leaves holding sources, for compressing only those where few
+        are (:func:`~vortexsim.fmm.operators.leaf_boxes`: "auto", a host bound, None);
+        top: the coarsest level made (2; the periodic box's M2L and far lattice need
+        levels 1 and 0)."""
         ops = self.operators
         L = tree.depth
         mi = E.multi_indices(P)
@@ -36,10 +42,11 @@ class Upward:
         clock.lap("p2m")
         n = mi.n
         if harmonic:
-            out = {L: ops.compress(M, P)}
+            boxes = leaf_boxes(tree.src_start, self.device.xp, leaf_count)
+            out = {L: ops.compress(M, P, boxes)}
             Tc, _ = ops.compressed_shift(P)
             r = Tc.shape[0]
-            for level in range(L, 2, -1):                          # M2M: one GEMM per level
+            for level in range(L, top, -1):                        # M2M: one GEMM per level
                 bp = 8 ** (level - 1)
                 X = out[level].reshape(r, bp, 8, 3).transpose(2, 0, 1, 3).reshape(8 * r, bp * 3)
                 out[level - 1] = (Tc @ X).reshape(r, bp, 3)
@@ -47,7 +54,7 @@ class Upward:
             return out
         T, _ = ops.shift(P)
         out = {L: M}
-        for level in range(L, 2, -1):                              # M2M: one GEMM per level
+        for level in range(L, top, -1):                            # M2M: one GEMM per level
             bp = 8 ** (level - 1)
             X = out[level].reshape(bp, 8, n, 3).transpose(1, 2, 0, 3).reshape(8 * n, bp * 3)
             out[level - 1] = (T @ X).reshape(n, bp, 3).transpose(1, 0, 2)

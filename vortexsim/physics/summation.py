@@ -21,7 +21,8 @@ from ..fmm.plan import check_tol
 from ..kernels.cutoff import get_kernel
 from ..kernels.direct import INV_4PI, direct_sum_cuda, direct_sum_numpy, skew
 from ..state import uniform_core_radius
-from ..summation import CALL_METHODS, auto_method
+from ..summation import (CALL_METHODS, PERIODIC_FMM_KERNELS, auto_method,
+                         periodic_auto_method)
 from .planner import StepPlan
 
 logger = logging.getLogger(__name__)
@@ -38,16 +39,17 @@ def choice(what, value, choices):
 
 
 class Summation:
-    """Velocity (and gradient) summation strategy: the direct sum, a reusable FMM, or
-    the periodic box's spectral sum.
+    """Velocity (and gradient) summation strategy: the direct sum, a reusable FMM (free
+    space or the periodic box), or the periodic box's spectral sum.
 
     Parameters
     ----------
     method : {"direct", "fmm", "spectral", "auto"}
         ``"auto"`` is resolved here, once, from the problem size ``n_sources`` ×
         ``n_targets`` (the crossovers of :func:`vortexsim.induced_velocity`); with a
-        ``box``, the spectral sum (:mod:`vortexsim.spectral`, the only periodic method
-        yet: Gaussian kernel, one σ, CPU).
+        ``box``, the spectral sum for the Gaussian kernel (:mod:`vortexsim.spectral`),
+        else the periodic FMM (``method="fmm"`` with a box:
+        :meth:`vortexsim.fmm.FMM.evaluate` with ``box``; its root is the box).
     kernel : str, cutoff kernel (``physics.md``)
     tol : float, relative accuracy of the FMM (1e-6 ≤ tol < 1; ignored by ``direct``)
     precision : {"float64", "float32"}, arithmetic precision of the sums
@@ -97,11 +99,21 @@ class Summation:
                            device=self.device, tree="uniform")
 
     def _periodic_method(self, method):
-        """The method of a periodic box: the spectral sum (the periodic FMM is not built
-        yet), with its requirements checked."""
-        if method not in ("spectral", "auto"):
-            raise ValueError(f"boundary='periodic' is summed by method='spectral' (or "
-                             f"'auto'); method={method!r} has no periodic version yet.")
+        """The method of a periodic box, with its requirements checked: the spectral sum
+        or the periodic FMM (``"auto"``: :func:`vortexsim.summation.periodic_auto_method`;
+        the FMM's root is the box, its depth kept by the step plan)."""
+        if method not in ("spectral", "fmm", "auto"):
+            raise ValueError(f"boundary='periodic' is summed by method='spectral' or "
+                             f"'fmm' (or 'auto'); method={method!r} has no periodic "
+                             "version.")
+        if method == "auto":
+            method = periodic_auto_method(self.kernel.name)
+        if method == "fmm":
+            if self.kernel.name not in PERIODIC_FMM_KERNELS:
+                raise ValueError(f"the periodic FMM needs a kernel whose far field is 1/r "
+                                 f"{PERIODIC_FMM_KERNELS}; got kernel="
+                                 f"{self.kernel.name!r}. Use kernel='gaussian'.")
+            return "fmm"
         from ..spectral import check_spectral  # noqa: PLC0415
         check_spectral(self.kernel.name, self.device.is_gpu)
         return "spectral"
@@ -152,6 +164,14 @@ class Summation:
                 x, alpha, targets, gradient=gradient)
             u, grad_u = u.astype(dtype, copy=False), (
                 None if grad_u is None else grad_u.astype(dtype, copy=False))
+        elif self.method == "fmm" and self.box is not None:
+            # the periodic FMM: the root is the box, the step plan keeps the depth
+            plan = StepPlan(records=False) if plan is None else plan
+            u, grad_u = self.fmm.evaluate(x, alpha, sigma, targets, gradient=gradient,
+                                          sigma_range=sigma_range, depth=plan.depth,
+                                          box=self.box, check_sources=False)
+            if plan.records:
+                plan.depth = self.fmm.config.depth
         elif self.method == "fmm":
             plan = StepPlan(records=False) if plan is None else plan
             self._size_m2l(x, targets, gradient, sigma_range, plan)

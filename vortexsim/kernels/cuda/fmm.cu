@@ -389,3 +389,31 @@ stencil_pair_count(const long long* __restrict__ cs, const long long* __restrict
         atomicAdd(out + 1, s_occ[0]);
     }
 }
+
+// Leaf transforms of the boxes a sync-free step's list left out (Operators.compress
+// and decompress with a capacity): out[b] = A X[b] for each box b with spill[b], one
+// block per box, one thread per row of A (rows × cols, row-major).  Box b, row j,
+// component c of X sit at b·x_box + j·x_row + c, those of out at b·o_box + j·o_row + c.
+__global__ void transform_spilled(const double* __restrict__ A, int rows, int cols,
+                                  const double* __restrict__ X, long long x_box,
+                                  long long x_row, double* __restrict__ out, long long o_box,
+                                  long long o_row, const bool* __restrict__ spill,
+                                  long long n_boxes)
+{
+    const long long b = blockIdx.x;
+    if (b >= n_boxes || !spill[b]) return;
+    for (int i = threadIdx.x; i < rows; i += blockDim.x) {
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
+        for (int j = 0; j < cols; ++j) {
+            const double a = A[(long long)i * cols + j];
+            const double* x = X + b * x_box + j * x_row;
+            s0 += a * x[0];
+            s1 += a * x[1];
+            s2 += a * x[2];
+        }
+        double* o = out + b * o_box + i * o_row;
+        o[0] = s0;
+        o[1] = s1;
+        o[2] = s2;
+    }
+}
