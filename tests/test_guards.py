@@ -88,9 +88,9 @@ def test_problem_size_is_what_the_case_builds(case):
     own count) equal the sizes of the built case, for every case, several layers, a
     ground plane's images."""
     if "n_phi" not in vortexsim.cases.case_defaults(case):           # a lattice case
-        sim = vortexsim.make_case(case, n=12, tracers=5, device="cpu", progress=False)
-        assert resources.problem_size({"case": case, "n": 12, "tracers": 5}) == (
-            len(sim.elements), len(sim.tracers), len(sim.elements)) == (1728, 5, 1728)
+        sim = vortexsim.make_case(case, n=13, tracers=5, device="cpu", progress=False)
+        assert resources.problem_size({"case": case, "n": 13, "tracers": 5}) == (
+            len(sim.elements), len(sim.tracers), len(sim.elements)) == (2197, 5, 2197)
         return
     params = {"n_phi": 7, "layers": 3, "tracers_per_ring": 5}
     sim = vortexsim.make_case(case, **params, device="cpu", progress=False)

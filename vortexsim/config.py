@@ -62,7 +62,8 @@ PARAMETERS = {
     "angle": ("physics", "degree", "tilt of each ring axis toward the other, from +z, in [0, 90)"),
     "height": ("physics", "L", "height of the ring centre above the ground plane"),
     "nu": ("physics", "L^2/T", "kinematic viscosity (0: inviscid; > 0: core spreading)"),
-    "viscous": ("physics", "-", "viscous model: core_spreading | pse (particle strength exchange; CPU)"),
+    "viscous": ("physics", "-", "viscous model: core_spreading | pse (particle strength exchange)"),
+    "pse_order": ("physics", "-", "order in epsilon of the PSE kernel: 2 (Gaussian) | 4"),
     "boundary": ("physics", "-", "free (free space) | ground (plane z = ground_z, by images) "
                  "| periodic (the box [0, box)^3; method spectral, gaussian kernel; CPU and GPU)"),
     "ground_z": ("physics", "L", "height of the ground plane"),
@@ -108,7 +109,7 @@ OUTPUT_DEFAULTS = {"snapshot_interval": None, "diagnostics_interval": None, "plo
 #: Run parameters that the command line sets, never a case file.
 CLI_ONLY = ("progress",)
 
-_INT = ("n_phi", "layers", "tracers_per_ring", "seed", "remesh_every")
+_INT = ("n_phi", "layers", "tracers_per_ring", "seed", "remesh_every", "pse_order")
 _BOOL = ("adaptive", "plot")
 _STR = ("integrator", "kernel", "method", "precision", "device", "stretching", "viscous",
         "boundary")

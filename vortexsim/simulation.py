@@ -81,7 +81,8 @@ RUN_DEFAULTS = {
     "device": "auto",              # auto | cpu | gpu
     "stretching": "transpose",     # transpose | classical
     "nu": 0.0,                     # [L²/T]
-    "viscous": "core_spreading",   # core_spreading | pse (CPU: free space, periodic box)
+    "viscous": "core_spreading",   # core_spreading | pse (free space, periodic box)
+    "pse_order": 2,                # order in ε of the PSE kernel: 2 | 4
     "boundary": "free",            # free | ground | periodic
     "ground_z": 0.0,               # [L] height of the ground plane
     "box": None,                   # [L] edge of the periodic box [0, L)³
@@ -148,7 +149,8 @@ class Simulation:
         dt [T] (required), t_end [T], integrator {"euler", "rk2", "rk4"},
         kernel, method {"direct", "fmm", "auto"}, tol, precision {"float64",
         "float32"}, device {"auto", "cpu", "gpu"}, stretching {"transpose",
-        "classical"}, nu [L²/T], viscous {"core_spreading", "pse"}, boundary
+        "classical"}, nu [L²/T], viscous {"core_spreading", "pse"}, pse_order {2, 4}
+        (:func:`vortexsim.physics.pse.pse_rate`), boundary
         {"free", "ground", "periodic"}, ground_z [L], box [L] (the periodic box's edge;
         method "spectral" or "auto", Gaussian kernel, one σ, CPU or GPU), adaptive, courant, dt_min [T],
         max_speed [L/T], root_slack, remesh_every (steps; 0: never), remesh_spacing
@@ -221,7 +223,7 @@ class Simulation:
                                    self.device, n_sources=n_src, n_targets=n + m,
                                    box=self.domain.box if periodic else None)
         self.rhs = VortexRHS(self.summation, self.domain, cfg["stretching"], cfg["nu"],
-                             cfg["viscous"])
+                             cfg["viscous"], cfg["pse_order"])
         if periodic and self.rhs.stretching == "classical":
             raise ValueError("the periodic box needs stretching='transpose': the classical "
                              "form does not keep the total vorticity Σα at zero, and a "
@@ -247,6 +249,7 @@ class Simulation:
         cfg.update(self.summation.describe())
         cfg.update(device=self.device.kind, integrator=self.scheme.name,
                    stretching=self.rhs.stretching, nu=self.rhs.nu, viscous=self.rhs.viscous,
+                   pse_order=self.rhs.pse_order,
                    boundary=self.domain.name, dt=float(dt), dt_min=float(cfg["dt_min"]),
                    max_speed=float(cfg["max_speed"]), courant=float(cfg["courant"]),
                    adaptive=bool(cfg["adaptive"]), ground_z=float(cfg["ground_z"]),
@@ -322,7 +325,6 @@ class Simulation:
         self.rhs.begin_step(self.t, el.sigma, self._sigma_range, plan=plan,
                             volume=el.volume)
         x1, alpha1, y1 = self.scheme.step((el.x, el.alpha, tr.x), self.t, dt, self.rhs)
-        nu = self.rhs.nu
         sigma1 = self.rhs.advance_cores(el.sigma, dt)
         # one device→host transfer: [finite, max|u|², max‖∇u‖², box of x1, box of y1]
         finite = xp.isfinite(x1).all() & xp.isfinite(alpha1).all() & xp.isfinite(y1).all() \
@@ -339,9 +341,9 @@ class Simulation:
         self.t += dt
         self.iteration += 1
         self.planner.commit(plan, np.sqrt(stats[1]), stats[3:])
-        if nu > 0:
-            lo, hi = self._sigma_range
-            self._sigma_range = (math.sqrt(lo * lo + 2 * nu * dt), math.sqrt(hi * hi + 2 * nu * dt))
+        # the cores' range as the viscous term moves it (core spreading: σ² + 2ν dt; PSE
+        # keeps the cores)
+        self._sigma_range = self.rhs.advance_sigma_range(self._sigma_range, dt)
         grad = float(np.sqrt(stats[2]))
         if self._run["adaptive"]:
             self.dt = self._adaptive_dt(grad)

@@ -160,36 +160,51 @@ def test_remeshing_refusals_outside_the_box():
         sim.remesh()
 
 
-def test_pse_with_remeshing_decays_at_its_rate_and_restarts_bitwise():
-    """Taylor–Green (n = 16) with PSE (ε = σ/√2) and remeshing every step: Σα stays 0 to
-    round-off; the energy's viscous decay (beyond the inviscid run's drift) is the PSE
-    operator's on this mode, 2λE with λ = ν(1 − e^{−3ε²})/ε² (the exact 6νE as ε → 0;
-    here λ/3ν = 0.89: PSE's O(ε²) error at 16 points per period), within 2 %; a pickup
-    after a remeshing continues bitwise."""
-    n, nu = 16, 0.05
+def test_taylor_green_dissipation_with_pse_and_remeshing():
+    """The issue's criterion: Taylor–Green at n = 16, Re = 400, t ≤ 0.2, PSE of order 4
+    (ε = σ/√2 = h/√2), RK2, dt = 0.05.  ν⟨|ω|²⟩ (the diagnostics) = 6νE within 1 %, and
+    −dE/dt from E(t) of the run = ν⟨|ω|²⟩ within 1 % (PSE's own rate on the |k|² = 3
+    mode is 2λE, λ/3ν = 1 − 0.80 %: 0.992):
+
+    * without remeshing, −dE/dt at t = 0 from a quadratic fit of E(t) (the inviscid
+      transfer of energy to scales the blobs smooth away changes E as t²): 0.992;
+    * with remeshing every step, −d(E − E_inviscid)/dt at every row (the inviscid run
+      loses energy to that transfer and to the remeshing, 5e-4 of E by t = 0.2, as much
+      as ~20 % of the dissipation at this Re): 0.991.
+
+    The cores keep σ = h without remeshing (PSE does not spread them).  Remeshing and
+    PSE keep Σα = 0 to round-off, and a pickup after a remeshing continues bitwise."""
+    n, nu, dt = 16, 1.0 / 400.0, 0.05
     h = L / n
     volume = np.full(n ** 3, h ** 3)
 
     def make(**more):
         x, alpha, _ = _taylor_green(n)
-        return Simulation((x, alpha, h, volume), dt=0.04, integrator="rk2",
+        return Simulation((x, alpha, h, volume), dt=dt, integrator="rk2",
                           boundary="periodic", box=L, method="spectral", tol=1e-6,
-                          device="cpu", progress=False, remesh_every=1, remesh_spacing=h,
+                          device="cpu", progress=False, viscous="pse", pse_order=4,
                           **more)
-    t, e, _ = _series(make(nu=nu, viscous="pse"), 3)
-    _, e0, _ = _series(make(), 3)
-    eps2 = h * h / 2
-    lam = nu * (1 - math.exp(-3 * eps2)) / eps2
-    rate = -np.gradient(e - e0, t)
-    np.testing.assert_allclose(rate, 2 * lam * e, rtol=0.02)
-    a = make(nu=nu, viscous="pse")
-    a.run(t_end=0.08)
+    remeshed = dict(remesh_every=1, remesh_spacing=h)
+    free = make(nu=nu)
+    t, e, eps = _series(free, 4)
+    assert free._sigma_range == (h, h) and (free.elements.sigma == h).all()
+    np.testing.assert_allclose(eps, 6 * nu * e, rtol=0.01)
+    rate0 = -np.polyfit(t, e, 2)[1]
+    assert rate0 == pytest.approx(eps[0], rel=0.01)                     # 0.992
+    a = make(nu=nu, **remeshed)
+    t, e, eps = _series(a, 2)
+    saved = a.checkpoint_state()
+    t2, e2, eps2 = _series(a, 2)
+    t, e, eps = (np.concatenate([u, v[1:]]) for u, v in ((t, t2), (e, e2), (eps, eps2)))
+    _, e_inviscid, _ = _series(make(**remeshed), 4)
+    np.testing.assert_allclose(eps, 6 * nu * e, rtol=0.01)
+    np.testing.assert_allclose(-np.gradient(e - e_inviscid, t), eps, rtol=0.01)  # 0.991
     scale = np.abs(a.elements.alpha).sum()
     assert np.abs(a.elements.alpha.sum(axis=0)).max() <= 1e-14 * scale
-    saved = a.checkpoint_state()
-    a.run(t_end=0.12)
-    b = make(nu=nu, viscous="pse")
-    b.run(pickup=saved, t_end=0.12)
+    b = make(nu=nu, **remeshed)
+    b.pickup(saved)
+    b.step().step()
+    assert (b.t, b.iteration) == (a.t, a.iteration)
     for name in ("x", "alpha", "sigma"):
         assert getattr(b.elements, name).tobytes() == getattr(a.elements, name).tobytes()
 

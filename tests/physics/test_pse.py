@@ -1,6 +1,7 @@
-"""Particle strength exchange (vortexsim.physics.pse): the kernel's moments, a naive
-all-pairs reference, conservation, the Laplacian of a Gaussian blob, the heat kernel in
-free space, a Taylor–Green mode's decay in the periodic box, and the input checks.
+"""Particle strength exchange (vortexsim.physics.pse), kernels of order 2 and 4: the
+kernels' moments, a naive all-pairs reference, conservation, the Laplacian of a Gaussian
+blob, the heat kernel in free space, a Taylor–Green mode's decay in the periodic box,
+and the input checks.
 
 Two exact statements check the constants.  η_ε is the heat kernel at time ε², so the
 continuous operator is ν (e^{ε²∇²} − 1)/ε²: on a Gaussian G_s (variance s² per axis) it
@@ -10,7 +11,11 @@ discrete operator matches the first to ~1e-6 (the cut, tol = 1e-6), the RK4 solu
 second to ~1e-3 (one RK4 step).  Against ν∇²ω and the heat kernel the error is PSE's
 O(ε²); observed orders (ε/h fixed): 1.58, 1.76, 1.86, 1.90, 1.94 for the rate at
 h = 1/2, 1/3, 1/4, 1/5, 1/6, 1/8 of the blob's width, 1.84 for the heat kernel at
-h = 1/3 → 1/4, 1.87 for the Taylor–Green decay rate at n = 16 → 24.
+h = 1/3 → 1/4, 1.87 for the Taylor–Green decay rate at n = 16 → 24.  The fourth-order
+kernel's continuous operator is ν ((2 + ε²k²) e^{−ε²k²} − 2)/ε² (on G_s:
+ν (2 G_{s'} − ε² ∇²G_{s'} − 2 G_s)/ε²); its observed orders: 3.77 for the rate (h = 1/4
+→ 1/6), 3.53 for the heat kernel (h = 1/3 → 1/4, pre-asymptotic), 3.80 for the
+Taylor–Green decay rate (n = 16 → 24).
 """
 import math
 
@@ -27,14 +32,14 @@ C = np.array([0.3, -0.5, 1.0])      # the blob's vorticity direction and amplitu
 X0 = np.array([0.1, -0.2, 0.05])    # its centre, off the lattice's symmetry points
 
 
-def _reference(x, alpha, volume, epsilon, nu, box=None, tol=PSE_TOL):
+def _reference(x, alpha, volume, epsilon, nu, box=None, tol=PSE_TOL, order=2):
     """All pairs at once (N² memory; small N only), minimum image in the box."""
     d = x[:, None, :] - x[None, :, :]
     if box is not None:
         d -= box * np.round(d / box)
     r2 = np.einsum("pqk,pqk->pq", d, d)
-    eta = pse_kernel(np.sqrt(r2) / epsilon) / epsilon ** 3
-    eta[r2 >= pse_reach(epsilon, tol) ** 2] = 0.0
+    eta = pse_kernel(np.sqrt(r2) / epsilon, order=order) / epsilon ** 3
+    eta[r2 >= pse_reach(epsilon, tol, order) ** 2] = 0.0
     v = np.broadcast_to(volume, (len(x),))
     return nu / epsilon ** 2 * (v[:, None] * (eta @ alpha) - alpha * (eta @ v)[:, None])
 
@@ -75,6 +80,32 @@ def test_kernel_moments_and_cut():
     assert pse_reach(0.5, 1e-6) == pytest.approx(0.5 * pse_cutoff(1e-6))
 
 
+def test_fourth_order_kernel_moments_and_cut():
+    """η₄ = (7/2 − ρ²/4) η₂: ∫ η₄ = 2, second moments 2 δ_ij, and the fourth moments
+    vanish (isotropic: ∫ ρ⁴ η₄ = 0), so η̂(κ) − η̂(0) = −κ² + O(κ⁶); the cut loses the
+    fraction tol of ∫ |z|² |η₄|."""
+    def radial(f, a=0.0, b=np.inf):
+        # split at √14, where η₄ changes sign
+        pts = sorted({a, min(max(math.sqrt(14.0), a), b), b})
+        return sum(quad(f, lo, hi, limit=200)[0] for lo, hi in zip(pts[:-1], pts[1:]))
+
+    def eta(r):
+        return pse_kernel(r, order=4)
+    assert radial(lambda r: 4 * math.pi * r * r * eta(r)) == pytest.approx(2.0, abs=1e-12)
+    assert radial(lambda r: 4 * math.pi * r ** 4 / 3 * eta(r)) == pytest.approx(2.0, abs=1e-12)
+    assert abs(radial(lambda r: 4 * math.pi * r ** 6 * eta(r))) < 1e-10
+    assert radial(lambda r: 4 * math.pi * r ** 8 * eta(r)) != pytest.approx(0.0, abs=1.0)
+    assert eta(math.sqrt(14.0)) == pytest.approx(0.0, abs=1e-15)
+    total = radial(lambda r: 4 * math.pi * r ** 4 * abs(eta(r)))
+    for tol in (1e-4, 1e-6, 1e-10):
+        rho = pse_cutoff(tol, order=4)
+        lost = radial(lambda r: 4 * math.pi * r ** 4 * abs(eta(r)), rho) / total
+        assert lost == pytest.approx(tol, rel=1e-6)
+    assert pse_cutoff(1e-6, order=4) == pytest.approx(9.070, abs=1e-3)
+    assert pse_reach(0.5, 1e-6, 4) == pytest.approx(0.5 * pse_cutoff(1e-6, 4))
+    assert pse_cutoff(1e-6, 2) == pse_cutoff(1e-6)
+
+
 # --- against the naive sum; conservation -----------------------------------------------
 
 @pytest.mark.parametrize("box,epsilon", [
@@ -85,18 +116,21 @@ def test_kernel_moments_and_cut():
     (3.0, 0.09),        # three cells per axis
     (3.0, 0.05),        # seven cells per axis
 ])
-def test_matches_all_pairs(rng, box, epsilon):
+@pytest.mark.parametrize("order", [2, 4])
+def test_matches_all_pairs(rng, box, epsilon, order):
+    epsilon *= pse_cutoff() / pse_cutoff(order=order)       # the same reach, the same cells
     x, alpha, volume = _random_elements(rng, 500, 3.0)
-    got = pse_rate(x, alpha, volume, epsilon, 0.3, box=box)
-    want = _reference(x, alpha, volume, epsilon, 0.3, box)
+    got = pse_rate(x, alpha, volume, epsilon, 0.3, box=box, order=order)
+    want = _reference(x, alpha, volume, epsilon, 0.3, box, order=order)
     assert got.dtype == np.float64 and got.shape == (500, 3)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("box,epsilon", [(None, 0.1), (None, 0.02), (3.0, 0.17), (3.0, 0.06)])
-def test_total_strength_conserved(rng, box, epsilon):
+@pytest.mark.parametrize("box,epsilon,order", [(None, 0.1, 2), (None, 0.02, 2), (3.0, 0.17, 2),
+                                               (3.0, 0.06, 2), (None, 0.1, 4), (3.0, 0.15, 4)])
+def test_total_strength_conserved(rng, box, epsilon, order):
     x, alpha, volume = _random_elements(rng, 2000, 3.0)
-    rate = pse_rate(x, alpha, volume, epsilon, 0.3, box=box)
+    rate = pse_rate(x, alpha, volume, epsilon, 0.3, box=box, order=order)
     assert np.abs(rate).max() > 0
     np.testing.assert_allclose(rate.sum(axis=0), 0.0, atol=1e-15 * np.abs(rate).sum())
 
@@ -155,6 +189,34 @@ def test_gaussian_blob_laplacian_second_order():
     assert order > 1.8, (errors, order)                          # 1.88
 
 
+def test_gaussian_blob_laplacian_fourth_order():
+    """The same with the fourth-order kernel: dα/dt / V equals its continuous operator
+    ν (2 G_{s'} − ε² ∇²G_{s'} − 2 G_1)/ε² C (∇²G_s = (|x − X0|²/s⁴ − 3/s²) G_s) to the
+    cut's 1e-6, and approaches ν∇²ω at fourth order: the relative error is
+    ε⁴k⁴/6 (1 − ε²k²/2 + …) per mode, so the observed order climbs to 4 as εk → 0
+    (3.53 from h = 1/3 to 1/4, 3.77 from 1/4 to 1/6)."""
+    nu, inner, errors = 0.7, 2.5, []
+    hs = (0.25, 1.0 / 6.0)
+    for h in hs:
+        epsilon = OVERLAP * h
+        x = _ball_lattice(h, inner + 1.01 * pse_reach(epsilon, order=4))
+        w = _gaussian(x, 1.0)
+        rate = pse_rate(x, w[:, None] * C * h ** 3, h ** 3, epsilon, nu, order=4) / h ** 3
+        r2 = np.einsum("pk,pk->p", x - X0, x - X0)
+        lap = nu * ((r2 - 3.0) * w)[:, None] * C
+        s2 = 1.0 + 2 * epsilon ** 2
+        g2 = _gaussian(x, s2)
+        smoothed = nu * ((2 * g2 - epsilon ** 2 * (r2 / s2 ** 2 - 3 / s2) * g2 - 2 * w)
+                         / epsilon ** 2)[:, None] * C
+        scale = np.abs(lap).max()
+        mask = r2 < inner ** 2
+        assert np.abs(rate - smoothed)[mask].max() < 2e-6 * scale
+        errors.append(np.abs(rate - lap)[mask].max() / scale)
+    order = math.log(errors[0] / errors[1]) / math.log(hs[0] / hs[1])
+    assert errors[1] < 2e-3                                      # 1.69e-3 (order 2: 0.043)
+    assert order > 3.6, (errors, order)                          # 3.77
+
+
 # --- free space: the heat kernel -----------------------------------------------------------
 
 def _rk4(rate, a, dt, steps):
@@ -193,6 +255,28 @@ def test_gaussian_blob_follows_heat_kernel():
     assert order > 1.8, (errors, order)                          # 1.84
 
 
+def test_gaussian_blob_follows_heat_kernel_fourth_order():
+    """The fourth-order kernel from ω = C G_1 for νT = 0.05 (one RK4 step; its own error
+    is ~1e-5 of the change here, the spatial error ~1e-2): the error against the exact
+    C G_s, s² = 1 + 2νT, is 0.006 of the change at h = 1/4 (order 2: 0.065 at twice
+    νT) and falls at order 3.5 from h = 1/3 to 1/4 (pre-asymptotic, as the Laplacian's
+    3.53 there; 3.77 from 1/4 to 1/6); Σα is conserved."""
+    nu, t_end, errors = 0.5, 0.1, []
+    hs = (1.0 / 3.0, 0.25)
+    for h in hs:
+        epsilon, v = OVERLAP * h, h ** 3
+        x = _ball_lattice(h, 4.5)
+        a0 = _gaussian(x, 1.0)[:, None] * C * v
+        a = _rk4(lambda a: pse_rate(x, a, v, epsilon, nu, order=4), a0, t_end, 1)
+        exact = _gaussian(x, 1.0 + 2 * nu * t_end)[:, None] * C
+        change = np.abs(exact - a0 / v).max()
+        np.testing.assert_allclose(a.sum(axis=0), a0.sum(axis=0), rtol=1e-12)
+        errors.append(np.abs(a / v - exact).max() / change)
+    order = math.log(errors[0] / errors[1]) / math.log(hs[0] / hs[1])
+    assert errors[1] < 0.0065                                    # 0.0060
+    assert order > 3.4, (errors, order)                          # 3.53
+
+
 # --- the periodic box: a Taylor–Green mode decays as e^{−3νt} --------------------------------
 
 def _taylor_green(n):
@@ -205,45 +289,49 @@ def _taylor_green(n):
     return x, w * h ** 3, h
 
 
-def test_taylor_green_decay_rate_periodic():
+@pytest.mark.parametrize("order", [2, 4])
+def test_taylor_green_decay_rate_periodic(order):
     """The Taylor–Green vorticity (|k|² = 3) on an n³ lattice of [0, 2π)³ is an exact
     eigenvector of the periodic PSE sum, eigenvalue −λ_h = −(ν/ε²) Σ_r h³ η_ε(r)
     (1 − cos r_x cos r_y cos r_z) over the lattice vectors within the reach: one RK4
     step of dt scales α by R(−λ_h dt) (to round-off).  The decay rate −ln(α(T)/α(0))/T
-    is ν(1 − e^{−3ε²})/ε² (continuous PSE) to 1e-4 and e^{−3νt}'s 3ν at second order."""
+    is the continuous PSE's to 1e-4, ν(1 − e^{−3ε²})/ε² at order 2 and
+    ν(2 − (2 + 3ε²) e^{−3ε²})/ε² at order 4, and approaches e^{−3νt}'s 3ν at that order:
+    1 − rate/3ν = 0.063 and 0.0027 at n = 24 (orders 1.87 and 3.80 from n = 16; ε = 0.8 h)."""
     nu, t_end, errors = 0.1, 1.0, []
     ns = (16, 24)
     for n in ns:
         x, a0, h = _taylor_green(n)
         epsilon, box = OVERLAP * h, 2 * math.pi
-        a = _rk4(lambda a: pse_rate(x, a, h ** 3, epsilon, nu, box=box), a0, t_end, 1)
+        a = _rk4(lambda a: pse_rate(x, a, h ** 3, epsilon, nu, box=box, order=order), a0,
+                 t_end, 1)
         # the eigenvalue from the lattice vectors within the reach
-        m = int(pse_reach(epsilon) / h) + 1
+        reach = pse_reach(epsilon, order=order)
+        m = int(reach / h) + 1
         r = np.stack(np.meshgrid(*(np.arange(-m, m + 1) * h,) * 3, indexing="ij"), -1)
         r = r.reshape(-1, 3)
-        inside = np.linalg.norm(r, axis=1) < pse_reach(epsilon)
-        eta = pse_kernel(np.linalg.norm(r, axis=1) / epsilon) / epsilon ** 3 * inside
+        inside = np.linalg.norm(r, axis=1) < reach
+        eta = pse_kernel(np.linalg.norm(r, axis=1) / epsilon, order=order) / epsilon ** 3
+        eta *= inside
         lam_h = nu / epsilon ** 2 * np.sum(h ** 3 * eta * (1 - np.prod(np.cos(r), axis=1)))
         z = -lam_h * t_end
         np.testing.assert_allclose(a, (1 + z + z * z / 2 + z ** 3 / 6 + z ** 4 / 24) * a0,
                                    rtol=0, atol=1e-12 * np.abs(a0).max())
         rate = -math.log(np.vdot(a, a0) / np.vdot(a0, a0)) / t_end
-        assert rate == pytest.approx(nu * (1 - math.exp(-3 * epsilon ** 2)) / epsilon ** 2,
-                                     rel=1e-4)
+        s = 3 * epsilon ** 2
+        continuous = (1 - math.exp(-s) if order == 2 else 2 - (2 + s) * math.exp(-s))
+        assert rate == pytest.approx(nu * continuous / epsilon ** 2, rel=1e-4)
         errors.append(abs(rate - 3 * nu) / (3 * nu))
-    order = math.log(errors[0] / errors[1]) / math.log(ns[1] / ns[0])
-    assert errors[1] < 0.07                                      # 0.063
-    assert order > 1.8, (errors, order)                          # 1.87
+    got = math.log(errors[0] / errors[1]) / math.log(ns[1] / ns[0])
+    if order == 2:
+        assert errors[1] < 0.07                                  # 0.063
+        assert got > 1.8, (errors, got)                          # 1.87
+    else:
+        assert errors[1] < 0.003                                 # 0.0027
+        assert got > 3.7, (errors, got)                          # 3.80
 
 
 # --- bad input -------------------------------------------------------------------------
-
-class _FakeCupyArray:
-    """Passes for a CuPy array (vortexsim.backend.is_cupy_array looks at the module)."""
-
-
-_FakeCupyArray.__module__ = "cupy._core.core"
-
 
 def _good():
     rng = np.random.default_rng(3)
@@ -269,7 +357,8 @@ def _good():
     (dict(box=0.8), ValueError, "too small for the PSE reach"),
     (dict(box=-1.0), ValueError, "box must be > 0"),
     (dict(tol=0.5), ValueError, "tol must be in"),
-    (dict(x=_FakeCupyArray()), RuntimeError, "PSE on the GPU: not yet"),
+    (dict(order=3), ValueError, r"pse_order\) must be one of \(2, 4\)"),
+    (dict(order=True), ValueError, "pse_order"),
 ])
 def test_bad_input(change, error, match):
     kw = {**_good(), **change}
@@ -285,3 +374,39 @@ def test_box_just_large_enough():
     pse_rate(x, kw["alpha"], 1e-3, kw["epsilon"], 0.1, box=2.0 * reach * (1 + 2e-6))
     with pytest.raises(ValueError, match="too small"):
         pse_rate(x, kw["alpha"], 1e-3, kw["epsilon"], 0.1, box=2.0 * reach)
+
+
+# --- the GPU's neighbour table, checked on the host --------------------------------------
+
+@pytest.mark.parametrize("box,epsilon,order", [(None, 0.15, 2), (None, 0.5, 4), (3.0, 0.17, 2),
+                                               (3.0, 0.09, 4), (3.0, 0.05, 2)])
+def test_gpu_neighbor_table_gathers_every_pair_once(rng, box, epsilon, order):
+    """The GPU kernel (cuda/pse.cu) gathers, for each element, the 27 neighbour cells of
+    :func:`vortexsim.physics.pse_gpu.neighbor_table` at their image shifts, keeping the
+    pairs within the reach.  The same gather in NumPy over that table (built with
+    xp = numpy) equals pse_rate: every pair within the reach is met exactly once
+    (a box of 2 cells per axis lists a cell at two images, of which one is in reach)."""
+    from vortexsim.physics.pse import _cell_grid, pse_constant
+    from vortexsim.physics.pse_gpu import neighbor_table
+    x, alpha, volume = _random_elements(rng, 500, 3.0)
+    want = pse_rate(x, alpha, volume, epsilon, 0.3, box=box, order=order)
+    reach = pse_reach(epsilon, order=order)
+    grid = _cell_grid(np.mod(x, box) if box else x, reach, box, np)
+    nbr, shift = neighbor_table(grid, np)
+    assert nbr.shape == (len(grid.start) - 1, 27) and shift.shape == nbr.shape + (3,)
+    av = np.column_stack([alpha[grid.order], volume[grid.order]])
+    acc = np.zeros((len(x), 3))
+    for c in range(len(grid.start) - 1):
+        t = np.arange(grid.start[c], grid.start[c + 1])
+        for j in range(27):
+            if nbr[c, j] < 0:
+                continue
+            q = np.arange(grid.start[nbr[c, j]], grid.start[nbr[c, j] + 1])
+            d = grid.xs[t][:, None, :] - (grid.xs[q] + shift[c, j])[None, :, :]
+            r2 = np.einsum("tqk,tqk->tq", d, d)
+            e = -0.25 * r2 / epsilon ** 2
+            w = np.exp(e) * ((3.5 + e) if order == 4 else 1.0) * (r2 < reach * reach)
+            acc[t] += av[t, 3:] * (w @ av[q, :3]) - av[t, :3] * (w @ av[q, 3:])
+    got = np.empty_like(acc)
+    got[grid.order] = acc * pse_constant(epsilon, 0.3)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())

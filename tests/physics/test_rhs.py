@@ -98,7 +98,22 @@ def test_core_spreading_sigma_at_stage_times():
     assert lo == pytest.approx(math.sqrt(0.01 + 0.01)) and hi == pytest.approx(math.sqrt(0.04 + 0.01))
 
 
+def test_step_core_range_follows_the_viscous_term():
+    """After a step, core spreading widens (min σ, max σ) as σ² + 2ν dt; PSE keeps it
+    (it exchanges strength, the cores stay)."""
+    spread = VortexRHS(Summation(device=CPU), FreeSpace(), nu=0.01)
+    assert spread.advance_sigma_range((0.1, 0.2), 0.5) == pytest.approx(
+        (math.sqrt(0.01 + 0.01), math.sqrt(0.04 + 0.01)), rel=1e-15)
+    for order in (2, 4):
+        pse = VortexRHS(Summation(device=CPU), FreeSpace(), nu=0.01, viscous="pse",
+                        pse_order=order)
+        assert pse.pse_order == order and pse.terms[-1].order == order
+        assert pse.advance_sigma_range((0.1, 0.2), 0.5) == (0.1, 0.2)
+
+
 def test_bad_options():
+    with pytest.raises(ValueError, match="pse_order"):
+        VortexRHS(Summation(device=CPU), FreeSpace(), nu=0.1, viscous="pse", pse_order=3)
     with pytest.raises(ValueError, match="not built yet"):
         VortexRHS(Summation(device=CPU), GroundPlane(), nu=0.1, viscous="pse")
     with pytest.raises(ValueError, match="nu"):

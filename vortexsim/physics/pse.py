@@ -1,12 +1,14 @@
-r"""Viscous diffusion by particle strength exchange (PSE), Gaussian exchange kernel.
+r"""Viscous diffusion by particle strength exchange (PSE), Gaussian-based exchange kernels
+of second and fourth order.
 
 The operator (``physics.md``, "Viscous diffusion"; Degond & Mas-Gallic 1989; Cottet &
 Koumoutsakos, *Vortex Methods*, ch. 5)::
 
     dα_p/dt = (ν/ε²) Σ_q (V_p α_q − V_q α_p) η_ε(x_p − x_q),
-    η_ε(r) = ε⁻³ η(|r|/ε),      η(ρ) = (4π)^{−3/2} e^{−ρ²/4}.
+    η_ε(r) = ε⁻³ η(|r|/ε),      η(ρ) = (4π)^{−3/2} e^{−ρ²/4}             (order 2),
+                                 η(ρ) = (4π)^{−3/2} (7/2 − ρ²/4) e^{−ρ²/4}  (order 4).
 
-**Normalisation.**  η is the density of N(0, 2 I₃): ∫ η dz = 1, ∫ z_i η dz = 0 and
+**Normalisation.**  The order-2 η is the density of N(0, 2 I₃): ∫ η dz = 1, ∫ z_i η dz = 0 and
 ∫ z_i z_j η dz = 2 δ_ij, so for smooth f
 
     (1/ε²) ∫ (f(y) − f(x)) η_ε(x − y) dy = ∇²f(x) + (ε²/2) ∇⁴f(x) + O(ε⁴),
@@ -18,20 +20,42 @@ axis goes to ν (G_{s'} − G_s)/ε² with s'² = s² + 2ε² (the tests check t
 against this to 1e-9).  Winckelmans & Leonard (1993) write the same operator with the
 blob's own cutoff, (2ν/σ²) Σ_q (…) ζ_σ, ζ(ρ) = (2π)^{−3/2} e^{−ρ²/2}: that is ε = σ/√2.
 
-**Quadrature.**  On a lattice of spacing h (V = h³) the sum replaces η̂(k) = e^{−ε²k²}
-by its periodisation, an error of order e^{−4π²ε²/h²} (1e-11 at ε = 0.8 h); the
-consistency error O(ε²) dominates for ε ≳ 0.6 h.  ``physics.md`` takes ε of order h to
-2 h.
+**Fourth order.**  In Fourier space the continuous operator is ν (η̂(εk) − η̂(0))/ε²
+(η̂(κ) = ∫ η(z) e^{−iκ·z} dz), so it is of order m when η̂(κ) − η̂(0) = −|κ|² + O(|κ|^{m+2}):
+the kernel's second moments are 2 δ_ij and its odd moments and its moments of order
+4, …, m vanish (Eldredge, Leonard & Colonius 2002, J. Comput. Phys. 180, the moment
+conditions for derivatives in particle methods; Cottet & Koumoutsakos ch. 5).  The
+Gaussian G (η̂ = e^{−κ²}) and |z|² G (FT: (6 − 4κ²) e^{−κ²} in 3-D) span a fourth-order
+kernel: (a + b|z|²) G has η̂ = (a + 6b − 4bκ²) e^{−κ²}, whose κ² and κ⁴ coefficients are −1
+and 0 for b = −1/4, a = 7/2: η̂(κ) = (2 + κ²) e^{−κ²} = 2 − κ² + κ⁶/6 + O(κ⁸).  The
+continuous operator is ν ((2 + ε²k²) e^{−ε²k²} − 2)/ε²: on a Gaussian G_s it gives
+ν (2 G_{s'} − ε² ∇²G_{s'} − 2 G_s)/ε² with s'² = s² + 2ε² (tested on a lattice to the
+cut's 1e-6), and on a
+Fourier mode of wavenumber k its rate is ν k² (1 − ε⁴k⁴/6 + O(ε⁶k⁶)), against the second
+order's ν k² (1 − ε²k²/2 + …).  The kernel changes sign at ρ = √14 (its zeroth moment is
+2: only the differences f(y) − f(x) enter, so the operator still conserves Σα).
+
+**Quadrature.**  On a lattice of spacing h (V = h³) the sum replaces η̂(εk) by its
+periodisation Σ_m η̂(ε(k + 2πm/h)), an error in η̂ of order e^{−4π²ε²/h²}
+(× (2 + 4π²ε²/h²) at order 4) against the rate's η̂(0) − η̂(εk) ≈ ε²k²: at ε = h/√2
+(σ = h) it is 2.7e-9 (order 2) and 6e-8 (order 4).  On the Taylor–Green mode at n = 16
+(order 4) the aliases cost < 5e-6 of the rate at ε = h/√2 (the cut included), 0.05 % at
+0.6 h and 1.7 % at 0.5 h, against consistency errors of 0.80 %, 0.43 % and 0.21 %:
+ε ≳ 0.6 h.
+``physics.md`` takes ε of the order of h to 2 h.
 
 **Cut.**  Only pairs closer than the reach ρ_c(tol) ε are summed, ρ_c the smallest ρ at
-which the truncated second moment has lost the fraction tol of its value:
-∫_{|z|>ρ} |z|² η dz / ∫ |z|² η dz = Q(5/2, ρ²/4) ≤ tol (Q: the regularised upper
-incomplete gamma function; ρ_c = 8.47 at tol = 1e-6, 9.57 at 1e-8, where η/η(0) is
-1.6e-8 and 1.1e-10).  Pairs are found through a cell list (cells of edge ≥ the reach,
-a 27-cell stencil).  A cell meets its own elements (each pair in both orders) and the
-forward half of its stencil, 13 cells whose pairs are evaluated once and give their
-exchange to both elements, so Σ_p dα_p/dt = 0 up to round-off of the sums.  Memory O(N):
-no N×N array, blocks of at most 2^18 pairs.
+which the truncated second moment of |η| has lost the fraction tol of its value:
+∫_{|z|>ρ} |z|² |η| dz / ∫ |z|² |η| dz ≤ tol.  Order 2: Q(5/2, ρ²/4) (Q: the regularised
+upper incomplete gamma function; ρ_c = 8.47 at tol = 1e-6, 9.57 at 1e-8, where η/η(0) is
+1.6e-8 and 1.1e-10).  Order 4 (ρ > √14, where η < 0): (15 Q(7/2, ρ²/4) − 21 Q(5/2, ρ²/4))
+/ (6 + 2 T₀), T₀ = 15 Q(7/2, 7/2) − 21 Q(5/2, 7/2) (ρ_c = 9.07 at 1e-6).
+
+Pairs are found through a cell list (cells of edge ≥ the reach, a 27-cell stencil).  A
+cell meets its own elements (each pair in both orders) and the forward half of its
+stencil, 13 cells whose pairs are evaluated once and give their exchange to both
+elements, so Σ_p dα_p/dt = 0 up to round-off of the sums.  Memory O(N): no N×N array,
+blocks of at most 2^18 pairs.
 
 **Periodic box** [0, L)³: positions are wrapped, pairs take the minimum image.  The
 box must exceed twice the reach (each pair then has at most one image within it).
@@ -41,8 +65,9 @@ need a symmetric pair width, e.g. ε_pq² = (ε_p² + ε_q²)/2, to keep the exc
 antisymmetric; not provided.
 
 :func:`pse_rate` is the NumPy implementation (the specification); the cell sort is
-written with ``xp`` operations, the pair loop on the host.  CuPy inputs are refused
-until a GPU version exists.
+written with ``xp`` operations, the pair loop on the host.  CuPy inputs go to
+:mod:`vortexsim.physics.pse_gpu` (the same cells, one thread per element gathering from
+its 27 neighbour cells: deterministic, no atomics).
 """
 from __future__ import annotations
 
@@ -58,8 +83,11 @@ from ..state import host_element_arrays
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["pse_rate", "pse_kernel", "pse_cutoff", "pse_reach", "PSE_TOL",
-           "PERIODIC_MARGIN"]
+__all__ = ["pse_rate", "pse_kernel", "pse_cutoff", "pse_reach", "pse_constant",
+           "check_pse_order", "PSE_TOL", "PSE_ORDERS", "PERIODIC_MARGIN"]
+
+#: the orders of the exchange kernels (2: the Gaussian; 4: (7/2 − ρ²/4) × the Gaussian)
+PSE_ORDERS = (2, 4)
 
 #: default relative tolerance of the cut (lost fraction of the kernel's second moment)
 PSE_TOL = 1e-6
@@ -83,43 +111,59 @@ _FORWARD = np.array([(i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in 
                      if (i, j, k) > (0, 0, 0)], dtype=np.int64)
 
 
-def pse_kernel(rho, xp=np):
-    r"""The exchange kernel η(ρ) = (4π)^{−3/2} e^{−ρ²/4} (ρ = |r|/ε, dimensionless).
+def pse_kernel(rho, xp=np, order=2):
+    r"""The exchange kernel η(ρ) (ρ = |r|/ε, dimensionless): (4π)^{−3/2} e^{−ρ²/4} at
+    order 2, (4π)^{−3/2} (7/2 − ρ²/4) e^{−ρ²/4} at order 4.
 
-    ∫ η d³z = 1 and ∫ z_i z_j η d³z = 2 δ_ij (the second-moment condition of the
-    operator in :func:`pse_rate`); η_ε(r) = ε⁻³ η(|r|/ε) [1/L³].
+    ∫ z_i z_j η d³z = 2 δ_ij (the second-moment condition of the operator in
+    :func:`pse_rate`); ∫ η d³z = 1 (order 2) or 2 (order 4, whose fourth moments vanish);
+    η_ε(r) = ε⁻³ η(|r|/ε) [1/L³].
     """
+    order = check_pse_order(order)
     rho = xp.asarray(rho, dtype=xp.float64)
-    return _NORM * xp.exp(-0.25 * rho * rho)
+    q = 0.25 * rho * rho
+    g = _NORM * xp.exp(-q)
+    return g if order == 2 else (3.5 - q) * g
+
+
+def _tail_fraction(x, order):
+    """∫_{|z|>ρ} |z|² |η| / ∫ |z|² |η| at x = ρ²/4 (order 4: for ρ ≥ √14 only)."""
+    if order == 2:
+        return gammaincc(2.5, x)
+    t0 = 15.0 * gammaincc(3.5, 3.5) - 21.0 * gammaincc(2.5, 3.5)
+    return (15.0 * gammaincc(3.5, x) - 21.0 * gammaincc(2.5, x)) / (6.0 + 2.0 * t0)
 
 
 @functools.lru_cache(maxsize=64)
-def pse_cutoff(tol: float = PSE_TOL) -> float:
-    """ρ_c(tol): the smallest ρ with ∫_{|z|>ρ} |z|² η / ∫ |z|² η = Q(5/2, ρ²/4) ≤ tol.
+def pse_cutoff(tol: float = PSE_TOL, order: int = 2) -> float:
+    """ρ_c(tol): the smallest ρ at which ∫_{|z|>ρ} |z|² |η| / ∫ |z|² |η| ≤ tol (module
+    docstring, "Cut").
 
-    ``tol`` in [1e-15, 1e-2]; ρ_c = 8.47 at 1e-6 (η(ρ_c)/η(0) = 1.6e-8)."""
+    ``tol`` in [1e-15, 1e-2]; ρ_c = 8.47 (order 2) and 9.07 (order 4) at 1e-6."""
     tol = _check_tol(tol)
-    lo, hi = 1.0, 20.0                     # Q(5/2, ρ²/4) decreases: 0.97 at 1, 1e-41 at 20
+    order = check_pse_order(order)
+    # the fraction decreases: order 2 from 0.97 at ρ = 1, order 4 from 0.19 at √14
+    # (where η changes sign); both below 1e-40 at 20
+    lo, hi = (1.0, 20.0) if order == 2 else (math.sqrt(14.0), 20.0)
     for _ in range(60):                    # bisection to ~1e-17 of the bracket
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if gammaincc(2.5, 0.25 * mid * mid) > tol else (lo, mid)
+        lo, hi = (mid, hi) if _tail_fraction(0.25 * mid * mid, order) > tol else (lo, mid)
     return hi
 
 
-def pse_reach(epsilon: float, tol: float = PSE_TOL) -> float:
-    """Distance [L] beyond which :func:`pse_rate` drops pairs: ρ_c(tol) · ε."""
-    return pse_cutoff(tol) * _check_positive("epsilon", epsilon)
+def pse_reach(epsilon: float, tol: float = PSE_TOL, order: int = 2) -> float:
+    """Distance [L] beyond which :func:`pse_rate` drops pairs: ρ_c(tol, order) · ε."""
+    return pse_cutoff(tol, order) * _check_positive("epsilon", epsilon)
 
 
-def pse_rate(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL):
+def pse_rate(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL, order=2):
     r"""Rate of change of the vector strengths by viscous diffusion (PSE).
 
-        dα_p/dt = (ν/ε²) Σ_q (V_p α_q − V_q α_p) η_ε(x_p − x_q),
-        η_ε(r) = ε⁻³ (4π)^{−3/2} e^{−|r|²/(4ε²)},
+        dα_p/dt = (ν/ε²) Σ_q (V_p α_q − V_q α_p) η_ε(x_p − x_q),   η_ε(r) = ε⁻³ η(|r|/ε),
 
-    summed over every pair closer than :func:`pse_reach` (module docstring: the
-    normalisation, ∫ z_i z_j η = 2 δ_ij, makes dα_p/dt / V_p = ν ∇²ω + O(ε²) for
-    α_q = ω(x_q) V_q; the cut; the cell list).
+    η of :func:`pse_kernel` (order 2 or 4), summed over every pair closer than
+    :func:`pse_reach` (module docstring: the normalisation, ∫ z_i z_j η = 2 δ_ij, makes
+    dα_p/dt / V_p = ν ∇²ω + O(ε^order) for α_q = ω(x_q) V_q; the cut; the cell list).
 
     Parameters
     ----------
@@ -133,46 +177,55 @@ def pse_rate(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL):
     box : float [L] or None.  None: free space; L: the periodic box [0, L)³ (positions
         are wrapped, pairs take the minimum image); L must be at least 2·reach·(1 + 1e-6)
     tol : float, the cut's relative tolerance (:func:`pse_cutoff`), 1e-15 to 1e-2
+    order : 2 or 4, the order in ε of the kernel's consistency error
 
     Returns
     -------
     array (N, 3) float64 [L³/T²], in the order of ``x``; float64 accumulators.  Its sum
-    over the elements vanishes up to round-off.
+    over the elements vanishes up to round-off.  CuPy inputs (all three arrays on the
+    device) give a CuPy result computed on the GPU (:mod:`vortexsim.physics.pse_gpu`,
+    the same sum in another order).
 
     Raises
     ------
     ValueError for wrong shapes, non-finite values, ν < 0, ε ≤ 0, V ≤ 0 or NaN (unknown
-    volumes), a box too small for the reach; TypeError for non-numeric input;
-    RuntimeError for CuPy arrays (PSE on the GPU: not yet).
+    volumes), a box too small for the reach, an order other than 2 or 4; TypeError for
+    non-numeric input or a mix of NumPy and CuPy arrays.
 
     Cost: each element meets the elements of its own cell and, once per pair, of 13 of
     its neighbours: 14 (w/h)³ pairs per element on a lattice of spacing h, the cell edge
     w in [reach, 2 reach); memory O(N).
 
     References: Degond & Mas-Gallic, Math. Comp. 53 (1989); Winckelmans & Leonard,
-    J. Comput. Phys. 109 (1993); Cottet & Koumoutsakos, *Vortex Methods* (2000), ch. 5.
+    J. Comput. Phys. 109 (1993); Cottet & Koumoutsakos, *Vortex Methods* (2000), ch. 5;
+    Eldredge, Leonard & Colonius, J. Comput. Phys. 180 (2002).
     """
+    order = check_pse_order(order)
     if any(is_cupy_array(a) for a in (x, alpha, volume)):
-        raise RuntimeError(
-            "PSE on the GPU: not yet. pse_rate takes NumPy arrays; copy the elements to "
-            "the host (vortexsim.backend.to_host) or use viscous='core_spreading' on the "
-            "GPU.")
+        from .pse_gpu import pse_rate_gpu  # noqa: PLC0415
+        return pse_rate_gpu(x, alpha, volume, epsilon, nu, box=box, tol=tol, order=order)
     x, alpha, volume = _check_elements(x, alpha, volume)
     epsilon = _check_positive("epsilon", epsilon)
     nu = _check_nu(nu)
-    reach = pse_reach(epsilon, tol)
+    reach = pse_reach(epsilon, tol, order)
     n = x.shape[0]
     if box is not None:
-        box = _check_box(box, reach, epsilon, tol)
+        box = _check_box(box, reach, epsilon, tol, order)
         x = _wrap(x, box, np)
     out = np.zeros((n, 3))
     if nu == 0.0:
         return out
     grid = _cell_grid(x, reach, box, np)
-    acc = _exchange(grid, alpha, volume, reach, epsilon)
+    acc = _exchange(grid, alpha, volume, reach, epsilon, order)
     out[grid.order] = acc
-    out *= nu / (epsilon * epsilon) * _NORM / epsilon ** 3
+    out *= pse_constant(epsilon, nu)
     return out
+
+
+def pse_constant(epsilon, nu):
+    """ν ε⁻⁵ (4π)^{−3/2} [1/(L³ T)]: the factor of the sums Σ_q (V_p α_q − V_q α_p) w_pq,
+    w = e^{−ρ²/4} (order 2) or (7/2 − ρ²/4) e^{−ρ²/4} (order 4)."""
+    return nu / (epsilon * epsilon) * _NORM / epsilon ** 3
 
 
 # --- the cell list ---------------------------------------------------------------------
@@ -241,9 +294,10 @@ def _forward_neighbors(grid):
     return np.where(found, pos, -1), shift
 
 
-def _exchange(grid, alpha, volume, reach, epsilon):
-    """Σ_q (V_p α_q − V_q α_p) e^{−|x_p − x_q|²/(4ε²)} over the pairs within ``reach``
-    (sorted order, (N, 3) float64, without the constant ν ε⁻⁵ (4π)^{−3/2}).
+def _exchange(grid, alpha, volume, reach, epsilon, order):
+    """Σ_q (V_p α_q − V_q α_p) w(ρ_pq) over the pairs within ``reach`` (ρ = |x_p − x_q|/ε,
+    w = e^{−ρ²/4} at order 2, (7/2 − ρ²/4) e^{−ρ²/4} at order 4; sorted order, (N, 3)
+    float64, without the constant :func:`pse_constant`).
 
     The cells run serially: the blocks' products are BLAS calls, and a thread pool over
     the cells next to OpenBLAS's own threads oversubscribed the cores (2 to 20 times
@@ -259,7 +313,7 @@ def _exchange(grid, alpha, volume, reach, epsilon):
         # the own cell (its pairs in both orders; targets updated only), then the
         # forward half of the stencil at its image positions (both sides updated)
         _cell_pairs(acc, xs, a_s, t0, t1, np.arange(t0, t1), xs[t0:t1] - centre, True,
-                    centre, reach2, inv4e2)
+                    centre, reach2, inv4e2, order)
         cols = np.flatnonzero(nbr[cell] >= 0)
         if cols.size == 0:
             continue
@@ -273,11 +327,12 @@ def _exchange(grid, alpha, volume, reach, epsilon):
             images = xs[src] - centre
             if grid.box is not None:
                 images += np.repeat(shift[cell, cols[g]], [parts[j].size for j in g], axis=0)
-            _cell_pairs(acc, xs, a_s, t0, t1, src, images, False, centre, reach2, inv4e2)
+            _cell_pairs(acc, xs, a_s, t0, t1, src, images, False, centre, reach2, inv4e2,
+                        order)
     return acc
 
 
-def _cell_pairs(acc, xs, a_s, t0, t1, src, ys, own, centre, reach2, inv4e2):
+def _cell_pairs(acc, xs, a_s, t0, t1, src, ys, own, centre, reach2, inv4e2, order):
     """Exchanges of the targets t0:t1 with the sources ``src`` (images at ``ys``,
     relative to ``centre``) in blocks of at most 2^18 pairs, added to ``acc`` (N, 3);
     ``own``: the sources are the targets' own cell (targets updated only)."""
@@ -294,9 +349,14 @@ def _cell_pairs(acc, xs, a_s, t0, t1, src, ys, own, centre, reach2, inv4e2):
         w += ys2[None, :]
         w += np.einsum("ij,ij->i", yt, yt)[:, None]
         inside = w < reach2
-        w *= inv4e2
-        np.exp(w, out=w)
-        w *= inside                                       # e^{−r²/(4ε²)}, 0 beyond reach
+        w *= inv4e2                                       # −ρ²/4
+        if order == 4:
+            poly = w + 3.5                                # 7/2 − ρ²/4
+            np.exp(w, out=w)
+            w *= poly
+        else:
+            np.exp(w, out=w)
+        w *= inside                                       # w(ρ), 0 beyond reach
         at = a_s[c0:c1]
         ws = w @ asrc                                     # Σ_q w α_q, Σ_q w V_q
         acc[c0:c1] += at[:, 3:] * ws[:, :3] - at[:, :3] * ws[:, 3:]
@@ -306,6 +366,14 @@ def _cell_pairs(acc, xs, a_s, t0, t1, src, ys, own, centre, reach2, inv4e2):
 
 
 # --- checks --------------------------------------------------------------------------
+
+def check_pse_order(order):
+    """``order`` as an int, 2 or 4 (a ValueError otherwise)."""
+    if isinstance(order, bool) or order not in PSE_ORDERS:
+        raise ValueError(f"the PSE order (pse_order) must be one of {PSE_ORDERS} (the "
+                         f"order in epsilon of the exchange kernel's error), got {order!r}.")
+    return int(order)
+
 
 def _check_tol(tol):
     try:
@@ -345,15 +413,18 @@ def _check_nu(nu):
     return nu
 
 
-def _check_box(box, reach, epsilon, tol):
+def _check_box(box, reach, epsilon, tol, order=2):
     box = _check_positive("box", box)
     need = 2.0 * reach * (1.0 + PERIODIC_MARGIN)
     if box < need:
+        other = (f", or the order-2 kernel (pse_order = 2, reach {pse_cutoff(tol, 2):.4g} "
+                 "epsilon)" if order == 4 else "")
         raise ValueError(
             f"periodic box L = {box!r} is too small for the PSE reach {reach:.6g} "
-            f"(= {reach / epsilon:.4g} epsilon at tol = {tol:g}): need L >= 2 reach = "
-            f"{need:.6g} so that each pair has one image within it. Use a smaller epsilon "
-            f"(at most {box / need * epsilon:.6g}) or a larger tol.")
+            f"(= {reach / epsilon:.4g} epsilon at tol = {tol:g}, order {order}): need "
+            f"L >= 2 reach = {need:.6g} so that each pair has one image within it. Use a "
+            f"smaller epsilon (at most {box / need * epsilon:.6g}; in a simulation epsilon "
+            f"= sigma/sqrt(2): a finer lattice), a larger tol{other}.")
     return box
 
 

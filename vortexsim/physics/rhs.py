@@ -21,8 +21,9 @@ its dα/dt (N, 3) or None.  Viscous terms may also act on the cores: core spread
 at stage time t the cores are σ(t)² = σ(t_n)² + 2ν(t − t_n)) changes σ and no rate.
 Particle strength exchange (``viscous="pse"``, :class:`PSE`,
 :func:`vortexsim.physics.pse.pse_rate`) exchanges strength between neighbours with the
-kernel of width ε = σ/√2 (Winckelmans & Leonard's choice for Gaussian blobs) and the
-element volumes (CPU, one σ, free space or the periodic box).  A new term (a sub-grid
+kernel of width ε = σ/√2 (Winckelmans & Leonard's choice for Gaussian blobs), of order
+2 or 4 (``pse_order``), and the element volumes (CPU or GPU, one σ, free space or the
+periodic box).  A new term (a sub-grid
 model) is a new :class:`Term` in that list.
 
 No host transfer happens inside a stage; the running maxima of |u| and ‖∇u‖ over the
@@ -123,20 +124,23 @@ class CoreSpreading(Term):
 
 class PSE(Term):
     """Viscous diffusion by particle strength exchange: dα_p/dt = ν (Δα)_p
-    (:func:`vortexsim.physics.pse.pse_rate`, kernel width ε = σ/√2, one σ), in free
-    space or the periodic box of edge ``box``; the cores do not change."""
+    (:func:`vortexsim.physics.pse.pse_rate`, kernel width ε = σ/√2, one σ, kernel of
+    ``order`` 2 or 4), in free space or the periodic box of edge ``box``, on the arrays'
+    device; the cores do not change."""
 
     name = "pse"
 
-    def __init__(self, nu, box=None):
+    def __init__(self, nu, box=None, order=2):
         self.nu = float(nu)
         self.box = box
+        self.order = order
 
     def alpha_rate(self, stage):
         from .pse import pse_rate  # noqa: PLC0415
         sigma = uniform_core_radius(*stage.sigma_range, "viscous='pse'")
         return pse_rate(stage.x, stage.alpha, stage.volume, sigma / np.sqrt(2.0), self.nu,
-                        box=self.box).astype(stage.alpha.dtype, copy=False)
+                        box=self.box, order=self.order).astype(stage.alpha.dtype,
+                                                               copy=False)
 
 
 class VortexRHS:
@@ -148,7 +152,8 @@ class VortexRHS:
     domain : :class:`vortexsim.physics.domain.Domain` (its images join the sources)
     stretching : {"transpose", "classical"}
     nu : float [L²/T], kinematic viscosity (0: inviscid)
-    viscous : {"core_spreading", "pse"}; PSE on the CPU, in free space or the periodic box
+    viscous : {"core_spreading", "pse"}; PSE in free space or the periodic box
+    pse_order : {2, 4}, the order of the PSE kernel (:func:`vortexsim.physics.pse.pse_rate`)
 
     Before each step the simulation calls :meth:`begin_step` with the step's start time,
     cores and its :class:`~vortexsim.physics.planner.StepPlan` (or a bare root cube);
@@ -159,7 +164,7 @@ class VortexRHS:
     """
 
     def __init__(self, summation: Summation, domain, stretching="transpose", nu=0.0,
-                 viscous="core_spreading"):
+                 viscous="core_spreading", pse_order=2):
         self.summation = summation
         self.domain = domain
         nu = float(nu)
@@ -167,15 +172,14 @@ class VortexRHS:
             raise ValueError(f"viscosity nu must be a finite number >= 0, got {nu!r}.")
         self.nu = nu
         self.viscous = choice("viscous scheme", viscous, VISCOUS_SCHEMES)
+        from .pse import check_pse_order  # noqa: PLC0415
+        self.pse_order = check_pse_order(pse_order)
         self.terms = [Stretching(stretching)]
         if nu > 0 and self.viscous == "pse":
-            if summation.device.is_gpu:
-                raise ValueError("viscous='pse' runs on the CPU for now (device='cpu'), or "
-                                 "use viscous='core_spreading' on the GPU.")
             if domain.n_images_per_element:
                 raise ValueError(f"viscous='pse' with boundary={domain.name!r} is not built "
                                  "yet (free space or the periodic box).")
-            self.terms.append(PSE(nu, getattr(domain, "box", None)))
+            self.terms.append(PSE(nu, getattr(domain, "box", None), self.pse_order))
         elif nu > 0:
             self.terms.append(CoreSpreading(nu))
         self.xp = summation.device.xp
@@ -213,6 +217,14 @@ class VortexRHS:
         rng = self._sigma_range0
         for term in self.terms:
             rng = term.sigma_range_at(rng, t - self._t0)
+        return rng
+
+    def advance_sigma_range(self, sigma_range, dt):
+        """Host (min σ, max σ) after a step of ``dt`` [T] from ``sigma_range`` (the terms'
+        action: core spreading widens it, the other terms keep it)."""
+        rng = (float(sigma_range[0]), float(sigma_range[1]))
+        for term in self.terms:
+            rng = term.sigma_range_at(rng, dt)
         return rng
 
     def advance_cores(self, sigma, dt):
