@@ -36,7 +36,7 @@ import math
 
 import numpy as np
 
-from .backend import array_namespace
+from .backend import array_namespace, to_host
 from .kernels.cutoff import GAUSSIAN_Q_SERIES, SQRT_2_OVER_PI
 from .kernels.nufft import PeriodicNufft
 
@@ -84,7 +84,9 @@ def check_periodic_sources(alpha, what="the elements"):
     a = xp.asarray(a, dtype=xp.float64)
     if a.size == 0:
         return
-    net, scale = float(xp.abs(a.sum(axis=0)).max()), float(xp.abs(a).sum())
+    # both sums in one transfer
+    net, scale = (float(v) for v in np.asarray(
+        to_host(xp.stack([xp.abs(a.sum(axis=0)).max(), xp.abs(a).sum()]))))
     if scale > 0 and net > tol * scale:
         raise ValueError(
             f"the total vorticity of {what} is not zero (|Σα| = {net:.3g}, "
