@@ -192,13 +192,8 @@ class SpectralSum:
             return own.evaluate(x, alpha, targets, gradient)
         import finufft  # noqa: PLC0415 - the spectral method's dependency
 
-        x = np.ascontiguousarray(x, dtype=np.float64)
-        alpha = np.ascontiguousarray(alpha, dtype=np.float64)
+        x, alpha, y, k_grad, u, g = evaluation_arrays(x, alpha, targets, gradient, np)
         at_elements = targets is None
-        y = x if at_elements else np.ascontiguousarray(targets, dtype=np.float64)
-        k_grad = 0 if not gradient else y.shape[0] if gradient is True else int(gradient)
-        u = np.zeros((y.shape[0], 3))
-        g = np.zeros((k_grad, 3, 3)) if gradient else None
         if x.shape[0] == 0 or y.shape[0] == 0:
             return u, g
         xs = self._angles(x)
@@ -260,6 +255,18 @@ class SpectralSum:
                 "curl_enstrophy": float(curl.sum())}
 
 
+def evaluation_arrays(x, alpha, targets, gradient, xp):
+    """(x, alpha, y, k, u, g) of one evaluation on ``xp``: the elements and the targets
+    (y is x without targets) as contiguous float64, the number k of targets with ∇u
+    (``gradient``: bool or k) and zero results u (M, 3), g (k, 3, 3) (None without ∇u)."""
+    x = xp.ascontiguousarray(x, dtype=xp.float64)
+    alpha = xp.ascontiguousarray(alpha, dtype=xp.float64)
+    y = x if targets is None else xp.ascontiguousarray(targets, dtype=xp.float64)
+    k = 0 if not gradient else y.shape[0] if gradient is True else int(gradient)
+    return x, alpha, y, k, xp.zeros((y.shape[0], 3)), (
+        xp.zeros((k, 3, 3)) if gradient else None)
+
+
 def self_gradient(alpha, sigma):
     """The free-space gradient (N, 3, 3) [1/T] of each Gaussian blob at its own centre:
     (1/4π) √(2/π) Q₀/σ³ ε_acb α_c (its velocity there is 0)."""
@@ -311,13 +318,8 @@ class _OwnModes:
     def evaluate(self, x, alpha, targets, gradient):
         """:meth:`SpectralSum.evaluate` (without its check), on ``xp``."""
         xp = self.xp
-        x = xp.ascontiguousarray(x, dtype=xp.float64)
-        alpha = xp.ascontiguousarray(alpha, dtype=xp.float64)
+        x, alpha, y, k_grad, u, g = evaluation_arrays(x, alpha, targets, gradient, xp)
         at_elements = targets is None
-        y = x if at_elements else xp.ascontiguousarray(targets, dtype=xp.float64)
-        k_grad = 0 if not gradient else y.shape[0] if gradient is True else int(gradient)
-        u = xp.zeros((y.shape[0], 3))
-        g = xp.zeros((k_grad, 3, 3)) if gradient else None
         if x.shape[0] == 0 or y.shape[0] == 0:
             return u, g
         tx = self._coordinates(x)

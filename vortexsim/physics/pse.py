@@ -204,14 +204,9 @@ def pse_rate(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL, order=2):
     if any(is_cupy_array(a) for a in (x, alpha, volume)):
         from .pse_gpu import pse_rate_gpu  # noqa: PLC0415
         return pse_rate_gpu(x, alpha, volume, epsilon, nu, box=box, tol=tol, order=order)
-    x, alpha, volume = _check_elements(x, alpha, volume)
-    epsilon = _check_positive("epsilon", epsilon)
-    nu = _check_nu(nu)
-    reach = pse_reach(epsilon, tol, order)
+    x, alpha, volume, epsilon, nu, reach, box = checked_arguments(
+        _check_elements(x, alpha, volume), epsilon, nu, box, tol, order, np)
     n = x.shape[0]
-    if box is not None:
-        box = _check_box(box, reach, epsilon, tol, order)
-        x = _wrap(x, box, np)
     out = np.zeros((n, 3))
     if nu == 0.0:
         return out
@@ -373,6 +368,20 @@ def check_pse_order(order):
         raise ValueError(f"the PSE order (pse_order) must be one of {PSE_ORDERS} (the "
                          f"order in epsilon of the exchange kernel's error), got {order!r}.")
     return int(order)
+
+
+def checked_arguments(elements, epsilon, nu, box, tol, order, xp):
+    """The checked arguments of :func:`pse_rate` on ``xp``: (x wrapped into the box,
+    alpha, volume, epsilon, nu, the kernel's reach [L], box), from ``elements`` = the
+    device's checked (x, alpha, volume)."""
+    x, alpha, volume = elements
+    epsilon = _check_positive("epsilon", epsilon)
+    nu = _check_nu(nu)
+    reach = pse_reach(epsilon, tol, order)
+    if box is not None:
+        box = _check_box(box, reach, epsilon, tol, order)
+        x = _wrap(x, box, xp)
+    return x, alpha, volume, epsilon, nu, reach, box
 
 
 def _check_tol(tol):

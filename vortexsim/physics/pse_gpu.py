@@ -24,8 +24,7 @@ import numpy as np
 
 from ..backend import array_namespace, import_cupy, to_host
 from ..kernels.modules import get_function
-from .pse import (PSE_TOL, _cell_grid, _check_box, _check_nu, _check_positive, _wrap,
-                  check_pse_order, pse_constant, pse_reach)
+from .pse import PSE_TOL, _cell_grid, check_pse_order, checked_arguments, pse_constant
 
 __all__ = ["pse_rate_gpu", "neighbor_table"]
 
@@ -45,14 +44,9 @@ def pse_rate_gpu(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL, order=
     TypeError for a mix of NumPy and CuPy arrays."""
     cp = import_cupy()
     order = check_pse_order(order)
-    x, alpha, volume = _check_device_elements(cp, x, alpha, volume)
-    epsilon = _check_positive("epsilon", epsilon)
-    nu = _check_nu(nu)
-    reach = pse_reach(epsilon, tol, order)
+    x, alpha, volume, epsilon, nu, reach, box = checked_arguments(
+        _check_device_elements(cp, x, alpha, volume), epsilon, nu, box, tol, order, cp)
     n = x.shape[0]
-    if box is not None:
-        box = _check_box(box, reach, epsilon, tol, order)
-        x = _wrap(x, box, cp)
     out = cp.zeros((n, 3), dtype=cp.float64)
     if nu == 0.0:
         return out
