@@ -418,6 +418,12 @@ class M2L:
             xp = self.device.xp
             K = E.unit_m2l_cores(P, 3)
             r = K.shape[0]
+            # transposed cores by offset: Kt[j, o, i] = K[i, o r + j] (one strided copy)
+            Kt3 = K.reshape(r, len(OFFSETS_3), r).transpose(2, 1, 0)
+
+            def stacked(offsets):              # [K_o1ᵀ K_o2ᵀ …] (r, |offsets| r), C order
+                return xp.asarray(np.ascontiguousarray(
+                    Kt3[:, offsets, :]).reshape(r, len(offsets) * r), dtype=mdt)
             bits = np.array([[p & 1, (p >> 1) & 1, (p >> 2) & 1] for p in range(8)])
             offidx = -np.ones((8, len(OFFSETS_3)), dtype=np.int64)
             Kt = []
@@ -425,8 +431,7 @@ class M2L:
                 tpar = (bits[c][None, :] - OFFSETS_3) % 2         # the targets' parity
                 ok = np.nonzero(interacts(tpar, OFFSETS_3, sep))[0]
                 offidx[c, ok] = np.arange(len(ok))
-                Kt.append(xp.asarray(np.concatenate(
-                    [K[:, o * r:(o + 1) * r].T for o in ok], axis=1), dtype=mdt))
+                Kt.append(stacked(ok))
             q = []
             for p in range(8):
                 offsets = np.nonzero(interacts(bits[p], OFFSETS_3, sep))[0]
@@ -439,10 +444,8 @@ class M2L:
             # the unified variant: row block = the offset's index in OFFSETS_3
             raw = np.stack([np.nonzero(interacts(bits[p], OFFSETS_3, sep))[0]
                             for p in range(8)]).astype(np.int32)
-            # C order: m2l_gather_sum's overflow path indexes it (np.concatenate of
-            # transposed blocks would keep their Fortran order)
-            Kt_all = xp.ascontiguousarray(xp.asarray(np.concatenate(
-                [K[:, o * r:(o + 1) * r].T for o in range(len(OFFSETS_3))], axis=1), dtype=mdt))
+            # C order: m2l_gather_sum's overflow path indexes it
+            Kt_all = xp.ascontiguousarray(stacked(np.arange(len(OFFSETS_3))))
             return {"Kt": Kt, "q_all": q_all, "Kt_all": Kt_all,
                     "q_all_raw": (q_all[0], xp.asarray(raw))}
         return self.cache.get(("sparse_m2l", P, sep, np.dtype(mdt).name), build)
