@@ -71,89 +71,25 @@ its 27 neighbour cells: deterministic, no atomics).
 """
 from __future__ import annotations
 
-import functools
-import logging
-import math
-
 import numpy as np
-from scipy.special import gammaincc
 
 from ..backend import is_cupy_array
-from ..state import host_element_arrays
-
-logger = logging.getLogger(__name__)
+from .pse_common import (PERIODIC_MARGIN, PSE_ORDERS, PSE_TOL, _cell_grid, _check_elements,
+                         check_pse_order, checked_arguments, pse_constant, pse_cutoff,
+                         pse_kernel, pse_reach)
 
 __all__ = ["pse_rate", "pse_kernel", "pse_cutoff", "pse_reach", "pse_constant",
            "check_pse_order", "PSE_TOL", "PSE_ORDERS", "PERIODIC_MARGIN"]
 
-#: the orders of the exchange kernels (2: the Gaussian; 4: (7/2 − ρ²/4) × the Gaussian)
-PSE_ORDERS = (2, 4)
-
-#: default relative tolerance of the cut (lost fraction of the kernel's second moment)
-PSE_TOL = 1e-6
-
-#: the periodic box must be at least 2·reach·(1 + PERIODIC_MARGIN): rounding in the
-#: distances then cannot put two images of one pair within the reach
-PERIODIC_MARGIN = 1e-6
-
-#: normalisation of η, (4π)^{−3/2}
-_NORM = (4.0 * math.pi) ** -1.5
 
 #: pairs per block (one block's temporaries: a few arrays of this many float64)
 _PAIRS_PER_BLOCK = 1 << 18
 
-#: cells per axis of the free-space cell list (3 × 21 bits fit the int64 cell ids)
-_MAX_CELLS_PER_AXIS = 1 << 21
 
 # the 13 stencil offsets after (0, 0, 0) in lexicographic order: of two cells in each
 # other's stencils exactly one holds the other in this forward half
 _FORWARD = np.array([(i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)
                      if (i, j, k) > (0, 0, 0)], dtype=np.int64)
-
-
-def pse_kernel(rho, xp=np, order=2):
-    r"""The exchange kernel η(ρ) (ρ = |r|/ε, dimensionless): (4π)^{−3/2} e^{−ρ²/4} at
-    order 2, (4π)^{−3/2} (7/2 − ρ²/4) e^{−ρ²/4} at order 4.
-
-    ∫ z_i z_j η d³z = 2 δ_ij (the second-moment condition of the operator in
-    :func:`pse_rate`); ∫ η d³z = 1 (order 2) or 2 (order 4, whose fourth moments vanish);
-    η_ε(r) = ε⁻³ η(|r|/ε) [1/L³].
-    """
-    order = check_pse_order(order)
-    rho = xp.asarray(rho, dtype=xp.float64)
-    q = 0.25 * rho * rho
-    g = _NORM * xp.exp(-q)
-    return g if order == 2 else (3.5 - q) * g
-
-
-def _tail_fraction(x, order):
-    """∫_{|z|>ρ} |z|² |η| / ∫ |z|² |η| at x = ρ²/4 (order 4: for ρ ≥ √14 only)."""
-    if order == 2:
-        return gammaincc(2.5, x)
-    t0 = 15.0 * gammaincc(3.5, 3.5) - 21.0 * gammaincc(2.5, 3.5)
-    return (15.0 * gammaincc(3.5, x) - 21.0 * gammaincc(2.5, x)) / (6.0 + 2.0 * t0)
-
-
-@functools.lru_cache(maxsize=64)
-def pse_cutoff(tol: float = PSE_TOL, order: int = 2) -> float:
-    """ρ_c(tol): the smallest ρ at which ∫_{|z|>ρ} |z|² |η| / ∫ |z|² |η| ≤ tol (module
-    docstring, "Cut").
-
-    ``tol`` in [1e-15, 1e-2]; ρ_c = 8.47 (order 2) and 9.07 (order 4) at 1e-6."""
-    tol = _check_tol(tol)
-    order = check_pse_order(order)
-    # the fraction decreases: order 2 from 0.97 at ρ = 1, order 4 from 0.19 at √14
-    # (where η changes sign); both below 1e-40 at 20
-    lo, hi = (1.0, 20.0) if order == 2 else (math.sqrt(14.0), 20.0)
-    for _ in range(60):                    # bisection to ~1e-17 of the bracket
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if _tail_fraction(0.25 * mid * mid, order) > tol else (lo, mid)
-    return hi
-
-
-def pse_reach(epsilon: float, tol: float = PSE_TOL, order: int = 2) -> float:
-    """Distance [L] beyond which :func:`pse_rate` drops pairs: ρ_c(tol, order) · ε."""
-    return pse_cutoff(tol, order) * _check_positive("epsilon", epsilon)
 
 
 def pse_rate(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL, order=2):
@@ -217,57 +153,7 @@ def pse_rate(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL, order=2):
     return out
 
 
-def pse_constant(epsilon, nu):
-    """ν ε⁻⁵ (4π)^{−3/2} [1/(L³ T)]: the factor of the sums Σ_q (V_p α_q − V_q α_p) w_pq,
-    w = e^{−ρ²/4} (order 2) or (7/2 − ρ²/4) e^{−ρ²/4} (order 4)."""
-    return nu / (epsilon * epsilon) * _NORM / epsilon ** 3
-
-
 # --- the cell list ---------------------------------------------------------------------
-
-class _Grid:
-    """Elements sorted by cell: ``order`` (N,), the occupied cells' integer coordinates
-    ``cells`` (K, 3) and CSR ``start`` (K + 1,), the cell edge ``width`` (3,), the grid's
-    ``lo`` (3,) and ``shape`` (3,), the box (None: free space), sorted positions ``xs``."""
-
-    __slots__ = ("order", "cells", "ids", "start", "width", "lo", "shape", "box", "xs")
-
-    def __init__(self, **kw):
-        for k, v in kw.items():
-            setattr(self, k, v)
-
-
-def _cell_grid(x, reach, box, xp):
-    """Sort the elements into cells of edge ≥ ``reach`` (only occupied cells are kept:
-    memory O(N) whatever the extent)."""
-    if box is None:
-        lo = x.min(axis=0)
-        extent = x.max(axis=0) - lo
-        cells = extent / reach
-        if float(cells.max()) >= _MAX_CELLS_PER_AXIS:
-            raise ValueError(
-                f"the elements span {float(extent.max()):.6g} [L], more than "
-                f"{_MAX_CELLS_PER_AXIS} PSE reaches ({reach:.6g}) along one axis; the cell "
-                "list holds at most 2^21 cells per axis. Split the elements into groups "
-                "farther apart than the reach, or use a larger epsilon.")
-        shape = xp.maximum(xp.floor(cells), 1).astype(xp.int64)
-        # edges in [reach, 2 reach): positions relative to a cell's centre stay of the
-        # order of the reach (one cell: its centre within the reach of every element)
-        width = xp.where(shape > 1, extent / shape, reach)
-    else:
-        lo = xp.zeros(3)
-        shape = xp.full(3, int(box // reach), dtype=xp.int64)     # ≥ 2 (checked box)
-        width = box / shape
-    ijk = xp.minimum(xp.floor((x - lo) / width).astype(xp.int64), shape - 1)
-    ijk = xp.maximum(ijk, 0)
-    ids = ijk[:, 0] + shape[0] * (ijk[:, 1] + shape[1] * ijk[:, 2])
-    order = xp.argsort(ids, kind="stable")
-    ids = ids[order]
-    first = xp.concatenate([xp.ones(1, dtype=bool), ids[1:] != ids[:-1]])
-    heads = xp.flatnonzero(first)
-    start = xp.concatenate([heads, xp.asarray([ids.shape[0]])]).astype(xp.int64)
-    return _Grid(order=order, cells=ijk[order][heads], ids=ids[heads], start=start,
-                 width=width, lo=lo, shape=shape, box=box, xs=x[order])
 
 
 def _forward_neighbors(grid):
@@ -362,95 +248,4 @@ def _cell_pairs(acc, xs, a_s, t0, t1, src, ys, own, centre, reach2, inv4e2, orde
 
 # --- checks --------------------------------------------------------------------------
 
-def check_pse_order(order):
-    """``order`` as an int, 2 or 4 (a ValueError otherwise)."""
-    if isinstance(order, bool) or order not in PSE_ORDERS:
-        raise ValueError(f"the PSE order (pse_order) must be one of {PSE_ORDERS} (the "
-                         f"order in epsilon of the exchange kernel's error), got {order!r}.")
-    return int(order)
 
-
-def checked_arguments(elements, epsilon, nu, box, tol, order, xp):
-    """The checked arguments of :func:`pse_rate` on ``xp``: (x wrapped into the box,
-    alpha, volume, epsilon, nu, the kernel's reach [L], box), from ``elements`` = the
-    device's checked (x, alpha, volume)."""
-    x, alpha, volume = elements
-    epsilon = _check_positive("epsilon", epsilon)
-    nu = _check_nu(nu)
-    reach = pse_reach(epsilon, tol, order)
-    if box is not None:
-        box = _check_box(box, reach, epsilon, tol, order)
-        x = _wrap(x, box, xp)
-    return x, alpha, volume, epsilon, nu, reach, box
-
-
-def _check_tol(tol):
-    try:
-        tol = float(tol)
-    except (TypeError, ValueError):
-        raise TypeError(f"tol must be a number in [1e-15, 1e-2], got {tol!r}.") from None
-    if not 1e-15 <= tol <= 1e-2:
-        raise ValueError(f"tol must be in [1e-15, 1e-2] (the fraction of the exchange "
-                         f"kernel's second moment the cut may lose), got {tol!r}.")
-    return tol
-
-
-def _scalar(name, v, what):
-    if isinstance(v, bool) or np.ndim(v) != 0:
-        raise TypeError(f"{name} must be a scalar number ({what}), got {v!r}.")
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a scalar number ({what}), got {v!r}.") from None
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite ({what}), got {v!r}.")
-    return v
-
-
-def _check_positive(name, v):
-    v = _scalar(name, v, "a length [L] > 0")
-    if v <= 0:
-        raise ValueError(f"{name} must be > 0 [L], got {v!r}.")
-    return v
-
-
-def _check_nu(nu):
-    nu = _scalar("nu", nu, "kinematic viscosity [L²/T] >= 0")
-    if nu < 0:
-        raise ValueError(f"viscosity nu must be >= 0 [L²/T], got {nu!r} (diffusion "
-                         "backwards in time is ill-posed).")
-    return nu
-
-
-def _check_box(box, reach, epsilon, tol, order=2):
-    box = _check_positive("box", box)
-    need = 2.0 * reach * (1.0 + PERIODIC_MARGIN)
-    if box < need:
-        other = (f", or the order-2 kernel (pse_order = 2, reach {pse_cutoff(tol, 2):.4g} "
-                 "epsilon)" if order == 4 else "")
-        raise ValueError(
-            f"periodic box L = {box!r} is too small for the PSE reach {reach:.6g} "
-            f"(= {reach / epsilon:.4g} epsilon at tol = {tol:g}, order {order}): need "
-            f"L >= 2 reach = {need:.6g} so that each pair has one image within it. Use a "
-            f"smaller epsilon (at most {box / need * epsilon:.6g}; in a simulation epsilon "
-            f"= sigma/sqrt(2): a finer lattice), a larger tol{other}.")
-    return box
-
-
-def _check_elements(x, alpha, volume):
-    x, alpha, per = host_element_arrays(x, alpha, volume=volume)
-    volume = per["volume"]
-    if np.isnan(volume).any():
-        raise ValueError("volume contains NaN (element volumes not known): PSE weighs "
-                         "the exchange with the volumes; build the elements with "
-                         "volume=... (h³ on a lattice).")
-    if not (np.isfinite(volume) & (volume > 0)).all():
-        raise ValueError(f"volume must be finite and > 0 for every element; got min "
-                         f"{volume.min()!r}, max {volume.max()!r}.")
-    return x, alpha, volume
-
-
-def _wrap(x, box, xp):
-    """Positions wrapped into [0, L)³."""
-    w = x - box * xp.floor(x / box)
-    return xp.where((w >= box) | (w < 0), 0.0, w)     # −tiny mod L may round to L
