@@ -56,10 +56,12 @@ NUFFTS = ("auto", "finufft", "own")
 
 
 def wrap(x, box):
-    """Positions x (N, 3) [L] mapped into [0, box)³ (every real position is accepted;
-    NumPy or CuPy)."""
+    """Positions x [L] (any shape) mapped into [0, box) (every real position is
+    accepted; NumPy or CuPy).  x − box·floor(x/box) can round to ``box`` itself or to
+    −tiny just below a multiple of the box: those go to 0, their periodic twin."""
     xp = array_namespace(x)
-    return x - box * xp.floor(x / box)
+    w = x - box * xp.floor(x / box)
+    return xp.where((w >= box) | (w < 0), 0.0, w)
 
 
 def spectral_modes(box, sigma, tol):

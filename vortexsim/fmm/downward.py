@@ -78,7 +78,7 @@ class Downward:
                                 leaf_boxes(tree.tgt_start, self.device.xp, leaf_count))
         else:
             _, R = ops.shift(P)
-            for level in range(top + 1, L + 1):                          # L2L: one GEMM per level
+            for level in range(top + 1, L + 1):                    # L2L: one GEMM per level
                 bp = 8 ** (level - 1)
                 Y = (R @ locals_[level - 1].transpose(1, 0, 2).reshape(n, bp * 3))
                 locals_[level] += Y.reshape(8, n, bp, 3).transpose(2, 0, 1, 3) \

@@ -54,9 +54,9 @@ from .adaptive import ADAPTIVE_MAX_DEPTH, adaptive_fmm
 from .downward import TargetPart
 from .fields import Fields, evaluate_fields
 from .near import near_field_reach
-from .periodic import (PERIODIC_LEAF_SLACK, PERIODIC_MIN_DEPTH, check_box,
-                       check_net_vorticity, ghost_sources, ghost_tables, lattice_operator,
-                       tinfoil_shift, wrap_points)
+from ..spectral import check_periodic_sources, wrap
+from .periodic import (PERIODIC_LEAF_SLACK, PERIODIC_MIN_DEPTH, check_box, ghost_sources,
+                       ghost_tables, lattice_operator, tinfoil_shift)
 from .plan import (ADAPTIVE_LEAF_SIZE, AUTO_TREE_FACTOR, CAPACITY_SLACK, CHUNK_BYTES,
                    COST_RATES, FLOAT32_TOL_MIN, WIDE_BELOW, WIDE_CPU_BELOW, FMMConfig,
                    M2LPlan, Plan, Planner, check_tol, default_near_radius, default_separation,
@@ -77,7 +77,6 @@ def _m2l_setting(name, doc):
     """A property of :class:`FMM` that reads and sets attribute ``name`` of its M2L stage."""
     return property(lambda self: getattr(self.stages.m2l, name),
                     lambda self, value: setattr(self.stages.m2l, name, value), doc=doc)
-
 
 
 def leaf_counts(step, depth, sync_free):
@@ -279,13 +278,13 @@ class FMM:
             box (``root`` must be left unset), the tree level-uniform, of depth ≥ 2, its
             leaves at least reach / near_radius wide.
         check_sources : bool, default True
-            With ``box``: refuse Σα ≠ 0 (:func:`~vortexsim.fmm.periodic.check_net_vorticity`;
+            With ``box``: refuse Σα ≠ 0 (:func:`~vortexsim.spectral.check_periodic_sources`;
             two numbers cross from the GPU).  A time stepper that checked its elements
             once passes False (its stages' Σα drifts by the summation's accuracy).
         """
         clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
         if box is not None and check_sources:          # at the input's precision
-            check_net_vorticity(self.device.xp.asarray(alpha), self.device.xp)
+            check_periodic_sources(self.device.xp.asarray(alpha))
         x, alpha, sigma, y = self._inputs(x, alpha, sigma, targets)
         plan = self._plan(clock, x, sigma, y, targets is None, gradient, sigma_range, root,
                           check_root, depth, m2l_capacity, None, box)
@@ -313,7 +312,7 @@ class FMM:
         as :meth:`evaluate`)."""
         clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
         if plan.box is not None and check_sources:     # at the input's precision
-            check_net_vorticity(self.device.xp.asarray(alpha), self.device.xp)
+            check_periodic_sources(self.device.xp.asarray(alpha))
         x, alpha, sigma, y = self._inputs(x, alpha, sigma, targets)
         m = y.shape[0]
         if (x.shape[0], m, targets is None, gradient is not False) != (
@@ -588,8 +587,8 @@ class FMM:
         m = y.shape[0]
         if plan.box is not None:
             same = y is x
-            x = wrap_points(x, plan.box, xp)
-            y = x if same else wrap_points(y, plan.box, xp)
+            x = wrap(x, plan.box)
+            y = x if same else wrap(y, plan.box)
         u = xp.zeros((m, 3), dtype)
         grad_u = xp.zeros((plan.gradient_count, 3, 3), dtype) if plan.returns_gradient \
             else None

@@ -31,11 +31,10 @@ import math
 
 import numpy as np
 
-from ..spectral import check_periodic_sources
 from . import expansions as E
 from .tree import morton_decode, morton_encode
 
-__all__ = ["wrap_points", "check_box", "check_net_vorticity", "ghost_tables",
+__all__ = ["check_box", "ghost_tables",
            "ghost_sources", "lattice_operator", "tinfoil_shift",
            "LATTICE_LEVELS", "PERIODIC_MIN_DEPTH", "PERIODIC_LEAF_SLACK"]
 
@@ -64,21 +63,6 @@ def check_box(box):
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"box must be a positive finite length, got {box!r}.")
     return value
-
-
-def wrap_points(x, box, xp):
-    """Positions x (N, 3) [L] mapped into [0, box)³ (any real position; a value that
-    rounds to ``box`` itself goes to 0, its periodic twin)."""
-    w = x - box * xp.floor(x / box)
-    return xp.where(w >= box, w - box, w)
-
-
-def check_net_vorticity(alpha, xp):
-    """Raise ValueError unless Σα vanishes to round-off
-    (:func:`vortexsim.spectral.check_periodic_sources`: the sums reduced on the device,
-    two numbers to the host in one transfer)."""
-    del xp                                     # the namespace of alpha decides
-    check_periodic_sources(alpha)
 
 
 # -- the near field: ghost boxes ----------------------------------------------------

@@ -75,8 +75,8 @@ import numpy as np
 
 from ..backend import is_cupy_array
 from .pse_common import (PERIODIC_MARGIN, PSE_ORDERS, PSE_TOL, _cell_grid, _check_elements,
-                         check_pse_order, checked_arguments, pse_constant, pse_cutoff,
-                         pse_kernel, pse_reach)
+                         cell_neighbors, check_pse_order, checked_arguments, pse_constant,
+                         pse_cutoff, pse_kernel, pse_reach)
 
 __all__ = ["pse_rate", "pse_kernel", "pse_cutoff", "pse_reach", "pse_constant",
            "check_pse_order", "PSE_TOL", "PSE_ORDERS", "PERIODIC_MARGIN"]
@@ -153,26 +153,7 @@ def pse_rate(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL, order=2):
     return out
 
 
-# --- the cell list ---------------------------------------------------------------------
-
-
-def _forward_neighbors(grid):
-    """For each occupied cell, its forward-half neighbours that are occupied:
-    ``nbr`` (K, 13) indices into the occupied cells (−1: none) and the image shifts
-    ``shift`` (K, 13, 3) [L] to add to their positions (0 in free space)."""
-    cells, shape = grid.cells, grid.shape
-    c = cells[:, None, :] + _FORWARD[None, :, :]                    # (K, 13, 3) unwrapped
-    if grid.box is None:
-        inside = ((c >= 0) & (c < shape)).all(axis=2)
-        wrapped, shift = np.clip(c, 0, shape - 1), np.zeros(c.shape)
-    else:
-        inside = np.ones(c.shape[:2], dtype=bool)
-        wrapped = np.mod(c, shape)
-        shift = np.floor_divide(c, shape) * grid.box
-    ids = wrapped[..., 0] + shape[0] * (wrapped[..., 1] + shape[1] * wrapped[..., 2])
-    pos = np.minimum(np.searchsorted(grid.ids, ids), grid.ids.shape[0] - 1)
-    found = inside & (grid.ids[pos] == ids)
-    return np.where(found, pos, -1), shift
+# --- the pair sums ---------------------------------------------------------------------
 
 
 def _exchange(grid, alpha, volume, reach, epsilon, order):
@@ -185,7 +166,7 @@ def _exchange(grid, alpha, volume, reach, epsilon, order):
     slower than serial on two shared cores)."""
     a_s = np.column_stack([alpha[grid.order], volume[grid.order]])    # (N, 4): α, V
     xs, start = grid.xs, grid.start
-    nbr, shift = _forward_neighbors(grid)
+    nbr, shift = cell_neighbors(grid, _FORWARD, np)    # the forward half
     reach2, inv4e2 = reach * reach, -0.25 / (epsilon * epsilon)
     acc = np.zeros((xs.shape[0], 3))
     for cell in range(start.shape[0] - 1):

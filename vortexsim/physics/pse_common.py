@@ -14,6 +14,7 @@ import math
 import numpy as np
 from scipy.special import gammaincc
 
+from ..spectral import wrap
 from ..state import host_element_arrays
 
 __all__ = ["pse_kernel", "pse_cutoff", "pse_reach", "pse_constant", "check_pse_order",
@@ -155,7 +156,7 @@ def checked_arguments(elements, epsilon, nu, box, tol, order, xp):
     reach = pse_reach(epsilon, tol, order)
     if box is not None:
         box = _check_box(box, reach, epsilon, tol, order)
-        x = _wrap(x, box, xp)
+        x = wrap(x, box)
     return x, alpha, volume, epsilon, nu, reach, box
 
 
@@ -225,7 +226,24 @@ def _check_elements(x, alpha, volume):
     return x, alpha, volume
 
 
-def _wrap(x, box, xp):
-    """Positions wrapped into [0, L)³."""
-    w = x - box * xp.floor(x / box)
-    return xp.where((w >= box) | (w < 0), 0.0, w)     # −tiny mod L may round to L
+def cell_neighbors(grid, stencil, xp):
+    """The cells at ``stencil`` offsets (S, 3) from each occupied cell of ``grid``:
+    ``nbr`` (K, S) int64 indices into the occupied cells (−1: none, outside the grid or
+    empty) and ``shift`` (K, S, 3) float64 [L], the image shift to add to their
+    positions (the box's multiples; 0 in free space), both C-contiguous ``xp`` arrays."""
+    cells, shape = grid.cells, xp.asarray(grid.shape)
+    c = cells[:, None, :] + xp.asarray(stencil)[None, :, :]          # (K, S, 3) unwrapped
+    if grid.box is None:
+        inside = ((c >= 0) & (c < shape)).all(axis=2)
+        wrapped = xp.clip(c, 0, shape - 1)
+        shift = xp.zeros(c.shape, dtype=xp.float64)
+    else:
+        inside = xp.ones(c.shape[:2], dtype=bool)
+        wrapped = xp.mod(c, shape)
+        shift = xp.floor_divide(c, shape).astype(xp.float64) * grid.box
+    ids = wrapped[..., 0] + shape[0] * (wrapped[..., 1] + shape[1] * wrapped[..., 2])
+    pos = xp.minimum(xp.searchsorted(grid.ids, ids.ravel()).reshape(ids.shape),
+                     grid.ids.shape[0] - 1)
+    found = inside & (grid.ids[pos] == ids)
+    nbr = xp.where(found, pos, -1).astype(xp.int64)
+    return xp.ascontiguousarray(nbr), xp.ascontiguousarray(shift)

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..backend import array_namespace, import_cupy, to_host
 from ..kernels.modules import get_function
-from .pse_common import PSE_TOL, _cell_grid, check_pse_order, checked_arguments, pse_constant
+from .pse_common import (PSE_TOL, _cell_grid, cell_neighbors, check_pse_order,
+                         checked_arguments, pse_constant)
 
 __all__ = ["pse_rate_gpu", "neighbor_table"]
 
@@ -65,26 +66,9 @@ def pse_rate_gpu(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL, order=
 
 
 def neighbor_table(grid, xp):
-    """The 27 neighbour cells of each occupied cell of ``grid``: ``nbr`` (K, 27) int64
-    indices into the occupied cells (−1: none, outside the grid or empty) and ``shift``
-    (K, 27, 3) float64 [L], the image shift to add to their positions (the box's
-    multiples; 0 in free space), both C-contiguous ``xp`` arrays."""
-    cells, shape = grid.cells, xp.asarray(grid.shape)
-    c = cells[:, None, :] + xp.asarray(_STENCIL)[None, :, :]          # (K, 27, 3)
-    if grid.box is None:
-        inside = ((c >= 0) & (c < shape)).all(axis=2)
-        wrapped = xp.clip(c, 0, shape - 1)
-        shift = xp.zeros(c.shape, dtype=xp.float64)
-    else:
-        inside = xp.ones(c.shape[:2], dtype=bool)
-        wrapped = xp.mod(c, shape)
-        shift = xp.floor_divide(c, shape).astype(xp.float64) * grid.box
-    ids = wrapped[..., 0] + shape[0] * (wrapped[..., 1] + shape[1] * wrapped[..., 2])
-    pos = xp.minimum(xp.searchsorted(grid.ids, ids.ravel()).reshape(ids.shape),
-                     grid.ids.shape[0] - 1)
-    found = inside & (grid.ids[pos] == ids)
-    nbr = xp.where(found, pos, -1).astype(xp.int64)
-    return xp.ascontiguousarray(nbr), xp.ascontiguousarray(shift)
+    """The 27 neighbour cells of each occupied cell of ``grid``
+    (:func:`~vortexsim.physics.pse_common.cell_neighbors` with the whole stencil)."""
+    return cell_neighbors(grid, _STENCIL, xp)
 
 
 def _check_device_elements(cp, x, alpha, volume):
