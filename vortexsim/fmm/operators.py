@@ -79,12 +79,12 @@ class Operators:
         B = M.shape[0]
         if boxes is None:
             return (V.T @ M.transpose(1, 0, 2).reshape(n, B * 3)).reshape(r, B, 3)
-        idx, spill = boxes
-        k = idx.shape[0]
         out = self.device.xp.zeros((r, B, 3))
-        out[:, idx] = (V.T @ M[idx].transpose(1, 0, 2).reshape(n, k * 3)).reshape(r, k, 3)
-        if spill is not None:
-            self._transform_spilled(V.T, M, (n * 3, 3), out, (3, B * 3), spill)
+
+        def into(b):                        # the boxes b (k,): gather, one GEMM, scatter
+            k = b.shape[0]
+            out[:, b] = (V.T @ M[b].transpose(1, 0, 2).reshape(n, k * 3)).reshape(r, k, 3)
+        self._each_listed(boxes, into, V.T, M, (n * 3, 3), out, (3, B * 3))
         return out
 
     def decompress(self, Lh, P, boxes=None):
@@ -100,32 +100,30 @@ class Operators:
         if boxes is None:
             return xp.ascontiguousarray(
                 (U @ Lh.reshape(r, B * 3)).reshape(n, B, 3).transpose(1, 0, 2))
-        idx, spill = boxes
-        k = idx.shape[0]
         out = xp.zeros((B, n, 3))
-        out[idx] = (U @ Lh[:, idx].reshape(r, k * 3)).reshape(n, k, 3).transpose(1, 0, 2)
-        if spill is not None:
-            self._transform_spilled(U, Lh, (3, B * 3), out, (n * 3, 3), spill)
+
+        def into(b):                        # the boxes b (k,): gather, one GEMM, scatter
+            k = b.shape[0]
+            out[b] = (U @ Lh[:, b].reshape(r, k * 3)).reshape(n, k, 3).transpose(1, 0, 2)
+        self._each_listed(boxes, into, U, Lh, (3, B * 3), out, (n * 3, 3))
         return out
 
-    def _transform_spilled(self, A, X, x_strides, out, out_strides, spill):
-        """out[b] = A X[b] for the boxes b with ``spill[b]`` (bool (B,)): X's and out's
-        box b, row j, component c sit at b·s_box + j·s_row + c (``*_strides`` =
-        (s_box, s_row), float64, C-contiguous).  One CUDA block per box on the GPU (a
-        spilled box is rare: the points entered more boxes than a step plan counted)."""
-        xp = self.device.xp
-        A = xp.ascontiguousarray(A)
+    def _each_listed(self, boxes, into, A, X, x_strides, out, out_strides):
+        """Run ``into`` on the boxes of an :func:`occupied_boxes` pair ``(idx, spill)``:
+        on idx, and on the spilled boxes (rare: the points entered more boxes than a
+        step plan counted).  On the CPU ``into`` takes those too; on the GPU, where
+        listing them would cost a transfer, one CUDA block per box computes out[b] = A
+        X[b] (X's and out's box b, row j, component c at b·s_box + j·s_row + c,
+        ``*_strides`` = (s_box, s_row), float64, C-contiguous)."""
+        idx, spill = boxes
+        into(idx)
+        if spill is None:
+            return
         if not self.device.is_gpu:
-            for b in np.flatnonzero(spill):
-                xb = np.lib.stride_tricks.as_strided(
-                    X.ravel()[b * x_strides[0]:], (A.shape[1], 3),
-                    (x_strides[1] * 8, 8))
-                ob = np.lib.stride_tricks.as_strided(
-                    out.ravel()[b * out_strides[0]:], (A.shape[0], 3),
-                    (out_strides[1] * 8, 8), writeable=True)
-                ob[...] = A @ xb
+            into(np.flatnonzero(spill))
             return
         from ..kernels.modules import get_function  # noqa: PLC0415
+        A = self.device.xp.ascontiguousarray(A)
         B = spill.shape[0]
         get_function("fmm.cu", "transform_spilled")(
             (B,), (128,),
