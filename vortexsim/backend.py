@@ -18,7 +18,7 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 __all__ = ["PRECISIONS", "check_precision", "Device", "resolve_device", "array_namespace", "to_host",
-           "to_device", "gpu_available", "is_cupy_array", "import_cupy"]
+           "to_device", "gpu_available", "is_cupy_array", "import_cupy", "stable_argsort"]
 
 DEVICE_NAMES = ("cpu", "gpu", "auto")
 
@@ -158,3 +158,10 @@ def to_device(a, device: Device):
     if device.is_gpu:
         return device.xp.asarray(a)
     return to_host(a)
+
+
+def stable_argsort(keys, xp):
+    """Indices that sort ``keys`` (1-D), ties kept in input order, on ``xp``: NumPy needs
+    kind="stable"; CuPy's argsort (a radix sort) is always stable (and older CuPy has no
+    ``kind``)."""
+    return np.argsort(keys, kind="stable") if xp is np else xp.argsort(keys)

@@ -46,7 +46,8 @@ from ..kernels.morton import morton_keys
 from . import cuda
 from . import expansions as E
 from .downward import TargetPart
-from .tree import morton_decode, morton_encode, stable_argsort
+from ..backend import stable_argsort
+from .tree import morton_decode, morton_encode
 
 __all__ = ["AdaptiveTree", "AdaptiveLevel", "LevelTargets", "build_adaptive", "adaptive_fmm",
            "near_adaptive", "far_adaptive", "decode_tagged", "shifted", "centres",

@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from vortexsim.backend import stable_argsort
 from vortexsim.kernels.morton import column_range, cube_edge, morton_keys, spread_bits
 
 logger = logging.getLogger(__name__)
@@ -334,11 +335,6 @@ def check_cube(sources, targets, lo, width, xp):
                 f"{pts.min(axis=0).tolist()} .. {pts.max(axis=0).tolist()}). "
                 "Enlarge the cube or omit lo/width to fit it to the points.")
     return lo, width
-
-
-def stable_argsort(keys, xp):
-    # NumPy needs kind="stable"; CuPy's argsort is always stable (and older CuPy has no `kind`).
-    return np.argsort(keys, kind="stable") if xp is np else xp.argsort(keys)
 
 
 def _sort_into_leaves(points, lo, width, depth, xp):

@@ -44,7 +44,7 @@ import math
 
 import numpy as np
 
-from ..backend import array_namespace
+from ..backend import array_namespace, stable_argsort
 
 __all__ = ["PeriodicNufft", "kernel_width", "kernel_beta", "es_kernel", "kernel_fourier",
            "fine_grid_size", "UPSAMPLING", "MAX_WIDTH", "TILE"]
@@ -104,11 +104,6 @@ def fine_grid_size(m_max, w):
             if r == 1:
                 return n
         n += 1
-
-
-def _stable_argsort(keys, xp):
-    # NumPy needs kind="stable"; CuPy's argsort (a radix sort) is always stable
-    return np.argsort(keys, kind="stable") if xp is np else xp.argsort(keys)
 
 
 class PeriodicNufft:
@@ -221,37 +216,37 @@ def _stencil(t, n, w, beta, xp):
     return out
 
 
+def _stencil_chunks(t, n, w, beta):
+    """Chunks of the points at grid coordinates t (3, N) (NumPy): (slice of the points,
+    their w³ flat grid indices (k, w, w, w) int64, their weights (k, w, w, w))."""
+    step = max(1, _CHUNK_TERMS // w ** 3)
+    for lo in range(0, t.shape[1], step):
+        sl = slice(lo, lo + step)
+        (i0, f0), (i1, f1), (i2, f2) = _stencil(t[:, sl], n, w, beta, np)
+        idx = (i0[:, :, None, None] * n + i1[:, None, :, None]) * n + i2[:, None, None, :]
+        yield sl, idx, f0[:, :, None, None] * f1[:, None, :, None] * f2[:, None, None, :]
+
+
 def spread_numpy(t, c, n, w, beta):
     """The type-1 spread on NumPy: (K, n, n, n) float64 (see :class:`PeriodicNufft`).
     Each element adds its w³ stencil, the elements in input order (``numpy.bincount``
     sums sequentially): deterministic."""
     c = np.atleast_2d(np.asarray(c, dtype=np.float64))
-    k_count, count = c.shape
+    k_count = c.shape[0]
     grids = np.zeros((k_count, n ** 3))
-    step = max(1, _CHUNK_TERMS // w ** 3)
-    for lo in range(0, count, step):
-        sl = slice(lo, lo + step)
-        (i0, f0), (i1, f1), (i2, f2) = _stencil(t[:, sl], n, w, beta, np)
-        idx = ((i0[:, :, None, None] * n + i1[:, None, :, None]) * n
-               + i2[:, None, None, :]).ravel()
-        f = (f0[:, :, None, None] * f1[:, None, :, None] * f2[:, None, None, :])
+    for sl, idx, f in _stencil_chunks(t, n, w, beta):
         for k in range(k_count):
-            grids[k] += np.bincount(idx, (c[k, sl, None, None, None] * f).ravel(),
+            grids[k] += np.bincount(idx.ravel(), (c[k, sl, None, None, None] * f).ravel(),
                                     minlength=n ** 3)
     return grids.reshape(k_count, n, n, n)
 
 
 def interpolate_numpy(t, grids, n, w, beta):
     """The type-2 interpolation on NumPy: (K, M) float64 (see :class:`PeriodicNufft`)."""
-    k_count, count = grids.shape[0], t.shape[1]
+    k_count = grids.shape[0]
     flat = grids.reshape(k_count, -1)
-    out = np.zeros((k_count, count))
-    step = max(1, _CHUNK_TERMS // w ** 3)
-    for lo in range(0, count, step):
-        sl = slice(lo, lo + step)
-        (i0, f0), (i1, f1), (i2, f2) = _stencil(t[:, sl], n, w, beta, np)
-        idx = (i0[:, :, None, None] * n + i1[:, None, :, None]) * n + i2[:, None, None, :]
-        f = f0[:, :, None, None] * f1[:, None, :, None] * f2[:, None, None, :]
+    out = np.zeros((k_count, t.shape[1]))
+    for sl, idx, f in _stencil_chunks(t, n, w, beta):
         for k in range(k_count):
             out[k, sl] = (flat[k][idx] * f).sum(axis=(1, 2, 3))
     return out
@@ -275,7 +270,7 @@ def _spread_cuda(t, c, n, w, beta):
     if count >= 2 ** 31 - 1:
         raise ValueError(f"the GPU NUFFT supports fewer than 2^31 points; got {count}.")
     keys = _cell_keys(t, n, xp)
-    order = _stable_argsort(keys, xp)
+    order = stable_argsort(keys, xp)
     keys = xp.ascontiguousarray(keys[order])
     t_sorted = xp.ascontiguousarray(t[:, order])
     c_sorted = xp.ascontiguousarray(c[:, order])
@@ -308,7 +303,7 @@ def _interpolate_cuda(t, grids, n, w, beta):
     out = xp.empty((k_count, count), dtype=xp.float64)
     if count == 0:
         return out
-    order = _stable_argsort(_cell_keys(t, n, xp), xp)
+    order = stable_argsort(_cell_keys(t, n, xp), xp)
     t_sorted = xp.ascontiguousarray(t[:, order])
     block = 128
     groups = [slice(0, 3)] if k_count == 3 else [slice(k, k + 1) for k in range(k_count)]
