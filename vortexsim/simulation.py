@@ -60,6 +60,7 @@ from .integrators import get_scheme
 from .physics import FMMPlanner, Summation, VortexRHS, make_domain
 from .physics.domain import PeriodicBox
 from .schedules import due, load_schedule_state, schedule_state
+from .spectral import FIELD_SUMS
 from .state import (ElementGroup, Elements, Tracers, check_group_ranges, group_labels,
                     make_elements, make_tracers)
 from .writer_thread import Job, WriterThread
@@ -1037,13 +1038,12 @@ class Simulation:
         el = self.elements
         if self.summation.box is not None:              # the periodic box: from the modes
             xp = self.device.xp
-            keys = ("energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy")
             if self.summation.kernel.name != "gaussian":
                 # the modes are the Gaussian blobs' (the periodic FMM's other kernels)
-                return None, tuple(xp.asarray(math.nan) for _ in keys)
+                return None, tuple(xp.asarray(math.nan) for _ in FIELD_SUMS)
             sums = self.summation.spectral_sum(el.sigma, self._sigma_range).field_sums(
                 el.x, el.alpha)
-            return None, tuple(xp.asarray(sums[k]) for k in keys)
+            return None, tuple(xp.asarray(sums[k]) for k in FIELD_SUMS)
         xs, alpha_s, sigma_s = self.domain.sources(el.x, el.alpha, el.sigma)
         if len(el) * xs.shape[0] > DIRECT_DIAGNOSTICS_PAIRS[self.device.kind]:
             images = xs.shape[0] != len(el)

@@ -202,10 +202,7 @@ class SpectralSum:
         ys = xs if at_elements else self._angles(y)
         f = self._modes(xs, alpha)
         f *= self.factor                                  # ψ̂ = ω̂ / |k|²
-        kx, ky, kz = self.k
-        # û = i k × ψ̂
-        uh = 1j * np.stack([ky * f[2] - kz * f[1], kz * f[0] - kx * f[2],
-                            kx * f[1] - ky * f[0]])
+        uh = 1j * cross(self.k, f, np)                    # û = i k × ψ̂
         del f
         u[:] = finufft.nufft3d2(*ys, uh, eps=self.eps, isign=1,
                                 nthreads=TYPE2_THREADS).real.T
@@ -238,23 +235,38 @@ class SpectralSum:
             return own.field_sums(x, alpha)
         x = np.ascontiguousarray(x, dtype=np.float64)
         alpha = np.ascontiguousarray(alpha, dtype=np.float64)
-        keys = ("energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy")
         if x.shape[0] == 0:
-            return dict.fromkeys(keys, 0.0)
+            return dict.fromkeys(FIELD_SUMS, 0.0)
         f = self._modes(self._angles(x), alpha)
-        kx, ky, kz = self.k
-        k2 = kx ** 2 + ky ** 2 + kz ** 2
+        k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
         inv_k2 = np.where(k2 > 0, 1.0 / np.where(k2 > 0, k2, 1.0), 0.0)
         g2 = np.exp(-k2 * self.sigma ** 2) / self.box ** 3           # L³ |ω̂|² = g2 |F|²
-        power = (np.abs(f) ** 2).sum(axis=0) * g2
-        cross = np.stack([ky * f[2] - kz * f[1], kz * f[0] - kx * f[2], kx * f[1] - ky * f[0]])
-        curl = (np.abs(cross) ** 2).sum(axis=0) * g2 * inv_k2           # L³ |k × ω̂|²/|k|²
-        # H = Σ_k Re(û_k · F̄_k), û = i k × F e^{−k²σ²/2} / (L³ |k|²)
-        helicity = ((1j * cross * np.conj(f)).sum(axis=0).real * self.factor).sum()
-        return {"energy": 0.5 * float((power * inv_k2).sum()),
-                "enstrophy": float(power.sum()), "helicity": float(helicity),
-                "kinetic_energy": 0.5 * float((curl * inv_k2).sum()),
-                "curl_enstrophy": float(curl.sum())}
+        return mode_sums(f, self.k, inv_k2, g2, self.factor, 1.0, np)
+
+
+#: the keys of :meth:`SpectralSum.field_sums`
+FIELD_SUMS = ("energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy")
+
+
+def cross(k, f, xp):
+    """k × f (3, ...) of the broadcast wave vectors k = (k_x, k_y, k_z) and modes f (3, ...)."""
+    kx, ky, kz = k
+    return xp.stack([ky * f[2] - kz * f[1], kz * f[0] - kx * f[2], kx * f[1] - ky * f[0]])
+
+
+def mode_sums(f, k, inv_k2, g2, factor, weight, xp):
+    """:meth:`SpectralSum.field_sums` from the type-1 modes F (3, ...) on wave vectors k:
+    inv_k2 = 1/|k|² (0 at k = 0), g2 = L³|ω̂|²/|F|², factor = ψ̂/F, weight = each mode's
+    count (2 for the half cube's m_2 > 0, standing for their conjugates; else 1); one
+    transfer for the five sums."""
+    power = (xp.abs(f) ** 2).sum(axis=0) * g2 * weight                  # L³ |ω̂|²
+    kf = cross(k, f, xp)
+    curl = (xp.abs(kf) ** 2).sum(axis=0) * g2 * inv_k2 * weight          # L³ |k × ω̂|²/|k|²
+    # H = Σ_k Re(û_k · F̄_k), û = i k × F e^{−k²σ²/2} / (L³ |k|²)
+    helicity = ((1j * kf * xp.conj(f)).sum(axis=0).real * factor * weight).sum()
+    sums = to_host(xp.stack([0.5 * (power * inv_k2).sum(), power.sum(), helicity,
+                             0.5 * (curl * inv_k2).sum(), curl.sum()]))
+    return dict(zip(FIELD_SUMS, (float(v) for v in sums)))
 
 
 def evaluation_arrays(x, alpha, targets, gradient, xp):
@@ -312,11 +324,6 @@ class _OwnModes:
         """F_c(m) = Σ_p α_{p,c} e^{−i m·θ_p} (3, half cube)."""
         return self.nufft.type1(t, alpha.T)
 
-    def _curl(self, f):
-        kx, ky, kz = self.k
-        return self.xp.stack([ky * f[2] - kz * f[1], kz * f[0] - kx * f[2],
-                              kx * f[1] - ky * f[0]])
-
     def evaluate(self, x, alpha, targets, gradient):
         """:meth:`SpectralSum.evaluate` (without its check), on ``xp``."""
         xp = self.xp
@@ -326,7 +333,7 @@ class _OwnModes:
             return u, g
         tx = self._coordinates(x)
         ty = tx if at_elements else self._coordinates(y)
-        uh = 1j * self._curl(self._modes(tx, alpha) * self.factor)     # û = i k × ψ̂
+        uh = 1j * cross(self.k, self._modes(tx, alpha) * self.factor, xp)   # û = i k × ψ̂
         u[:] = self.nufft.type2(ty, uh).T
         if k_grad:
             tg = xp.ascontiguousarray(ty[:, :k_grad])
@@ -341,19 +348,10 @@ class _OwnModes:
         xp = self.xp
         x = xp.ascontiguousarray(x, dtype=xp.float64)
         alpha = xp.ascontiguousarray(alpha, dtype=xp.float64)
-        keys = ("energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy")
         if x.shape[0] == 0:
-            return dict.fromkeys(keys, 0.0)
+            return dict.fromkeys(FIELD_SUMS, 0.0)
         f = self._modes(self._coordinates(x), alpha)
-        power = (xp.abs(f) ** 2).sum(axis=0) * self.g2 * self.weight   # L³ |ω̂|²
-        cross = self._curl(f)
-        curl = (xp.abs(cross) ** 2).sum(axis=0) * self.g2 * self.inv_k2 * self.weight
-        helicity = ((1j * cross * xp.conj(f)).sum(axis=0).real * self.factor
-                    * self.weight).sum()
-        return {"energy": 0.5 * float((power * self.inv_k2).sum()),
-                "enstrophy": float(power.sum()), "helicity": float(helicity),
-                "kinetic_energy": 0.5 * float((curl * self.inv_k2).sum()),
-                "curl_enstrophy": float(curl.sum())}
+        return mode_sums(f, self.k, self.inv_k2, self.g2, self.factor, self.weight, xp)
 
 
 def spectral_velocity(x, alpha, sigma, box, targets=None, gradient=True, tol=1e-6,
