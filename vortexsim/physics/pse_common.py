@@ -216,14 +216,20 @@ def _check_box(box, reach, epsilon, tol, order=2):
 def _check_elements(x, alpha, volume):
     x, alpha, per = host_element_arrays(x, alpha, volume=volume)
     volume = per["volume"]
-    if np.isnan(volume).any():
+    check_volume_flags(np.isnan(volume).any(), (np.isfinite(volume) & (volume > 0)).all(),
+                       f"; got min {volume.min()!r}, max {volume.max()!r}")
+    return x, alpha, volume
+
+
+def check_volume_flags(has_nan, valid, detail=""):
+    """Raise ValueError for volumes with NaN (not known) or not all finite and > 0
+    (``valid`` False); ``detail``: text appended to the latter message."""
+    if has_nan:
         raise ValueError("volume contains NaN (element volumes not known): PSE weighs "
                          "the exchange with the volumes; build the elements with "
                          "volume=... (h³ on a lattice).")
-    if not (np.isfinite(volume) & (volume > 0)).all():
-        raise ValueError(f"volume must be finite and > 0 for every element; got min "
-                         f"{volume.min()!r}, max {volume.max()!r}.")
-    return x, alpha, volume
+    if not valid:
+        raise ValueError(f"volume must be finite and > 0 for every element{detail}.")
 
 
 def cell_neighbors(grid, stencil, xp):

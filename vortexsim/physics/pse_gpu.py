@@ -25,7 +25,7 @@ import numpy as np
 from ..backend import array_namespace, import_cupy, to_host
 from ..kernels.modules import get_function
 from .pse_common import (PSE_TOL, _cell_grid, cell_neighbors, check_pse_order,
-                         checked_arguments, pse_constant)
+                         check_volume_flags, checked_arguments, pse_constant)
 
 __all__ = ["pse_rate_gpu", "neighbor_table"]
 
@@ -109,10 +109,5 @@ def _check_device_elements(cp, x, alpha, volume):
         raise ValueError("x contains NaN or inf; all inputs must be finite.")
     if not flags[1]:
         raise ValueError("alpha contains NaN or inf; all inputs must be finite.")
-    if flags[2]:
-        raise ValueError("volume contains NaN (element volumes not known): PSE weighs "
-                         "the exchange with the volumes; build the elements with "
-                         "volume=... (h³ on a lattice).")
-    if not flags[3]:
-        raise ValueError("volume must be finite and > 0 for every element.")
+    check_volume_flags(flags[2], flags[3])
     return x, alpha, volume
