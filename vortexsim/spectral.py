@@ -166,7 +166,7 @@ class SpectralSum:
             self._own[key] = _OwnModes(self, xp)
         return self._own[key]
 
-    def _angles(self, points):
+    def _points(self, points):
         """The NUFFT's periodic coordinates 2π x/L ∈ [0, 2π) of ``points`` (N, 3), per
         axis (contiguous float64)."""
         scale = 2.0 * math.pi / self.box
@@ -191,29 +191,20 @@ class SpectralSum:
             check_periodic_sources(alpha)              # at the input's precision
         own = self._own_modes(array_namespace(x, alpha, targets))
         if own is not None:
-            return own.evaluate(x, alpha, targets, gradient)
-        import finufft  # noqa: PLC0415 - the spectral method's dependency
+            return evaluate_modes(own, x, alpha, targets, gradient, self.sigma, own.xp)
+        return evaluate_modes(self, x, alpha, targets, gradient, self.sigma, np)
 
-        x, alpha, y, k_grad, u, g = evaluation_arrays(x, alpha, targets, gradient, np)
-        at_elements = targets is None
-        if x.shape[0] == 0 or y.shape[0] == 0:
-            return u, g
-        xs = self._angles(x)
-        ys = xs if at_elements else self._angles(y)
-        f = self._modes(xs, alpha)
-        f *= self.factor                                  # ψ̂ = ω̂ / |k|²
-        uh = 1j * cross(self.k, f, np)                    # û = i k × ψ̂
-        del f
-        u[:] = finufft.nufft3d2(*ys, uh, eps=self.eps, isign=1,
-                                nthreads=TYPE2_THREADS).real.T
-        if k_grad:
-            yg = [np.ascontiguousarray(c[:k_grad]) for c in ys]
-            for b, kb in enumerate(self.k):
-                g[:, :, b] = finufft.nufft3d2(*yg, 1j * kb * uh, eps=self.eps, isign=1,
-                                              nthreads=TYPE2_THREADS).real.T
-            if at_elements:                              # the first k targets' own blobs
-                g -= self_gradient(alpha[:k_grad], self.sigma)
-        return u, g
+    def _values(self, points, f_hat):
+        """The type-2 transforms f_k(θ_q) = Σ_m f̂_k(m) e^{i m·θ_q} (K, M) (real part) at
+        ``points`` (:meth:`_points`) of the modes ``f_hat`` (K, n, n, n)."""
+        import finufft  # noqa: PLC0415 - the spectral method's dependency
+        return finufft.nufft3d2(*points, f_hat, eps=self.eps, isign=1,
+                                nthreads=TYPE2_THREADS).real
+
+    @staticmethod
+    def _head(points, k):
+        """The first ``k`` of ``points`` (:meth:`_points`)."""
+        return [np.ascontiguousarray(c[:k]) for c in points]
 
     def field_sums(self, x, alpha):
         """Quadratic integrals of the elements' field in the box, from their modes (one
@@ -237,7 +228,7 @@ class SpectralSum:
         alpha = np.ascontiguousarray(alpha, dtype=np.float64)
         if x.shape[0] == 0:
             return dict.fromkeys(FIELD_SUMS, 0.0)
-        f = self._modes(self._angles(x), alpha)
+        f = self._modes(self._points(x), alpha)
         k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
         inv_k2 = np.where(k2 > 0, 1.0 / np.where(k2 > 0, k2, 1.0), 0.0)
         g2 = np.exp(-k2 * self.sigma ** 2) / self.box ** 3           # L³ |ω̂|² = g2 |F|²
@@ -267,6 +258,28 @@ def mode_sums(f, k, inv_k2, g2, factor, weight, xp):
     sums = to_host(xp.stack([0.5 * (power * inv_k2).sum(), power.sum(), helicity,
                              0.5 * (curl * inv_k2).sum(), curl.sum()]))
     return dict(zip(FIELD_SUMS, (float(v) for v in sums)))
+
+
+def evaluate_modes(ops, x, alpha, targets, gradient, sigma, xp):
+    """:meth:`SpectralSum.evaluate` (without its check) through ``ops``: its NUFFT's
+    ``_points`` (coordinates of positions), ``_modes`` (type 1), ``_values`` (type 2),
+    ``_head`` (the first k points), its wave vectors ``k`` and ``factor`` = ψ̂/F; on
+    ``xp``.  ∇u = i k ⊗ û, three transforms at once per direction."""
+    x, alpha, y, k_grad, u, g = evaluation_arrays(x, alpha, targets, gradient, xp)
+    at_elements = targets is None
+    if x.shape[0] == 0 or y.shape[0] == 0:
+        return u, g
+    tx = ops._points(x)
+    ty = tx if at_elements else ops._points(y)
+    uh = 1j * cross(ops.k, ops._modes(tx, alpha) * ops.factor, xp)      # û = i k × ψ̂
+    u[:] = ops._values(ty, uh).T
+    if k_grad:
+        tg = ops._head(ty, k_grad)
+        for b, kb in enumerate(ops.k):                    # ∂_b u = i k_b û
+            g[:, :, b] = ops._values(tg, (1j * kb) * uh).T
+        if at_elements:                                   # the first k targets' own blobs
+            g -= self_gradient(alpha[:k_grad], sigma)
+    return u, g
 
 
 def evaluation_arrays(x, alpha, targets, gradient, xp):
@@ -316,7 +329,7 @@ class _OwnModes:
         # the half cube holds m_2 ≥ 0: the modes m_2 > 0 stand for their conjugates too
         self.weight = xp.asarray(np.where(m2 == 0, 1.0, 2.0).reshape(1, 1, -1))
 
-    def _coordinates(self, points):
+    def _points(self, points):
         """The NUFFT's grid coordinates (3, N) of ``points`` (N, 3) [L] (wrapped)."""
         return self.nufft.coordinates(wrap(points, self.box) * (2.0 * math.pi / self.box))
 
@@ -324,24 +337,13 @@ class _OwnModes:
         """F_c(m) = Σ_p α_{p,c} e^{−i m·θ_p} (3, half cube)."""
         return self.nufft.type1(t, alpha.T)
 
-    def evaluate(self, x, alpha, targets, gradient):
-        """:meth:`SpectralSum.evaluate` (without its check), on ``xp``."""
-        xp = self.xp
-        x, alpha, y, k_grad, u, g = evaluation_arrays(x, alpha, targets, gradient, xp)
-        at_elements = targets is None
-        if x.shape[0] == 0 or y.shape[0] == 0:
-            return u, g
-        tx = self._coordinates(x)
-        ty = tx if at_elements else self._coordinates(y)
-        uh = 1j * cross(self.k, self._modes(tx, alpha) * self.factor, xp)   # û = i k × ψ̂
-        u[:] = self.nufft.type2(ty, uh).T
-        if k_grad:
-            tg = xp.ascontiguousarray(ty[:, :k_grad])
-            for b, kb in enumerate(self.k):                 # ∂_b u = i k_b û: 3 at once
-                g[:, :, b] = self.nufft.type2(tg, (1j * kb) * uh).T
-            if at_elements:                              # the first k targets' own blobs
-                g -= self_gradient(alpha[:k_grad], self.sigma)
-        return u, g
+    def _values(self, points, f_hat):
+        """The type-2 transforms (K, M) at ``points`` (:meth:`_points`)."""
+        return self.nufft.type2(points, f_hat)
+
+    def _head(self, points, k):
+        """The first ``k`` of ``points`` (:meth:`_points`)."""
+        return self.xp.ascontiguousarray(points[:, :k])
 
     def field_sums(self, x, alpha):
         """:meth:`SpectralSum.field_sums` on ``xp``."""
@@ -350,7 +352,7 @@ class _OwnModes:
         alpha = xp.ascontiguousarray(alpha, dtype=xp.float64)
         if x.shape[0] == 0:
             return dict.fromkeys(FIELD_SUMS, 0.0)
-        f = self._modes(self._coordinates(x), alpha)
+        f = self._modes(self._points(x), alpha)
         return mode_sums(f, self.k, self.inv_k2, self.g2, self.factor, self.weight, xp)
 
 
