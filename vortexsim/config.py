@@ -72,6 +72,7 @@ PARAMETERS = {
     "remesh_spacing": ("discretization", "L", "lattice spacing h of the remeshing"),
     "remesh_overlap": ("discretization", "-", "core radius / h after a remeshing"),
     "remesh_threshold": ("discretization", "-", "free space: nodes with |alpha| <= this x max |alpha| are dropped"),
+    "remesh_project": ("discretization", "-", "periodic box: make the lattice strengths divergence-free (and their sum zero) after each remeshing"),
     # discretization
     "n_phi": ("discretization", "-", "stations around each ring"),
     "layers": ("discretization", "-", "concentric layers of elements in the core (1: centre line only)"),
@@ -94,7 +95,7 @@ PARAMETERS = {
     "tol": ("solver", "-", "FMM relative accuracy of u (grad u: 10 tol), 1e-9 to 1e-2"),
     "precision": ("solver", "-", "float64 | float32 (float32: summation only)"),
     "device": ("solver", "-", "auto (GPU if CuPy sees one) | cpu | gpu"),
-    "stretching": ("solver", "-", "transpose (conserves total vorticity) | classical"),
+    "stretching": ("solver", "-", "transpose (conserves total vorticity) | classical (periodic box: minus its mean, so the total stays zero)"),
     "max_speed": ("solver", "L/T", "blow-up bound on |u|; auto = 100 x max |u| at t0"),
     "root_slack": ("solver", "-", "FMM root-cube margin, fraction of the box width"),
     # output
@@ -110,7 +111,7 @@ OUTPUT_DEFAULTS = {"snapshot_interval": None, "diagnostics_interval": None, "plo
 CLI_ONLY = ("progress",)
 
 _INT = ("n_phi", "layers", "tracers_per_ring", "seed", "remesh_every", "pse_order")
-_BOOL = ("adaptive", "plot")
+_BOOL = ("adaptive", "plot", "remesh_project")
 _STR = ("integrator", "kernel", "method", "precision", "device", "stretching", "viscous",
         "boundary")
 _AUTO = ("sigma", "dt_min", "max_speed", "snapshot_interval", "diagnostics_interval", "box",

@@ -91,6 +91,7 @@ RUN_DEFAULTS = {
     "remesh_spacing": None,        # [L] lattice spacing h of the remeshing
     "remesh_overlap": None,        # σ = overlap × h after a remeshing (None: 1, or the case's)
     "remesh_threshold": 1e-6,      # free space: nodes with |α| ≤ this × max|α| dropped
+    "remesh_project": False,       # periodic box: α made divergence-free after remeshing
     "adaptive": False,
     "courant": 0.1,                # C of the adaptive rule dt = C / max‖∇u‖
     "dt_min": None,                # [T] lower bound of the adaptive dt (default dt/1000)
@@ -155,7 +156,8 @@ class Simulation:
         {"free", "ground", "periodic"}, ground_z [L], box [L] (the periodic box's edge;
         method "spectral" or "auto", Gaussian kernel, one σ, CPU or GPU), adaptive, courant, dt_min [T],
         max_speed [L/T], root_slack, remesh_every (steps; 0: never), remesh_spacing
-        [L], remesh_overlap, remesh_threshold (:meth:`remesh`), progress; ``t_end`` is the
+        [L], remesh_overlap, remesh_threshold, remesh_project (:meth:`remesh`), progress;
+        ``t_end`` is the
         default ``stop_time``
 
     Attributes
@@ -225,10 +227,6 @@ class Simulation:
                                    box=self.domain.box if periodic else None)
         self.rhs = VortexRHS(self.summation, self.domain, cfg["stretching"], cfg["nu"],
                              cfg["viscous"], cfg["pse_order"])
-        if periodic and self.rhs.stretching == "classical":
-            raise ValueError("the periodic box needs stretching='transpose': the classical "
-                             "form does not keep the total vorticity Σα at zero, and a "
-                             "periodic field needs it.")
         self._check_remeshing(cfg)
         self.planner = FMMPlanner(self.domain, self.device.xp,
                                   active=self.summation.method == "fmm",
@@ -359,6 +357,14 @@ class Simulation:
         if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 0:
             raise ValueError(f"remesh_every must be an integer >= 0 (steps between two "
                              f"remeshings; 0: never), got {every!r}.")
+        project = cfg["remesh_project"]
+        if not isinstance(project, (bool, np.bool_)):
+            raise ValueError(f"remesh_project must be true or false, got {project!r}.")
+        if project and not (every and isinstance(self.domain, PeriodicBox)):
+            raise ValueError("remesh_project = true projects the periodic lattice's strengths "
+                             "after each remeshing: it needs boundary = 'periodic' and "
+                             f"remesh_every > 0 (got boundary = {self.domain.name!r}, "
+                             f"remesh_every = {every}).")
         if not every:
             return
         h = cfg["remesh_spacing"]
@@ -395,8 +401,10 @@ class Simulation:
         iteration count, so a restart keeps it).  In free space each group (a ring) is
         remeshed on its own and keeps its elements (nodes may then coincide across
         groups), so that per-group diagnostics go on; in the box the lattice holds them
-        all and the groups are dropped."""
-        from .physics.remesh import remesh  # noqa: PLC0415
+        all and the groups are dropped, and with ``remesh_project`` the lattice strengths
+        are made divergence-free with zero sum
+        (:func:`vortexsim.physics.projection.project_solenoidal`)."""
+        from .physics.remesh import periodic_nodes, remesh  # noqa: PLC0415
         cfg, el, xp = self._run, self.elements, self.device.xp
         if cfg.get("remesh_spacing") is None:
             raise ValueError("remesh() needs the lattice spacing: build the simulation with "
@@ -404,7 +412,11 @@ class Simulation:
         h, overlap = float(cfg["remesh_spacing"]), float(cfg["remesh_overlap"])
         if isinstance(self.domain, PeriodicBox):
             out = remesh(el.x, el.alpha, h, box_length=self.domain.box, overlap=overlap)
-            return self.replace_elements(out.x, out.alpha, out.sigma, volume=out.volume)
+            alpha = out.alpha
+            if cfg["remesh_project"]:
+                from .physics.projection import project_solenoidal  # noqa: PLC0415
+                alpha = project_solenoidal(alpha, periodic_nodes(self.domain.box, h))
+            return self.replace_elements(out.x, alpha, out.sigma, volume=out.volume)
         # free space: the groups' ranges, then the elements outside every group
         ranges = [(g.start, g.stop) for g in self.groups]
         inside = np.zeros(len(el), dtype=bool)

@@ -5,7 +5,8 @@ For elements p (position x_p, strength α_p, core σ_p) and passive tracers y_t
 
     dx_p/dt = u(x_p)
     dα_p/dt = (∇u(x_p))ᵀ α_p        (stretching="transpose", default; conserves Σ α_p)
-            = (α_p·∇) u(x_p)        (stretching="classical")
+            = (α_p·∇) u(x_p)        (stretching="classical"; in the periodic box minus
+                                      its mean over the elements, so Σα stays 0)
             [+ ν (Δα)_p by particle strength exchange, viscous="pse"]
     dy_t/dt = u(y_t)
 
@@ -90,15 +91,25 @@ class Term:
 
 
 class Stretching(Term):
-    """Vortex stretching, dα/dt = (∇u)ᵀ α ("transpose") or (α·∇) u ("classical")."""
+    """Vortex stretching, dα/dt = (∇u)ᵀ α ("transpose") or (α·∇) u ("classical").
+
+    ``zero_sum`` (the periodic box with the classical scheme): the rates' mean is taken
+    off every element, s_p ← s_p − (1/N) Σ_q s_q, so that Σα stays exactly as it was
+    (zero in the box).  The continuous rate integrates to zero (∫(ω·∇)u dV = 0 for a
+    periodic field), so the correction is of the size of the particle quadrature's
+    error; the transpose scheme keeps Σα without it."""
 
     name = "stretching"
 
-    def __init__(self, scheme="transpose"):
+    def __init__(self, scheme="transpose", zero_sum=False):
         self.scheme = choice("stretching scheme", scheme, STRETCHING_SCHEMES)
+        self.zero_sum = bool(zero_sum) and self.scheme == "classical"
 
     def alpha_rate(self, stage):
-        return stretching_rhs(stage.alpha, stage.grad_u, self.scheme)
+        rate = stretching_rhs(stage.alpha, stage.grad_u, self.scheme)
+        if self.zero_sum:
+            rate = rate - rate.mean(axis=0)
+        return rate
 
 
 class CoreSpreading(Term):
@@ -174,7 +185,8 @@ class VortexRHS:
         self.viscous = choice("viscous scheme", viscous, VISCOUS_SCHEMES)
         from .pse import check_pse_order  # noqa: PLC0415
         self.pse_order = check_pse_order(pse_order)
-        self.terms = [Stretching(stretching)]
+        periodic = getattr(domain, "box", None) is not None
+        self.terms = [Stretching(stretching, zero_sum=periodic)]
         if nu > 0 and self.viscous == "pse":
             if domain.n_images_per_element:
                 raise ValueError(f"viscous='pse' with boundary={domain.name!r} is not built "
