@@ -1002,7 +1002,10 @@ class Simulation:
         centre: |α|-weighted centroid across the axis, r²|α|-weighted along it, the axis
         n̂ = sign(Γ)P/|P| of the ring), ``ring_radius`` (R,) [L] (sqrt(|P·n̂|/(π|Γ|))) and
         ``ring_axis`` (R, 3); in the periodic box also ``mean_energy`` ½⟨|u|²⟩ [L²/T²]
-        and ``dissipation`` ν⟨|∇×u|²⟩ [L²/T³] (box averages of the induced velocity).  On
+        and ``dissipation`` ν⟨|∇×u|²⟩ [L²/T³] (box averages of the induced velocity), and
+        ``particle_energy`` ½⟨ω_p·ψ⟩ [L²/T²] and ``particle_dissipation`` ν⟨ω_p·ω⟩
+        [L²/T³] (the energy the method keeps and its viscous loss:
+        :meth:`vortexsim.spectral.SpectralSum.field_sums`).  On
         the device: the quadratic sums' pass, one elementwise kernel and one product
         (:class:`vortexsim.diagnostics.RowSums`), one transfer.
         """
@@ -1018,10 +1021,13 @@ class Simulation:
                "energy": float(energy), "helicity": float(helicity),
                "enstrophy": float(enstrophy)}
         if isinstance(self.domain, PeriodicBox):
-            # box averages of the induced velocity: ½⟨|u|²⟩, ν⟨|∇×u|²⟩
-            kinetic, curl = (float(a) for a in v["extra"][3:5])
+            # box averages of the induced velocity: ½⟨|u|²⟩, ν⟨|∇×u|²⟩; of the method's
+            # own energy and its viscous loss: ½⟨ω_p·ψ⟩, ν⟨ω_p·ω⟩
+            kinetic, curl, e_p, z_p = (float(a) for a in v["extra"][3:7])
             volume = self.domain.box ** 3
-            out.update(mean_energy=kinetic / volume, dissipation=self.rhs.nu * curl / volume)
+            out.update(mean_energy=kinetic / volume, dissipation=self.rhs.nu * curl / volume,
+                       particle_energy=e_p / volume,
+                       particle_dissipation=self.rhs.nu * z_p / volume)
         rings = [g for g in self.groups if g.is_ring]
         if rings:
             out.update(ring_names=[g.name for g in rings],
@@ -1045,7 +1051,7 @@ class Simulation:
         :data:`DIRECT_DIAGNOSTICS_PAIRS` element × source pairs; else (None, (E, Ω₂, H))
         as 0-d device arrays by the direct double sums (also where the pass cannot run:
         an algebraic kernel with cores of several sizes); in the periodic box (None, (E,
-        Ω₂, H, ½∫|u|², ∫|∇×u|²)) from the modes
+        Ω₂, H, ½∫|u|², ∫|∇×u|², ½∫ω_p·ψ, ∫ω_p·ω)) from the modes
         (:meth:`vortexsim.spectral.SpectralSum.field_sums`)."""
         el = self.elements
         if self.summation.box is not None:              # the periodic box: from the modes

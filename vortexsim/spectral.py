@@ -217,7 +217,14 @@ class SpectralSum:
         * ``kinetic_energy`` ½ ∫|u|² dV = ½ L³ Σ_k |k × ω̂|²/|k|⁴ [L⁵/T²] and
           ``curl_enstrophy`` ∫|∇×u|² dV = L³ Σ_k |k × ω̂|²/|k|² [L³/T²] of the velocity
           the elements induce: equal to E and Ω₂ where the particle vorticity is
-          solenoidal, without its divergent part otherwise (u only sees k × ω̂).
+          solenoidal, without its divergent part otherwise (u only sees k × ω̂);
+        * ``particle_energy`` ½ Σ_p α_p·ψ(x_p) = ½ ∫ω_p·ψ dV [L⁵/T²] and
+          ``particle_enstrophy`` Σ_p α_p·ω(x_p) = ∫ω_p·ω dV [L³/T²], between the particle
+          vorticity ω_p = Σ α_p δ(x − x_p) and the blob field (smoothed once,
+          e^{−|k|²σ²/2}): the energy that the classical scheme with advection by the
+          blob velocity keeps for solenoidal ω_p (d/dt ½∫ω_p·ψ = ∫ψ·∇×(u × ω_p) =
+          ∫u·(u × ω_p) = 0), and its viscous loss ν ∫ω_p·ω under ν∇²ω_p
+          (``docs/periodic.md``, "The energy budget of the method").
 
         NumPy or CuPy arrays.
         """
@@ -231,12 +238,13 @@ class SpectralSum:
         f = self._modes(self._points(x), alpha)
         k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
         inv_k2 = np.where(k2 > 0, 1.0 / np.where(k2 > 0, k2, 1.0), 0.0)
-        g2 = np.exp(-k2 * self.sigma ** 2) / self.box ** 3           # L³ |ω̂|² = g2 |F|²
-        return mode_sums(f, self.k, inv_k2, g2, self.factor, 1.0, np)
+        g1 = np.exp(-0.5 * k2 * self.sigma ** 2) / self.box ** 3     # L³ ω̂·conj(F/L³) = g1 |F|²
+        return mode_sums(f, self.k, inv_k2, g1, self.box, self.factor, 1.0, np)
 
 
 #: the keys of :meth:`SpectralSum.field_sums`
-FIELD_SUMS = ("energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy")
+FIELD_SUMS = ("energy", "enstrophy", "helicity", "kinetic_energy", "curl_enstrophy",
+              "particle_energy", "particle_enstrophy")
 
 
 def cross(k, f, xp):
@@ -245,18 +253,23 @@ def cross(k, f, xp):
     return xp.stack([ky * f[2] - kz * f[1], kz * f[0] - kx * f[2], kx * f[1] - ky * f[0]])
 
 
-def mode_sums(f, k, inv_k2, g2, factor, weight, xp):
+def mode_sums(f, k, inv_k2, g1, box, factor, weight, xp):
     """:meth:`SpectralSum.field_sums` from the type-1 modes F (3, ...) on wave vectors k:
-    inv_k2 = 1/|k|² (0 at k = 0), g2 = L³|ω̂|²/|F|², factor = ψ̂/F, weight = each mode's
-    count (2 for the half cube's m_2 > 0, standing for their conjugates; else 1); one
-    transfer for the five sums."""
-    power = (xp.abs(f) ** 2).sum(axis=0) * g2 * weight                  # L³ |ω̂|²
+    inv_k2 = 1/|k|² (0 at k = 0), g1 = e^{−|k|²σ²/2}/L³ (the blob factor over the box
+    volume L³ = ``box``³: L³ ω̂·conj(F)/L³ = g1|F|², L³|ω̂|² = g1² L³ |F|²), factor = ψ̂/F,
+    weight = each mode's count (2 for the half cube's m_2 > 0, standing for their
+    conjugates; else 1); one transfer for the seven sums."""
+    f2 = (xp.abs(f) ** 2).sum(axis=0) * weight
+    g2 = g1 * g1 * box ** 3
+    power = f2 * g2                                                      # L³ |ω̂|²
+    cross_power = f2 * g1                                                # L³ ω̂·conj(ω̂_p)
     kf = cross(k, f, xp)
     curl = (xp.abs(kf) ** 2).sum(axis=0) * g2 * inv_k2 * weight          # L³ |k × ω̂|²/|k|²
     # H = Σ_k Re(û_k · F̄_k), û = i k × F e^{−k²σ²/2} / (L³ |k|²)
     helicity = ((1j * kf * xp.conj(f)).sum(axis=0).real * factor * weight).sum()
     sums = to_host(xp.stack([0.5 * (power * inv_k2).sum(), power.sum(), helicity,
-                             0.5 * (curl * inv_k2).sum(), curl.sum()]))
+                             0.5 * (curl * inv_k2).sum(), curl.sum(),
+                             0.5 * (cross_power * inv_k2).sum(), cross_power.sum()]))
     return dict(zip(FIELD_SUMS, (float(v) for v in sums)))
 
 
@@ -325,7 +338,7 @@ class _OwnModes:
         self.inv_k2 = xp.where(k2 > 0, 1.0 / xp.where(k2 > 0, k2, 1.0), 0.0)
         # ψ̂ = ω̂ / |k|² = factor · F (0 at k = 0), as SpectralSum.factor
         self.factor = xp.exp(-0.5 * self.sigma ** 2 * k2) * self.inv_k2 / self.box ** 3
-        self.g2 = xp.exp(-self.sigma ** 2 * k2) / self.box ** 3      # L³ |ω̂|² / |F|²
+        self.g1 = xp.exp(-0.5 * self.sigma ** 2 * k2) / self.box ** 3   # see mode_sums
         # the half cube holds m_2 ≥ 0: the modes m_2 > 0 stand for their conjugates too
         self.weight = xp.asarray(np.where(m2 == 0, 1.0, 2.0).reshape(1, 1, -1))
 
@@ -353,7 +366,8 @@ class _OwnModes:
         if x.shape[0] == 0:
             return dict.fromkeys(FIELD_SUMS, 0.0)
         f = self._modes(self._points(x), alpha)
-        return mode_sums(f, self.k, self.inv_k2, self.g2, self.factor, self.weight, xp)
+        return mode_sums(f, self.k, self.inv_k2, self.g1, self.box, self.factor, self.weight,
+                         xp)
 
 
 def spectral_velocity(x, alpha, sigma, box, targets=None, gradient=True, tol=1e-6,

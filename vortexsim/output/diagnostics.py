@@ -8,6 +8,7 @@ Layout (xarray, engine netcdf4)::
                                     [L^3/T], [L^4/T], [L^5/T]
     energy, helicity, enstrophy (time)            [L^5/T^2], [L^4/T^2], [L^3/T^2]
     mean_energy, dissipation (time; periodic box) [L^2/T^2], [L^2/T^3]
+    particle_energy, particle_dissipation (time; periodic box) [L^2/T^2], [L^2/T^3]
     ring (ring): ring names; ring_centre, ring_axis (time, ring, component) [L], [1];
     ring_radius (time, ring) [L]
 
@@ -53,6 +54,11 @@ QUANTITIES = {
     "mean_energy": ("scalar", "L^2/T^2", "box average of the kinetic energy 1/2 <|u|^2> "
                     "(periodic box)"),
     "dissipation": ("scalar", "L^2/T^3", "dissipation rate nu <|omega|^2> (periodic box)"),
+    "particle_energy": ("scalar", "L^2/T^2", "box average 1/2 <omega_p . psi> of the particle "
+                        "vorticity and the blob stream function: the energy the method keeps "
+                        "(periodic box)"),
+    "particle_dissipation": ("scalar", "L^2/T^3", "viscous loss nu <omega_p . omega> of "
+                             "particle_energy (periodic box)"),
     "ring_centre": ("ring_vector", "L", "ring centre from the impulse"),
     "ring_radius": ("ring_scalar", "L", "ring radius sqrt(|P . n| / (pi |Gamma|))"),
     "ring_axis": ("ring_vector", "1", "ring axis n = sign(Gamma) P / |P|"),
