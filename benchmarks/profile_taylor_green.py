@@ -8,14 +8,18 @@ with the solenoidal projection; ``--set key=value`` overrides them), takes ``--w
 steps, then times (median of ``--repeats``, CUDA events on the GPU):
 
 * ``step``: one whole ``sim.step()`` (two right-hand sides, the remeshing, the checks);
-* ``summation``: one u and ∇u evaluation at the elements (spectral sum);
+* ``summation``: one u and ∇u evaluation at the elements (spectral sum, non-uniform FFTs);
+* ``lattice``: the same on the lattice by plain FFTs (a step's first stage where
+  :data:`vortexsim.simulation.LATTICE_SUM_DEVICES` has the device);
 * ``pse``: one PSE rate;
 * ``remesh``: one M4′ remeshing of the elements (with the projection when the case has it);
 * ``projection``: the projection alone;
 * ``diagnostics``: one ``sim.diagnostics()`` row.
 
-A step makes two summations and two PSE rates (RK2), one remeshing; the rest (the
-stretching rates, the RK combinations, the once-per-step host check) is the remainder.
+A step makes two summations (the first on the lattice where enabled) and two PSE rates
+(RK2), one remeshing; the rest (the stretching rates, the RK combinations, the
+once-per-step host check) is the remainder, here computed as if both summations were
+non-uniform.
 """
 from __future__ import annotations
 
@@ -62,6 +66,11 @@ def main(argv=None):
         sim.summation(el.x, el.alpha, el.sigma, el.x, n_self=len(el), gradient=True,
                       sigma_range=sim._sigma_range)
 
+    n_side = args.n
+
+    def lattice():
+        sim.summation.on_lattice(el.alpha, n_side, sim._sigma_range)
+
     def pse():
         pse_rate(el.x, el.alpha, el.volume, sigma / 2 ** 0.5, cfg["nu"], box=box,
                  order=cfg["pse_order"])
@@ -80,7 +89,7 @@ def main(argv=None):
     def diagnostics():
         sim.diagnostics()
 
-    parts = dict(summation=summation, pse=pse, remesh=remeshing, projection=projection,
+    parts = dict(summation=summation, lattice=lattice, pse=pse, remesh=remeshing, projection=projection,
                  diagnostics=diagnostics, step=step)
     ms = {name: 1e3 * T.time_median(fn, args.device, repeats=args.repeats, warmup=1)
           for name, fn in parts.items()}

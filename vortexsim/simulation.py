@@ -105,6 +105,12 @@ RUN_DEFAULTS = {
 
 #: element × source pairs up to which the diagnostics' energy and enstrophy are direct
 #: double sums (cheaper there than an FMM pass); beyond, the O(N) fields of the FMM
+#: devices on which a step that starts on the periodic lattice sums its first stage by
+#: plain FFTs (:class:`vortexsim.spectral_lattice.LatticeSum`).  The CuPy path is the same
+#: code (``xp.fft``) but has not run on a GPU yet (tests/physics/test_spectral_lattice.py,
+#: marker ``gpu``): add "gpu" once it has.
+LATTICE_SUM_DEVICES = ("cpu",)
+
 DIRECT_DIAGNOSTICS_PAIRS = {"cpu": 1 << 23, "gpu": 1 << 24}
 
 
@@ -322,7 +328,7 @@ class Simulation:
         el, tr = self.elements, self.tracers
         plan, margin = self.planner.step(self.iteration, dt)
         self.rhs.begin_step(self.t, el.sigma, self._sigma_range, plan=plan,
-                            volume=el.volume)
+                            volume=el.volume, lattice=self._lattice_start())
         x1, alpha1, y1 = self.scheme.step((el.x, el.alpha, tr.x), self.t, dt, self.rhs)
         sigma1 = self.rhs.advance_cores(el.sigma, dt)
         # one device→host transfer: [finite, max|u|², max‖∇u‖², box of x1, box of y1]
@@ -350,6 +356,23 @@ class Simulation:
         if every and self.iteration % every == 0:
             self.remesh()
         return self
+
+    def _lattice_start(self):
+        """``(n, x)`` when this step starts with the elements ``x`` on the periodic n³
+        lattice in remesh order and its first stage can sum on it by plain FFTs
+        (:class:`vortexsim.spectral_lattice.LatticeSum`): the spectral sum, no tracers,
+        and a remeshing at the end of the last step, on the devices of
+        :data:`LATTICE_SUM_DEVICES`.  A function of (iteration, config) alone, so that a
+        restart takes the same path and continues bitwise; else None."""
+        every = self._run["remesh_every"]
+        if not (every and self.iteration > 0 and self.iteration % every == 0
+                and self.device.kind in LATTICE_SUM_DEVICES
+                and isinstance(self.domain, PeriodicBox)
+                and self.summation.method == "spectral" and len(self.tracers) == 0):
+            return None
+        from .physics.remesh import periodic_nodes  # noqa: PLC0415
+        return periodic_nodes(self.domain.box, float(self._run["remesh_spacing"])), \
+            self.elements.x
 
     def _check_remeshing(self, cfg):
         """Validate the remeshing parameters (``remesh_*``) once, at construction."""

@@ -200,6 +200,7 @@ class VortexRHS:
         self._sigma0 = None
         self._sigma_range0 = None
         self._plan = StepPlan()
+        self._lattice = None
         self.stage_max = None
         self.evaluations = 0
 
@@ -209,10 +210,15 @@ class VortexRHS:
         return self.terms[0].scheme
 
     # -- step-level quantities ------------------------------------------------
-    def begin_step(self, t0, sigma0, sigma_range0, root=None, plan=None, volume=None):
+    def begin_step(self, t0, sigma0, sigma_range0, root=None, plan=None, volume=None,
+                   lattice=None):
         """Set the step's start time t0, cores σ(t0) (N,), their host (min, max), the
-        summation plan (``plan``, or a plan of the bare root cube ``root``) and the
-        element volumes (N,) [L³] (constant over a step: the flow is incompressible)."""
+        summation plan (``plan``, or a plan of the bare root cube ``root``), the element
+        volumes (N,) [L³] (constant over a step: the flow is incompressible) and
+        ``lattice`` = (n, x) when the elements x start the step on the periodic n³
+        lattice (the stage at x then sums by plain FFTs:
+        :meth:`vortexsim.physics.summation.Summation.on_lattice`)."""
+        self._lattice = lattice
         self._volume = volume
         self._t0 = float(t0)
         self._sigma0 = sigma0
@@ -259,9 +265,15 @@ class VortexRHS:
         n = x.shape[0]
         sigma = self.sigma_at(t)
         targets = xp.concatenate([x, y]) if y.shape[0] else x
-        # ∇u at the elements only: the tracers need u alone (half the near-field work)
-        u, grad_u = self.velocity(x, alpha, sigma, targets, gradient=n, n_self=n,
-                                  sigma_range=self.sigma_range_at(t), plan=self._plan)
+        if self._lattice is not None and x is self._lattice[1] and not y.shape[0]:
+            # the step's first stage on the periodic lattice: plain FFTs, same series
+            self.evaluations += 1
+            u, grad_u = self.summation.on_lattice(alpha, self._lattice[0],
+                                                  self.sigma_range_at(t))
+        else:
+            # ∇u at the elements only: the tracers need u alone (half the near-field work)
+            u, grad_u = self.velocity(x, alpha, sigma, targets, gradient=n, n_self=n,
+                                      sigma_range=self.sigma_range_at(t), plan=self._plan)
         dtype = x.dtype
         u = u.astype(dtype, copy=False)
         grad_e = grad_u[:n].astype(dtype, copy=False)

@@ -1,0 +1,83 @@
+"""The spectral sum at the lattice nodes by plain FFTs (vortexsim.spectral_lattice): the
+same series as the non-uniform FFTs (vortexsim.spectral) to their precision, odd and even
+n, the nodes' own blobs out; the time stepper's first stage on the lattice."""
+import math
+
+import numpy as np
+import pytest
+
+from vortexsim.spectral import SpectralSum
+from vortexsim.spectral_lattice import LatticeSum
+
+L = 2.0 * math.pi
+
+
+def _lattice(n, seed=0):
+    h = L / n
+    g = np.arange(n) * h
+    x = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
+    alpha = np.random.default_rng(seed).standard_normal((n ** 3, 3)) * h ** 3
+    return x, alpha - alpha.mean(axis=0), h
+
+
+@pytest.mark.parametrize("n, overlap", [(8, 1.0), (9, 1.0), (10, 1.5)])
+def test_equals_the_nufft_series(n, overlap):
+    """At tol 1e-10 both evaluate the same cube of modes; the non-uniform FFTs' precision
+    tol/10 bounds the difference (measured 1e-11..1e-12)."""
+    x, alpha, h = _lattice(n)
+    spectral = SpectralSum(L, overlap * h, tol=1e-10)
+    u0, g0 = spectral.evaluate(x, alpha)
+    u1, g1 = LatticeSum(spectral, n).evaluate(alpha)
+    assert np.abs(u1 - u0).max() <= 1e-10 * np.abs(u0).max()
+    assert np.abs(g1 - g0).max() <= 1e-10 * np.abs(g0).max()
+    u2, g2 = LatticeSum(spectral, n).evaluate(alpha, gradient=False)
+    assert g2 is None and np.array_equal(u2, u1)
+
+
+def test_errors():
+    _, alpha, h = _lattice(8)
+    s = LatticeSum(SpectralSum(L, h, tol=1e-6), 8)
+    with pytest.raises(ValueError, match=r"shape \(512, 3\)"):
+        s.evaluate(alpha[:100])
+
+
+def test_the_stepper_sums_the_lattice_stage_by_ffts():
+    """A periodic run remeshed every step takes the FFT path at the first stage of every
+    step after the first (the count of non-uniform sums drops), and its state follows the
+    run without it to the non-uniform FFTs' precision."""
+    import vortexsim
+
+    def run(disable):
+        sim = vortexsim.make_case("taylor_green", n=12, nu=0.0, dt=0.2, tol=1e-10,
+                                  device="cpu", progress=False)
+        if disable:
+            sim._lattice_start = lambda: None
+        calls = []
+        ev = sim.summation.spectral_sum(None, sim._sigma_range)
+        orig = type(ev).evaluate
+        type(ev).evaluate = lambda self, *a, **k: (calls.append(1), orig(self, *a, **k))[1]
+        try:
+            for _ in range(4):
+                sim.step()
+        finally:
+            type(ev).evaluate = orig
+        return sim, len(calls)
+
+    fast, n_fast = run(False)
+    slow, n_slow = run(True)
+    assert (n_fast, n_slow) == (5, 8)                       # 3 of 4 first stages on the lattice
+    scale = np.abs(slow.elements.alpha).max()
+    assert np.abs(fast.elements.alpha - slow.elements.alpha).max() <= 1e-9 * scale
+    np.testing.assert_array_equal(fast.elements.x, slow.elements.x)
+
+
+@pytest.mark.gpu
+def test_cupy_matches_numpy():
+    import cupy as cp
+    n = 16
+    _, alpha, h = _lattice(n)
+    spectral = SpectralSum(L, h, tol=1e-8)
+    u0, g0 = LatticeSum(spectral, n).evaluate(alpha)
+    u1, g1 = LatticeSum(spectral, n, cp).evaluate(cp.asarray(alpha))
+    np.testing.assert_allclose(cp.asnumpy(u1), u0, atol=1e-13 * np.abs(u0).max())
+    np.testing.assert_allclose(cp.asnumpy(g1), g0, atol=1e-13 * np.abs(g0).max())
