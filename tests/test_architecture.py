@@ -20,7 +20,7 @@ LAYERS = (
     ("base", ("vortexsim._names", "vortexsim._startup", "vortexsim.backend",
               "vortexsim.config", "vortexsim.schedules")),
     ("kernels", ("vortexsim.kernels",)),
-    ("fmm", ("vortexsim.fmm", "vortexsim.spectral")),          # the fast sums
+    ("fmm", ("vortexsim.fmm", "vortexsim.spectral", "vortexsim.spectral_lattice")),  # fast sums
     ("physics", ("vortexsim.state", "vortexsim.inputs", "vortexsim.physics",
                  "vortexsim.summation", "vortexsim.diagnostics", "vortexsim.turbulence")),
     ("integrators", ("vortexsim.integrators",)),
