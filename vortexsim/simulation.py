@@ -364,15 +364,22 @@ class Simulation:
         and a remeshing at the end of the last step, on the devices of
         :data:`LATTICE_SUM_DEVICES`.  A function of (iteration, config) alone, so that a
         restart takes the same path and continues bitwise; else None."""
+        n = self._on_lattice()
+        if n is None or self.summation.method != "spectral" or len(self.tracers):
+            return None
+        return n, self.elements.x
+
+    def _on_lattice(self):
+        """n when the elements sit on the periodic n³ lattice in remesh order because the
+        last step ended with a remeshing, on a device of :data:`LATTICE_SUM_DEVICES`; else
+        None (a function of the iteration and the config alone)."""
         every = self._run["remesh_every"]
         if not (every and self.iteration > 0 and self.iteration % every == 0
                 and self.device.kind in LATTICE_SUM_DEVICES
-                and isinstance(self.domain, PeriodicBox)
-                and self.summation.method == "spectral" and len(self.tracers) == 0):
+                and isinstance(self.domain, PeriodicBox)):
             return None
         from .physics.remesh import periodic_nodes  # noqa: PLC0415
-        return periodic_nodes(self.domain.box, float(self._run["remesh_spacing"])), \
-            self.elements.x
+        return periodic_nodes(self.domain.box, float(self._run["remesh_spacing"]))
 
     def _check_remeshing(self, cfg):
         """Validate the remeshing parameters (``remesh_*``) once, at construction."""
@@ -1082,8 +1089,12 @@ class Simulation:
             if self.summation.kernel.name != "gaussian":
                 # the modes are the Gaussian blobs' (the periodic FMM's other kernels)
                 return None, tuple(xp.asarray(math.nan) for _ in FIELD_SUMS)
-            sums = self.summation.spectral_sum(el.sigma, self._sigma_range).field_sums(
-                el.x, el.alpha)
+            n = self._on_lattice()
+            if n is not None:                            # the lattice's own modes, plain FFTs
+                sums = self.summation.lattice_sum(n, self._sigma_range).field_sums(el.alpha)
+            else:
+                sums = self.summation.spectral_sum(el.sigma, self._sigma_range).field_sums(
+                    el.x, el.alpha)
             return None, tuple(xp.asarray(sums[k]) for k in FIELD_SUMS)
         xs, alpha_s, sigma_s = self.domain.sources(el.x, el.alpha, el.sigma)
         if len(el) * xs.shape[0] > DIRECT_DIAGNOSTICS_PAIRS[self.device.kind]:

@@ -140,18 +140,23 @@ class Summation:
             self.spectral = SpectralSum(self.box, lo, self.tol)
         return self.spectral
 
+    def lattice_sum(self, n, sigma_range):
+        """The :class:`vortexsim.spectral_lattice.LatticeSum` of the periodic n³ lattice for
+        the cores of host ``sigma_range`` (one σ), made once per (n, σ)."""
+        from ..spectral_lattice import LatticeSum  # noqa: PLC0415
+        spectral = self.spectral_sum(None, sigma_range)
+        key = (int(n), spectral.sigma, spectral.tol, id(spectral))
+        if self._lattice is None or self._lattice[0] != key:
+            self._lattice = (key, LatticeSum(spectral, n, self.device.xp))
+        return self._lattice[1]
+
     def on_lattice(self, alpha, n, sigma_range):
         """u (n³, 3) and ∇u (n³, 3, 3) at the nodes of the periodic n³ lattice of strengths
         ``alpha`` (n³, 3) in remesh order, each node's own blob out, in the summation's
         precision: the spectral sum's series by plain FFTs
         (:class:`vortexsim.spectral_lattice.LatticeSum`, made once per (n, σ); its symbols
         are folded on the host, deterministically)."""
-        from ..spectral_lattice import LatticeSum  # noqa: PLC0415
-        spectral = self.spectral_sum(None, sigma_range)
-        key = (int(n), spectral.sigma, spectral.tol, id(spectral))
-        if self._lattice is None or self._lattice[0] != key:
-            self._lattice = (key, LatticeSum(spectral, n, self.device.xp))
-        u, grad_u = self._lattice[1].evaluate(alpha)
+        u, grad_u = self.lattice_sum(n, sigma_range).evaluate(alpha)
         dtype = np.dtype(self.precision)
         return u.astype(dtype, copy=False), grad_u.astype(dtype, copy=False)
 
