@@ -106,9 +106,11 @@ RUN_DEFAULTS = {
 #: element × source pairs up to which the diagnostics' energy and enstrophy are direct
 #: double sums (cheaper there than an FMM pass); beyond, the O(N) fields of the FMM
 #: devices on which a step that starts on the periodic lattice sums its first stage by
-#: plain FFTs (:class:`vortexsim.spectral_lattice.LatticeSum`).  The CuPy path is the same
-#: code (``xp.fft``) but has not run on a GPU yet (tests/physics/test_spectral_lattice.py,
-#: marker ``gpu``): add "gpu" once it has.
+#: plain FFTs (:class:`vortexsim.spectral_lattice.LatticeSum`, the PSE of
+#: :mod:`vortexsim.physics.pse_lattice`) and its diagnostics rows fold their field sums.
+#: The CuPy path is the same code (``xp.fft``) but has not run on a GPU yet
+#: (tests/physics/test_spectral_lattice.py and test_pse_lattice.py, marker ``gpu``): add
+#: "gpu" once they have passed there.
 LATTICE_SUM_DEVICES = ("cpu",)
 
 DIRECT_DIAGNOSTICS_PAIRS = {"cpu": 1 << 23, "gpu": 1 << 24}

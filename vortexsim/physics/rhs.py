@@ -58,7 +58,8 @@ class Stage:
     x, alpha : (N, 3) elements [L], [L³/T]; sigma : (N,) cores at the stage time [L];
     t : float [T]; u : (N, 3) velocity at the elements [L/T]; grad_u : (N, 3, 3) its
     gradient [1/T], ∂u_i/∂x_j, self pairs removed; volume : (N,) element volumes [L³]
-    (NaN: not known); sigma_range : host (min σ, max σ) at the stage time.
+    (NaN: not known); sigma_range : host (min σ, max σ) at the stage time; lattice : n
+    when the elements sit on the periodic n³ lattice in remesh order (else None).
     """
 
     x: object
@@ -69,6 +70,7 @@ class Stage:
     grad_u: object
     volume: object = None
     sigma_range: tuple = (0.0, 0.0)
+    lattice: int | None = None
 
 
 class Term:
@@ -149,6 +151,11 @@ class PSE(Term):
     def alpha_rate(self, stage):
         from .pse import pse_rate  # noqa: PLC0415
         sigma = uniform_core_radius(*stage.sigma_range, "viscous='pse'")
+        if stage.lattice is not None:          # the same pair sum as FFT convolutions
+            from .pse_lattice import pse_rate_lattice  # noqa: PLC0415
+            return pse_rate_lattice(stage.alpha, stage.volume, stage.lattice, self.box,
+                                    sigma / np.sqrt(2.0), self.nu,
+                                    order=self.order).astype(stage.alpha.dtype, copy=False)
         return pse_rate(stage.x, stage.alpha, stage.volume, sigma / np.sqrt(2.0), self.nu,
                         box=self.box, order=self.order).astype(stage.alpha.dtype,
                                                                copy=False)
@@ -265,8 +272,10 @@ class VortexRHS:
         n = x.shape[0]
         sigma = self.sigma_at(t)
         targets = xp.concatenate([x, y]) if y.shape[0] else x
+        lattice = None
         if self._lattice is not None and x is self._lattice[1] and not y.shape[0]:
             # the step's first stage on the periodic lattice: plain FFTs, same series
+            lattice = self._lattice[0]
             self.evaluations += 1
             u, grad_u = self.summation.on_lattice(alpha, self._lattice[0],
                                                   self.sigma_range_at(t))
@@ -277,7 +286,8 @@ class VortexRHS:
         dtype = x.dtype
         u = u.astype(dtype, copy=False)
         grad_e = grad_u[:n].astype(dtype, copy=False)
-        stage = Stage(x, alpha, sigma, t, u[:n], grad_e, self._volume, self.sigma_range_at(t))
+        stage = Stage(x, alpha, sigma, t, u[:n], grad_e, self._volume, self.sigma_range_at(t),
+                      lattice)
         dalpha = None
         for term in self.terms:
             rate = term.alpha_rate(stage)
