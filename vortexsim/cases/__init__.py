@@ -8,6 +8,7 @@ from .registry import CASES, CaseSetup, case_defaults, from_config, get_case, li
     make_case, register_case
 from . import ring_cases  # noqa: F401  (registers the ring cases)
 from . import taylor_green  # noqa: F401  (registers the Taylor–Green vortex)
+from . import isotropic_turbulence  # noqa: F401  (registers decaying isotropic turbulence)
 from .ring_cases import ring_tracers
 
 __all__ = ["vortex_ring", "core_summary", "ring_tracers", "CASES", "CaseSetup", "case_defaults", "from_config",

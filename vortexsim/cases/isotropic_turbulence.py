@@ -1,0 +1,83 @@
+r"""Decaying isotropic turbulence in the periodic box [0, 2π)³ (issue 17's case).
+
+The initial velocity is a random, Gaussian, divergence-free field on the n³ lattice with
+the spectrum E(k) ∝ k⁴ exp(−2 (k/k_p)²) and ½⟨|u|²⟩ = ``energy``
+(:func:`vortexsim.turbulence.random_solenoidal_field`, seeded by ``seed``: the same field
+on the CPU and the GPU, modes kept by the 2/3 rule).  Its vorticity ω = ∇ × u is taken
+spectrally (exact for this band-limited field), and the elements sit on the lattice with
+α = ω h³, volumes h³ and cores σ = ``overlap`` × h; as in ``taylor_green`` they are
+remeshed every step and made divergence-free (``remesh_project``), stretched by the
+classical scheme, and diffuse by PSE of order 4.  ``tracers`` passive tracers are seeded
+uniformly in the box (seed + 1).
+
+:func:`isotropic_turbulence_field` returns the initial velocity itself (n, n, n, 3), so
+that another code (``benchmarks/spectral_ns.py``) can start from the same field.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .registry import CaseSetup, register_case
+
+__all__ = ["isotropic_turbulence", "isotropic_turbulence_field"]
+
+BOX = 2.0 * math.pi
+
+
+def isotropic_turbulence_field(n, k_peak=4.0, energy=0.5, seed=0):
+    """The initial velocity (n, n, n, 3) [L/T] at the nodes (i, j, k) h, h = 2π/n, of the
+    case with these parameters (``k_peak`` in units of k₀ = 1 for the 2π box)."""
+    from ..turbulence import random_solenoidal_field  # noqa: PLC0415
+    return random_solenoidal_field(int(n), BOX, k_peak=float(k_peak), energy=float(energy),
+                                   seed=int(seed))
+
+
+def _curl(u, box):
+    """ω = ∇ × u (n, n, n, 3) of a periodic lattice field u (n, n, n, 3), spectrally."""
+    n = u.shape[0]
+    k = np.fft.fftfreq(n, d=1.0 / n) * (2.0 * math.pi / box)
+    if n % 2 == 0:
+        k[n // 2] = 0.0                              # no derivative of the Nyquist modes
+    kx, ky, kz = np.meshgrid(k, k, k, indexing="ij")
+    uh = np.fft.fftn(u, axes=(0, 1, 2))
+    w = np.stack([1j * (ky * uh[..., 2] - kz * uh[..., 1]),
+                  1j * (kz * uh[..., 0] - kx * uh[..., 2]),
+                  1j * (kx * uh[..., 1] - ky * uh[..., 0])], axis=-1)
+    return np.fft.ifftn(w, axes=(0, 1, 2)).real
+
+
+def _size(values):
+    """(elements, tracers) of an isotropic_turbulence config without building it."""
+    return int(values["n"]) ** 3, int(values["tracers"])
+
+
+@register_case("isotropic_turbulence", dt=0.05, t_end=2.0, integrator="rk2", nu=0.02,
+               viscous="pse", pse_order=4, boundary="periodic", box=BOX, method="spectral",
+               remesh_every=1, remesh_project=True, stretching="classical", device="cpu")
+def isotropic_turbulence(n=32, k_peak=4.0, energy=0.5, seed=0, overlap=1.0, tracers=0):
+    """Decaying isotropic turbulence on the n³ lattice of the periodic box [0, 2π)³."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 8:
+        raise ValueError(f"n must be an integer >= 8 (lattice points per side), got {n!r}.")
+    for name, value in (("k_peak", k_peak), ("energy", energy), ("overlap", overlap)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a number > 0, got {value!r}.")
+    for name, value in (("seed", seed), ("tracers", tracers)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}.")
+    n = int(n)
+    h = BOX / n
+    g = np.arange(n) * h
+    x = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
+    w = _curl(isotropic_turbulence_field(n, k_peak, energy, seed), BOX).reshape(-1, 3)
+    alpha = w * h ** 3
+    alpha -= alpha.mean(axis=0)                      # Σα = 0 to round-off
+    y = np.random.default_rng(int(seed) + 1).random((int(tracers), 3)) * BOX
+    return CaseSetup(x=x, alpha=alpha, sigma=np.full(len(x), overlap * h), tracers=y,
+                     groups=[], volume=np.full(len(x), h ** 3),
+                     run={"remesh_spacing": h, "remesh_overlap": float(overlap)})
+
+
+isotropic_turbulence.size = _size
