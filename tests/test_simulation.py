@@ -31,7 +31,8 @@ def test_make_case_api():
         assert key in d
     assert d["ring_centre"].shape == (1, 3) and d["ring_radius"].shape == (1,)
     assert set(vortexsim.list_cases()) == {"single_ring", "leapfrog", "collision",
-                                           "oblique_collision", "ring_ground", "taylor_green"}
+                                           "oblique_collision", "ring_ground", "taylor_green",
+                                           "isotropic_turbulence"}
 
 
 def test_unknown_names_suggest_the_closest():
