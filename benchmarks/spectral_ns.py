@@ -56,6 +56,11 @@ PATH              a velocity field on the n³ lattice in the netCDF format below
 
 The velocity-field file (netCDF, read and written with xarray, engine netcdf4)
 ------------------------------------------------------------------------------
+The format of :mod:`vortexsim.output.lattice_field` (its docstring is the reference;
+``write_velocity_field`` and ``read_velocity_field`` are imported from there, so that a
+``vortexsim run isotropic_turbulence`` writes its initial field, ``RUN/initial_field.nc``,
+in it and ``--init RUN/initial_field.nc`` starts from exactly that field):
+
 * dimensions ``x``, ``y``, ``z`` of size n each; coordinates x = i L/n (i = 0..n−1, the
   same in y and z), units ``L``, optional (when present they must be this lattice);
 * velocity: either the three variables ``u``, ``v``, ``w`` with dims (x, y, z), or one
@@ -64,7 +69,8 @@ The velocity-field file (netCDF, read and written with xarray, engine netcdf4)
 * global attributes: ``box`` (L, the period; if absent, n times the x coordinate spacing,
   else ``--box``), optional ``time`` (T) and free text (``title``, ...);
 * written by :func:`write_velocity_field` as ``u``, ``v``, ``w`` with coordinates,
-  ``box``, ``time``, ``format = "periodic-velocity-field"``, ``format_version = 1``.
+  ``box``, ``time``, ``format = "periodic-velocity-field"``, ``format_version = 1``,
+  ``Conventions = "CF-1.10"`` (files written before, without it, read the same).
 The field should be divergence-free with zero mean (physics.md's periodic box); the solver
 projects it onto divergence-free fields and truncates it to the kept modes, and reports
 the energy each removes (warning above 1e-10 of E).  ``--save-field PATH`` writes the
@@ -80,7 +86,12 @@ the CFL number; −dE/dt from the rows (``numpy.gradient``, as good as their spa
 |k| = s k₀, normalized so that Σ_s E(k_s) k₀ = E (∫E(k)dk = E).  Wall time: the steps
 alone (timed in blocks between rows; on the GPU synchronized at the rows only), per step
 (total/steps and the median over blocks), the diagnostics, the whole run.  The peak of ε
-and its time (parabola through the largest row and its neighbours).
+and its time (parabola through the largest row and its neighbours).  With
+``--statistics`` (ν > 0) every row also holds the turbulence statistics of
+:func:`vortexsim.turbulence.flow_statistics`, the same definitions as vortexsim's
+diagnostics: ``u_rms``, ``integral_scale``, ``taylor_scale``, ``re_lambda``,
+``kolmogorov_eta``, ``k_max_eta``, ``skewness``, ``flatness`` (5 more FFTs of the velocity
+per row, in the diagnostics' wall time); without it the output is as before.
 
 Output: a netCDF file of the rows and spectra (``--nc``, default the JSON path with
 ``.nc``; variables with ``units`` and ``long_name``), a JSON summary (``--out``, default
@@ -94,6 +105,10 @@ Usage::
     python benchmarks/spectral_ns.py --init field.nc --nu 0.01 --t-end 2 --dt 0.01 \\
         --device gpu --save-field final.nc                             # from a file
     python benchmarks/spectral_ns.py --n 32 --nu 0.1 --t-end 0.1 --dt 0.01   # smoke test
+    vortexsim run isotropic_turbulence --preset gpu --out runs/hit128       # issue 17:
+    python benchmarks/spectral_ns.py --init runs/hit128/initial_field.nc --nu 0.0056 \
+        --t-end 2 --dt 0.01 --every 5 --spectrum-times 0,1,2 --statistics --device gpu \
+        --nc hit128_spectral.nc   # the same field; rows on vortexsim's (compare_isotropic.py)
 
 Numbers: ``--nu``, ``--t-end``, ``--dt``, ``--box`` take fractions (``1/1600``) and
 multiples of π (``2pi``).  Reference for Taylor–Green at Re = 1600: peak ε ≈ 0.0127 near
@@ -103,6 +118,7 @@ Phys. 230 (2011)); coarse grids miss it widely.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import sys
@@ -113,9 +129,25 @@ import numpy as np
 
 import _timing as T
 
-#: the velocity-field file's format name and version (attributes of the file)
-FIELD_FORMAT = "periodic-velocity-field"
-FIELD_FORMAT_VERSION = 1
+if importlib.util.find_spec("vortexsim") is None:      # a checkout without pip install:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the velocity-field file (the format of the module docstring) lives in the package, so
+# that vortexsim writes its initial fields in it (``initial_field.nc``)
+from vortexsim.output.lattice_field import (FIELD_FORMAT, FIELD_FORMAT_VERSION,  # noqa: F401
+                                            lattice, read_velocity_field, write_velocity_field)
+
+#: the turbulence statistics of ``--statistics`` (keys of
+#: :func:`vortexsim.turbulence.flow_statistics`): (units, long_name)
+STATISTICS = {
+    "u_rms": ("L/T", "rms velocity u' = sqrt(2E/3)"),
+    "integral_scale": ("L", "integral scale pi/(2 u'^2) sum E(k)/k dk"),
+    "taylor_scale": ("L", "Taylor micro-scale sqrt(15 nu u'^2/eps)"),
+    "re_lambda": ("1", "Taylor-scale Reynolds number u' lambda/nu"),
+    "kolmogorov_eta": ("L", "Kolmogorov scale (nu^3/eps)^(1/4)"),
+    "k_max_eta": ("1", "k_max eta, k_max = (n/3) 2 pi/L (the 2/3 rule)"),
+    "skewness": ("1", "longitudinal velocity-derivative skewness, mean over x, y, z"),
+    "flatness": ("1", "longitudinal velocity-derivative flatness, mean over x, y, z"),
+}
 #: the removed part of an initial field (divergent or beyond the 2/3 cut) above which
 #: the tool warns, relative to the field's energy
 REMOVED_WARN = 1e-10
@@ -321,11 +353,6 @@ def _abs2(z):
 
 
 # -- initial fields ---------------------------------------------------------------------
-def lattice(n, box=2 * math.pi):
-    """The lattice coordinates x_i = i L/n, i = 0..n−1 (host float64)."""
-    return np.arange(n) * (box / n)
-
-
 def taylor_green(n, box=2 * math.pi, amplitude=1.0):
     """u = A (sin k₀x cos k₀y cos k₀z, −cos k₀x sin k₀y cos k₀z, 0), k₀ = 2π/L, on the n³
     lattice: (3, n, n, n) host float64 [L/T]; E = A²/8."""
@@ -346,92 +373,6 @@ def shear_wave(n, box=2 * math.pi, amplitude=1.0):
     u = np.zeros((3, n, n, n))
     u[0] = amplitude * np.sin(s)[None, :, None]
     return u
-
-
-# -- the velocity-field file ------------------------------------------------------------
-def write_velocity_field(path, u, box=2 * math.pi, t=0.0, overwrite=False, title=None):
-    """Write the lattice velocity ``u`` (3, n, n, n) [L/T] to ``path`` in the format of the
-    module docstring (``u``, ``v``, ``w`` on dims x, y, z).  An existing file raises
-    FileExistsError unless ``overwrite``."""
-    import xarray as xr
-
-    u = T.to_host(u)
-    if u.ndim != 4 or u.shape[0] != 3 or len(set(u.shape[1:])) != 1:
-        raise ValueError(f"u has shape {u.shape}; expected (3, n, n, n).")
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path} exists; pass overwrite=True (--overwrite) to replace it.")
-    n = u.shape[1]
-    x = lattice(n, box)
-    coord_attrs = {"units": "L"}
-    coords = {d: (d, x, dict(coord_attrs, long_name=f"{d} of the lattice point, i L/n"))
-              for d in ("x", "y", "z")}
-    ds = xr.Dataset(
-        {name: (("x", "y", "z"), np.ascontiguousarray(u[c], dtype=np.float64),
-                {"units": "L/T", "long_name": f"velocity component {c + 1} ({d})"})
-         for c, (name, d) in enumerate(zip("uvw", "xyz"))},
-        coords=coords)
-    ds.attrs.update(format=FIELD_FORMAT, format_version=FIELD_FORMAT_VERSION,
-                    box=float(box), time=float(t),
-                    title=title or f"velocity on the {n}^3 lattice of the box [0, {box:g})^3",
-                    units_note="L (length), T (time): the flow's units")
-    encoding = {v: {"_FillValue": None} for v in list(ds.data_vars) + list(ds.coords)}
-    ds.to_netcdf(path, engine="netcdf4", format="NETCDF4", encoding=encoding)
-    return path
-
-
-def read_velocity_field(path, box=None):
-    """Read a velocity field in the format of the module docstring.
-
-    Returns ``(u, box, t, attrs)``: u (3, n, n, n) host float64 [component, x, y, z], the
-    period L (the file's ``box`` attribute, else n × the x spacing, else the ``box``
-    argument), the ``time`` attribute (0 if absent) and the global attributes.
-    """
-    import xarray as xr
-
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"velocity field {path} does not exist (or is no file).")
-    with xr.open_dataset(path, engine="netcdf4") as ds:
-        ds = ds.load()
-    if all(v in ds.data_vars for v in "uvw"):
-        parts = []
-        for v in "uvw":
-            if set(ds[v].dims) != {"x", "y", "z"}:
-                raise ValueError(f"{path}: variable {v} has dims {ds[v].dims}; expected "
-                                 "(x, y, z).")
-            parts.append(ds[v].transpose("x", "y", "z").values)
-        u = np.stack(parts)
-    elif "velocity" in ds.data_vars:
-        var = ds["velocity"]
-        if set(var.dims) != {"component", "x", "y", "z"} or var.sizes["component"] != 3:
-            raise ValueError(f"{path}: variable velocity has dims {dict(var.sizes)}; expected "
-                             "(component: 3, x, y, z).")
-        u = var.transpose("component", "x", "y", "z").values
-    else:
-        raise ValueError(f"{path} has variables {sorted(ds.data_vars)}; expected u, v, w "
-                         "(dims x, y, z) or velocity (dims component, x, y, z).")
-    u = np.ascontiguousarray(u, dtype=np.float64)
-    n = u.shape[1]
-    if u.shape[1:] != (n, n, n):
-        raise ValueError(f"{path}: the lattice is {u.shape[1:]}; expected n³ (n the same on "
-                         "all three axes).")
-    if not np.isfinite(u).all():
-        raise ValueError(f"{path}: the velocity has non-finite values.")
-    if "box" in ds.attrs:
-        file_box = float(ds.attrs["box"])
-        if box is not None and not math.isclose(box, file_box, rel_tol=1e-12):
-            raise ValueError(f"{path} has box = {file_box!r}; asked for {box!r}. Leave "
-                             "--box out to use the file's.")
-        box = file_box
-    elif "x" in ds.coords and n > 1:
-        box = n * float(ds["x"].values[1] - ds["x"].values[0])
-    elif box is None:
-        raise ValueError(f"{path} has no box attribute and no x coordinate; give --box.")
-    for d in ("x", "y", "z"):
-        if d in ds.coords and not np.allclose(ds[d].values, lattice(n, box), rtol=0,
-                                              atol=1e-9 * box / n):
-            raise ValueError(f"{path}: coordinate {d} is not the lattice i L/n (L = {box:g}, "
-                             f"n = {n}); the solver's lattice starts at 0 with spacing L/n.")
-    return u, float(box), float(ds.attrs.get("time", 0.0)), dict(ds.attrs)
 
 
 # -- the run ---------------------------------------------------------------------------
@@ -474,7 +415,7 @@ def peak(t, y):
 
 
 def run(solver, t_end, dt=None, cfl=None, every=10, spectrum_times=(), device="cpu",
-        progress=True):
+        progress=True, statistics=False):
     """Advance ``solver`` (velocity already set) to ``t_end`` and record the diagnostics.
 
     Fixed ``dt``, or ``cfl`` (dt = C h/max(|u|+|v|+|w|) recomputed at each row, at most
@@ -482,7 +423,10 @@ def run(solver, t_end, dt=None, cfl=None, every=10, spectrum_times=(), device="c
     ``spectrum_times`` (steps shortened to land there; the spectrum is taken there).
     Returns a dict of lists (``t``, ``energy``, ``dissipation``, ``max_velocity``, ``dt``,
     ``cfl``, ``iteration``), ``spectra`` [(t, E(k))], ``k``, the wall times and ``error``
-    (None, or what stopped the run: a non-finite row).
+    (None, or what stopped the run: a non-finite row).  With ``statistics`` the rows also
+    hold the turbulence statistics :data:`STATISTICS` of
+    :func:`vortexsim.turbulence.flow_statistics` (FFTs of the lattice velocity at each row,
+    counted in the diagnostics' wall time; needs ν > 0).
     """
     if dt is None and cfl is None:
         raise ValueError("give dt (fixed step) or cfl (step from the CFL number), or both.")
@@ -494,6 +438,12 @@ def run(solver, t_end, dt=None, cfl=None, every=10, spectrum_times=(), device="c
     pending = sorted(s for s in spectrum_times if solver.t - 1e-12 <= s <= t_end + 1e-12)
     rows = {key: [] for key in ("t", "energy", "dissipation", "max_velocity", "dt", "cfl",
                                 "iteration")}
+    if statistics:
+        if not solver.nu > 0:
+            raise ValueError("statistics need a viscosity nu > 0 (Re_lambda, eta and the "
+                             "Taylor scale divide by it).")
+        from vortexsim.turbulence import flow_statistics  # noqa: PLC0415
+        rows.update({key: [] for key in STATISTICS})
     spectra, k = [], None
     iteration, dt_now, error = 0, dt, None
     blocks, step_s, diag_s = [], 0.0, 0.0
@@ -514,6 +464,11 @@ def run(solver, t_end, dt=None, cfl=None, every=10, spectrum_times=(), device="c
         rows["dt"].append(dt_now)
         rows["cfl"].append(dt_now * u_sum_max / h_lattice)
         rows["iteration"].append(iteration)
+        if statistics:
+            stats = flow_statistics(solver.xp.moveaxis(solver.velocity(), 0, -1), solver.box,
+                                    solver.nu)
+            for key in STATISTICS:
+                rows[key].append(stats[key])
         while pending and abs(pending[0] - solver.t) <= 1e-9 * max(1.0, abs(solver.t)):
             k, ek = solver.spectrum()
             spectra.append((solver.t, ek))
@@ -576,6 +531,7 @@ def write_netcdf(path, result, attrs):
         "dt": ("T", "time step after this row"),
         "cfl": ("1", "dt max(|u|+|v|+|w|) / h after this row"),
         "iteration": ("1", "steps taken"),
+        **{key: STATISTICS[key] for key in STATISTICS if key in rows},
     }
     data = {name: ("time", np.asarray(rows[name]), {"units": units, "long_name": long})
             for name, (units, long) in variables.items()}
@@ -617,11 +573,16 @@ def main(argv=None):
     p.add_argument("--save-field", default=None, metavar="PATH",
                    help="write the final velocity in the velocity-field format")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --save-field")
+    p.add_argument("--statistics", action="store_true",
+                   help="add u_rms, integral/Taylor/Kolmogorov scales, Re_lambda, k_max eta, "
+                        "skewness and flatness to every row (FFTs of the velocity; nu > 0)")
     p.add_argument("--quiet", action="store_true", help="no progress rows")
     T.add_common_options(p, "spectral_ns", device_default="cpu")
     args = p.parse_args(argv)
     if args.dt is None and args.cfl is None:
         args.cfl = 0.5
+    if args.statistics and not args.nu > 0:
+        p.error("--statistics needs --nu > 0 (Re_lambda, eta and the Taylor scale divide by it).")
     if args.save_field and os.path.exists(args.save_field) and not args.overwrite:
         p.error(f"{args.save_field} exists; add --overwrite to replace it.")
 
@@ -632,7 +593,10 @@ def main(argv=None):
         build = taylor_green if args.init == "taylor-green" else shear_wave
         u0 = build(n, box)
     else:
-        u0, box, t0, _ = read_velocity_field(args.init, box=args.box)
+        try:
+            u0, box, t0, _ = read_velocity_field(args.init, box=args.box)
+        except (FileNotFoundError, ValueError) as exc:
+            p.error(str(exc))
         n = u0.shape[1]
         if args.n is not None and args.n != n:
             p.error(f"--n {args.n} but {args.init} holds a {n}^3 lattice; leave --n out.")
@@ -649,7 +613,7 @@ def main(argv=None):
 
     result = run(solver, args.t_end, dt=args.dt, cfl=args.cfl, every=args.every,
                  spectrum_times=args.spectrum_times, device=args.device,
-                 progress=not args.quiet)
+                 progress=not args.quiet, statistics=args.statistics)
     rows = result["rows"]
     t_peak, eps_peak = peak(rows["t"], rows["dissipation"])
     json_path = T.out_path(args, "spectral_ns")
@@ -657,7 +621,8 @@ def main(argv=None):
     method = ("pseudo-spectral, velocity form, rotational u x omega, projection, 2/3-rule "
               "dealiasing, Lawson (integrating-factor) RK4, float64")
     params = dict(n=n, nu=args.nu, box=box, init=args.init, t_start=t0, t_end=args.t_end,
-                  dt=args.dt, cfl=args.cfl, every=args.every, method=method)
+                  dt=args.dt, cfl=args.cfl, every=args.every, method=method,
+                  **({"statistics": 1} if args.statistics else {}))
     write_netcdf(nc_path, result, dict(params, device=T.device_name(args.device),
                                        xp=xp.__name__))
     if args.save_field:

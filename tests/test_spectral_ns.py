@@ -149,3 +149,30 @@ def test_parse_number():
     assert sns.parse_number("pi/2") == math.pi / 2
     with pytest.raises(Exception):
         sns.parse_number("two")
+
+
+def test_statistics_rows(tmp_path):
+    """--statistics adds the turbulence statistics of vortexsim.turbulence.flow_statistics
+    to every row, with units (at t = 0 those of the initial field); without it the file
+    has none of them."""
+    import xarray as xr
+    from vortexsim.turbulence import flow_statistics, random_solenoidal_field
+    n, nu = 16, 0.05
+    u0 = np.moveaxis(random_solenoidal_field(n, 2 * math.pi, k_peak=3.0, energy=0.5, seed=2),
+                     -1, 0)
+    field = tmp_path / "hit.nc"
+    sns.write_velocity_field(field, u0, 2 * math.pi)
+    common = ["--init", str(field), "--nu", str(nu), "--t-end", "0.04", "--dt", "0.01",
+              "--every", "2", "--quiet"]
+    assert sns.main(common + ["--statistics", "--out", str(tmp_path / "s.json")]) == 0
+    assert sns.main(common + ["--out", str(tmp_path / "plain.json")]) == 0
+    expected = flow_statistics(np.moveaxis(u0, 0, -1), 2 * math.pi, nu)
+    with xr.open_dataset(tmp_path / "s.nc") as ds:
+        assert ds.sizes["time"] == 3
+        for key, (units, _) in sns.STATISTICS.items():
+            assert ds[key].attrs["units"] == units and ds[key].attrs["long_name"]
+            assert float(ds[key][0]) == pytest.approx(expected[key], rel=1e-12)
+            assert np.isfinite(ds[key].values).all()
+        assert float(ds.energy[0]) == pytest.approx(expected["energy"], rel=1e-12)
+    with xr.open_dataset(tmp_path / "plain.nc") as ds:
+        assert not set(sns.STATISTICS) & set(ds.data_vars)

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from vortexsim.turbulence import energy_spectrum, flow_statistics, random_solenoidal_field
+from vortexsim.turbulence import (energy_spectrum, flow_statistics, random_solenoidal_field,
+                                  vorticity_statistics)
 
 
 def lattice_angles(n, box, mode):
@@ -147,6 +148,47 @@ def test_random_field_is_real_solenoidal_with_the_energy():
                                               seed=12)).max() > 0.1
 
 
+
+def curl(u, box):
+    """∇ × u (n, n, n, 3) of a lattice field, spectrally (Nyquist derivatives zero)."""
+    n = u.shape[0]
+    kx, ky, kz = wavenumbers(n, box)
+    kx, ky, kz = (np.where(np.abs(a) == n / 2 * 2 * math.pi / box, 0.0, a)
+                  for a in (kx, ky, kz))
+    uh = np.fft.rfftn(u, axes=(0, 1, 2))
+    w = 1j * np.stack([ky * uh[..., 2] - kz * uh[..., 1], kz * uh[..., 0] - kx * uh[..., 2],
+                       kx * uh[..., 1] - ky * uh[..., 0]], axis=-1)
+    return np.fft.irfftn(w, s=(n,) * 3, axes=(0, 1, 2))
+
+
+@pytest.mark.parametrize("nu", [0.01, 0.0])
+def test_vorticity_statistics_invert_the_curl(nu):
+    """The velocity of the curl of a random (band-limited, zero-mean, solenoidal) field is
+    the field: the same statistics and spectrum as flow_statistics of the field itself;
+    the Taylor-Green vorticity gives the Taylor-Green energy 1/8 and enstrophy 3/4."""
+    box = 3.0
+    u = random_solenoidal_field(16, box, k_peak=2 * (2 * math.pi / box), energy=0.3, seed=4)
+    stats, k, e = vorticity_statistics(curl(u, box), box, nu)
+    k_ref, e_ref = energy_spectrum(u, box)
+    np.testing.assert_allclose(k, k_ref, rtol=1e-14)
+    np.testing.assert_allclose(e, e_ref, rtol=1e-10, atol=1e-14 * e_ref.max())
+    if nu > 0:
+        ref = flow_statistics(u, box, nu)
+        assert stats.keys() == ref.keys()
+        for key, value in ref.items():
+            assert stats[key] == pytest.approx(value, rel=1e-10, abs=1e-13), key
+    else:
+        assert stats["dissipation"] == 0.0
+        assert math.isinf(stats["re_lambda"]) and math.isinf(stats["kolmogorov_eta"])
+        assert stats["energy"] == pytest.approx(0.3, rel=1e-10)
+    tg, _, _ = vorticity_statistics(curl(taylor_green(16, 2 * math.pi, 1.0), 2 * math.pi),
+                                    2 * math.pi, 0.1)
+    assert tg["energy"] == pytest.approx(1 / 8, rel=1e-12)
+    assert tg["enstrophy"] == pytest.approx(3 / 4, rel=1e-12)
+    with pytest.raises(ValueError, match="omega has shape"):
+        vorticity_statistics(np.zeros((8, 8, 8)), box, nu)
+
+
 def test_random_field_spectrum_one_seed():
     """One realization, n = 32, k_p = 3k₀, box L = 1: on each whole shell (s < n/3 − ½)
     E_s dk / energy scatters about T_s / ΣT (T_s the prescribed spectrum integrated over
@@ -279,7 +321,7 @@ def test_bad_values():
             flow_statistics(u, box, 0.1)
         with pytest.raises(ValueError, match="box"):
             random_solenoidal_field(8, box, seed=0)
-    for nu in (0.0, -0.1, np.nan):
+    for nu in (-0.1, np.nan, np.inf):
         with pytest.raises(ValueError, match="nu"):
             flow_statistics(u, 1.0, nu)
     with pytest.raises(TypeError, match="real"):

@@ -11,7 +11,9 @@ r"""The ``vortexsim`` command: run named cases, restart from snapshots, list cas
 
 A run directory holds ``config.toml`` (the resolved case file: ``vortexsim run
 DIR/config.toml`` repeats the run), ``snapshot_<iteration>.nc`` (one per output time, each a
-checkpoint), ``diagnostics.nc`` (one row per diagnostic time), ``plot.png`` and ``run.log``.
+checkpoint), ``diagnostics.nc`` (one row per diagnostic time), ``plot.png`` and ``run.log``,
+and the files of its case (``CaseSetup.files``: ``initial_field.nc``, the initial velocity
+of ``isotropic_turbulence``), written once when the run starts.
 A restart from a snapshot that is not the newest state of its directory continues in the
 new branch ``branch_<iteration>[_k]/`` inside it, a run directory of its own, and leaves
 the directory's files as they were (``--truncate`` continues in place and deletes the
@@ -86,9 +88,10 @@ __all__ = ["main", "build_parser", "case_files_dir", "case_file"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 _DERIVED = ("case", "t0", "groups", "n_elements", "n_tracers")
-_OUR_FILES = ("snapshot_*.nc", "diagnostics.nc", "plot.png", "config.toml", "run.log",
-              ".snapshot_*.tmp", ".diagnostics.nc.*.tmp", ".plot.png.*.tmp",
-              ".config.toml.*.tmp")
+_OUR_FILES = ("snapshot_*.nc", "diagnostics.nc", "spectra.nc", "plot.png", "config.toml",
+              "run.log", ".snapshot_*.tmp", ".diagnostics.nc.*.tmp", ".spectra.nc.*.tmp",
+              ".plot.png.*.tmp", ".config.toml.*.tmp", "initial_field.nc",
+              ".initial_field.nc.*.tmp")
 #: the file that marks a directory as a run directory of vortexsim (written by every
 #: ``vortexsim run``); ``--overwrite`` replaces only a directory that has it
 RUN_MARKER = ".vortexsim-run"
@@ -614,6 +617,7 @@ def cmd_run(args, argv):
                          + (f" ({exc.filename})" if exc.filename else "") + ".") from None
     meta = _meta(sim, config_toml)
     history = _history_line(argv)
+    _write_case_files(sim, run_dir, meta, history)
     sim.output_writers.update(run_writers(run_dir, meta, history, snap_dt, diag_dt,
                                           plot=bool(output["plot"])))
     logger.info("run %s (%s) → %s: %d elements, %d tracers, %s, %s on %s; snapshots every %g, "
@@ -814,6 +818,20 @@ def _prepare_run_dir(run_dir, overwrite, config_toml):
     _mark_run_dir(run_dir)
     _add_file_log(run_dir)
     write_text(os.path.join(run_dir, "config.toml"), config_toml)
+
+
+def _write_case_files(sim, run_dir, meta, history):
+    """Write the case's own files (``CaseSetup.files``, e.g. ``initial_field.nc``) into the
+    fresh run directory ``run_dir``, before the first step; a restart never rewrites
+    them."""
+    for name, write in getattr(sim, "case_files", {}).items():
+        path = os.path.join(run_dir, name)
+        try:
+            write(path, sim.config, {"source": f"vortexsim {meta['vortexsim_version']}",
+                                     "history": history})
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror or _first(exc)}.") from None
+        logger.info("wrote %s", path)
 
 
 def cmd_restart(args, argv):

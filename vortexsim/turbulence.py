@@ -34,7 +34,8 @@ from .backend import array_namespace
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["energy_spectrum", "flow_statistics", "random_solenoidal_field"]
+__all__ = ["energy_spectrum", "flow_statistics", "random_solenoidal_field",
+           "vorticity_statistics"]
 
 #: a direction whose ⟨(∂u_i/∂x_i)²⟩ is below this fraction of ⟨∂_j u_k ∂_j u_k⟩/3 has no
 #: longitudinal gradient (round-off only); its skewness and flatness are left out
@@ -65,23 +66,31 @@ def _check_positive(name, value, units):
     return float(value)
 
 
-def _check_velocity(u):
-    """u as a float64 array of its namespace, shape (n, n, n, 3), n ≥ 4, finite."""
+def _check_viscosity(nu):
+    if isinstance(nu, bool) or not isinstance(nu, numbers.Real) or not (
+            math.isfinite(nu) and nu >= 0):
+        raise ValueError(f"nu is {nu!r}; expected a finite viscosity >= 0 [L²/T].")
+    return float(nu)
+
+
+def _check_velocity(u, name="u"):
+    """The field ``u`` (called ``name`` in errors) as a float64 array of its namespace, shape (n, n, n, 3), n ≥ 4, finite."""
     xp = array_namespace(u)
     u = xp.asarray(u)
     if u.dtype.kind == "c":
-        raise TypeError(f"u has dtype {u.dtype}; expected a real velocity field "
-                        "(float64), not its Fourier transform.")
+        raise TypeError(f"{name} has dtype {u.dtype}; expected a real field (float64), "
+                        "not its Fourier transform.")
     if u.dtype.kind not in "fiu":
-        raise TypeError(f"u has dtype {u.dtype}; expected a real float64 velocity field.")
+        raise TypeError(f"{name} has dtype {u.dtype}; expected a real float64 field.")
     if u.ndim != 4 or u.shape[3] != 3 or not (u.shape[0] == u.shape[1] == u.shape[2]):
-        raise ValueError(f"u has shape {tuple(u.shape)}; expected (n, n, n, 3): the velocity "
-                         "at the nodes (i, j, k) L/n of the n³ lattice, component last.")
+        raise ValueError(f"{name} has shape {tuple(u.shape)}; expected (n, n, n, 3): the "
+                         "field at the nodes (i, j, k) L/n of the n³ lattice, component last.")
     if u.shape[0] < 4:
-        raise ValueError(f"u has n = {u.shape[0]} nodes per axis; expected n ≥ 4.")
+        raise ValueError(f"{name} has n = {u.shape[0]} nodes per axis; expected n ≥ 4.")
     u = u.astype(xp.float64, copy=False)
     if not bool(xp.isfinite(u).all()):
-        raise ValueError("u has non-finite values (NaN or inf); expected a finite field.")
+        raise ValueError(f"{name} has non-finite values (NaN or inf); expected a finite "
+                         "field.")
     return xp, u
 
 
@@ -181,18 +190,58 @@ def flow_statistics(u, box, nu):
     ----------
     u : array (n, n, n, 3) [L/T], NumPy or CuPy, real, finite, n ≥ 4
     box : float, L > 0 [L]
-    nu : float, kinematic viscosity ν > 0 [L²/T]
+    nu : float, kinematic viscosity ν ≥ 0 [L²/T] (ν = 0: ε = 0, λ, Re_λ and η inf)
 
     Returns
     -------
     dict of Python floats, the keys above (a host transfer: call it as a diagnostic).
     """
     box = _check_box(box)
-    nu = _check_positive("nu", nu, "L²/T")
+    nu = _check_viscosity(nu)
     xp, u = _check_velocity(u)
-    n = u.shape[0]
+    stats, _, _ = _statistics(xp, xp.fft.rfftn(u, axes=(0, 1, 2)), u.shape[0], box, nu)
+    return stats
+
+
+def vorticity_statistics(omega, box, nu):
+    r"""The statistics of :func:`flow_statistics` and the spectrum of
+    :func:`energy_spectrum` of the velocity whose curl is the lattice vorticity ``omega``.
+
+    u is the periodic Biot–Savart velocity of ω sampled on the lattice (the field that a
+    grid code holds, with no smoothing): û(k) = i k × ω̂(k)/|k|², the mean (k = 0) zero,
+    the derivative wavenumbers of the module docstring (Nyquist components zero).  For a
+    solenoidal ω with no Nyquist content ∇ × u = ω exactly.  Used for the diagnostics of
+    periodic runs, ω the remeshed strengths over h³ (:meth:`vortexsim.Simulation.diagnostics`).
+
+    Parameters
+    ----------
+    omega : array (n, n, n, 3) [1/T], NumPy or CuPy, real, finite, n ≥ 4
+    box : float, L > 0 [L]
+    nu : float, kinematic viscosity ν ≥ 0 [L²/T] (ν = 0: ε = 0, λ, Re_λ and η inf)
+
+    Returns
+    -------
+    (stats, k, E): the dict of :func:`flow_statistics` (host floats) and the spectrum
+    k (n_shells,) [1/L], E (n_shells,) [L³/T²] in the namespace of ``omega``.
+    """
+    box = _check_box(box)
+    nu = _check_viscosity(nu)
+    xp, omega = _check_velocity(omega, "omega")
+    n = omega.shape[0]
+    w_hat = xp.fft.rfftn(omega, axes=(0, 1, 2))
+    kd = tuple(xp.asarray(a) for a in _derivative_wavenumbers(n, 2 * math.pi / box))
+    k2 = kd[0] ** 2 + kd[1] ** 2 + kd[2] ** 2
+    inv_k2 = xp.where(k2 > 0, 1.0 / xp.where(k2 > 0, k2, 1.0), 0.0)
+    u_hat = 1j * xp.stack([kd[1] * w_hat[..., 2] - kd[2] * w_hat[..., 1],
+                           kd[2] * w_hat[..., 0] - kd[0] * w_hat[..., 2],
+                           kd[0] * w_hat[..., 1] - kd[1] * w_hat[..., 0]], axis=-1)
+    return _statistics(xp, u_hat * inv_k2[..., None], n, box, nu)
+
+
+def _statistics(xp, u_hat, n, box, nu):
+    """(stats, k, E) of :func:`flow_statistics` from the half spectrum ``u_hat``
+    (n, n, n//2 + 1, 3) of u."""
     k0 = 2 * math.pi / box
-    u_hat = xp.fft.rfftn(u, axes=(0, 1, 2))
     _, weight, _ = _half_spectrum(n)
     weight = xp.asarray(weight) / float(n) ** 6
     kd = tuple(xp.asarray(a) for a in _derivative_wavenumbers(n, k0))
@@ -224,7 +273,7 @@ def flow_statistics(u, box, nu):
     taylor = math.sqrt(15 * nu * u_rms ** 2 / dissipation) if dissipation > 0 else inf
     eta = (nu ** 3 / dissipation) ** 0.25 if dissipation > 0 else inf
     k_max = n / 3 * k0
-    return {
+    stats = {
         "energy": energy,
         "dissipation": dissipation,
         "enstrophy": enstrophy,
@@ -240,6 +289,7 @@ def flow_statistics(u, box, nu):
         "skewness": float(np.mean(skewness)) if skewness else math.nan,
         "flatness": float(np.mean(flatness)) if flatness else math.nan,
     }
+    return stats, k, e
 
 
 # -- random initial fields ---------------------------------------------------------------

@@ -11,7 +11,17 @@ classical scheme, and diffuse by PSE of order 4.  ``tracers`` passive tracers ar
 uniformly in the box (seed + 1).
 
 :func:`isotropic_turbulence_field` returns the initial velocity itself (n, n, n, 3), so
-that another code (``benchmarks/spectral_ns.py``) can start from the same field.
+that another code (``benchmarks/spectral_ns.py``) can start from the same field, and
+:func:`write_initial_field` writes it as a netCDF file
+(:mod:`vortexsim.output.lattice_field`, ``u``, ``v``, ``w`` on dims x, y, z, the case
+parameters n, k_peak, energy, seed and nu as attributes): a fresh ``vortexsim run
+isotropic_turbulence`` (any n, any preset) writes ``initial_field.nc`` into its run
+directory (``CaseSetup.files``; not rewritten on restart), and ::
+
+    python benchmarks/spectral_ns.py --init RUN/initial_field.nc --nu NU ...
+
+starts the spectral code from exactly that field (``benchmarks/compare_isotropic.py``
+compares the two runs).
 """
 from __future__ import annotations
 
@@ -21,9 +31,12 @@ import numpy as np
 
 from .registry import CaseSetup, register_case
 
-__all__ = ["isotropic_turbulence", "isotropic_turbulence_field"]
+__all__ = ["isotropic_turbulence", "isotropic_turbulence_field", "write_initial_field",
+           "INITIAL_FIELD_FILE"]
 
 BOX = 2.0 * math.pi
+#: the file of the initial field in a run directory (written by ``vortexsim run``)
+INITIAL_FIELD_FILE = "initial_field.nc"
 
 
 def isotropic_turbulence_field(n, k_peak=4.0, energy=0.5, seed=0):
@@ -32,6 +45,28 @@ def isotropic_turbulence_field(n, k_peak=4.0, energy=0.5, seed=0):
     from ..turbulence import random_solenoidal_field  # noqa: PLC0415
     return random_solenoidal_field(int(n), BOX, k_peak=float(k_peak), energy=float(energy),
                                    seed=int(seed))
+
+
+def write_initial_field(path, config, attrs=None, overwrite=False):
+    """Write the initial velocity of the case with the resolved ``config`` (``sim.config``:
+    n, k_peak, energy, seed, nu) to ``path``, atomically, in the velocity-field format of
+    :mod:`vortexsim.output.lattice_field` (u (3, n, n, n) [L/T] on the lattice i 2π/n, box
+    2π, time ``config["t0"]`` or 0), with the case and those parameters as global
+    attributes, and ``attrs`` (e.g. source, history) added; an existing ``path`` raises
+    FileExistsError unless ``overwrite``.  The writer of ``initial_field.nc`` in
+    ``CaseSetup.files``."""
+    from ..output.lattice_field import write_velocity_field  # noqa: PLC0415
+    params = {"case": "isotropic_turbulence", "n": int(config["n"]),
+              "k_peak": float(config["k_peak"]), "energy": float(config["energy"]),
+              "seed": int(config["seed"]), "nu": float(config["nu"])}
+    u = isotropic_turbulence_field(params["n"], params["k_peak"], params["energy"],
+                                   params["seed"])
+    title = (f"initial velocity of vortexsim case isotropic_turbulence: {params['n']}^3, "
+             f"k_peak = {params['k_peak']:g}, energy = {params['energy']:g}, "
+             f"seed = {params['seed']}, nu = {params['nu']:g}")
+    return write_velocity_field(path, np.moveaxis(u, -1, 0), BOX,
+                                t=float(config.get("t0") or 0.0), overwrite=overwrite,
+                                title=title, attrs={**(attrs or {}), **params})
 
 
 def _curl(u, box):
@@ -54,7 +89,8 @@ def _size(values):
 
 
 @register_case("isotropic_turbulence", dt=0.05, t_end=2.0, integrator="rk2", nu=0.02,
-               viscous="pse", pse_order=4, boundary="periodic", box=BOX, method="spectral",
+               viscous="pse", pse_order=4, kernel="gaussian6", boundary="periodic", box=BOX,
+               method="spectral",
                remesh_every=1, remesh_project=True, stretching="classical", device="cpu")
 def isotropic_turbulence(n=32, k_peak=4.0, energy=0.5, seed=0, overlap=1.0, tracers=0):
     """Decaying isotropic turbulence on the n³ lattice of the periodic box [0, 2π)³."""
@@ -77,7 +113,8 @@ def isotropic_turbulence(n=32, k_peak=4.0, energy=0.5, seed=0, overlap=1.0, trac
     y = np.random.default_rng(int(seed) + 1).random((int(tracers), 3)) * BOX
     return CaseSetup(x=x, alpha=alpha, sigma=np.full(len(x), overlap * h), tracers=y,
                      groups=[], volume=np.full(len(x), h ** 3),
-                     run={"remesh_spacing": h, "remesh_overlap": float(overlap)})
+                     run={"remesh_spacing": h, "remesh_overlap": float(overlap)},
+                     files={INITIAL_FIELD_FILE: write_initial_field})
 
 
 isotropic_turbulence.size = _size

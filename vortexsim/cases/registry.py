@@ -36,6 +36,12 @@ class CaseSetup:
     volume : ndarray (N,) [L³] or None (not known)
     run : dict, run parameters the builder derives (e.g. the remeshing lattice spacing),
         applied unless the caller gives them
+    files : dict, file name → ``write(path, config, attrs)``: files of the case that
+        ``vortexsim run`` writes into a fresh run directory, once, before the first step
+        (never on restart), e.g. ``initial_field.nc``.  ``write`` writes ``path``
+        atomically from the resolved ``config`` (``sim.config``), adding the global
+        attributes ``attrs`` (source, history).  :func:`make_case` hands them on as
+        ``sim.case_files``.
     """
 
     x: np.ndarray
@@ -46,6 +52,7 @@ class CaseSetup:
     resolved: dict = dataclasses.field(default_factory=dict)
     volume: np.ndarray | None = None
     run: dict = dataclasses.field(default_factory=dict)
+    files: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,8 +143,10 @@ def make_case(name, **overrides) -> Simulation:
     params = {k: _jsonable(v) for k, v in params.items()}
     elements = (setup.x, setup.alpha, setup.sigma) + (
         () if setup.volume is None else (setup.volume,))
-    return Simulation(elements, setup.tracers, groups=setup.groups,
-                      case=name, case_params=params, **run)
+    sim = Simulation(elements, setup.tracers, groups=setup.groups,
+                     case=name, case_params=params, **run)
+    sim.case_files = dict(setup.files)   # written by `vortexsim run` (CaseSetup.files)
+    return sim
 
 
 def from_config(config) -> Simulation:

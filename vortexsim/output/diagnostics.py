@@ -11,6 +11,14 @@ Layout (xarray, engine netcdf4)::
     particle_energy, particle_dissipation (time; periodic box) [L^2/T^2], [L^2/T^3]
     ring (ring): ring names; ring_centre, ring_axis (time, ring, component) [L], [1];
     ring_radius (time, ring) [L]
+    lattice_energy, lattice_dissipation, lattice_enstrophy, u_rms, integral_scale,
+    taylor_scale, re_lambda, kolmogorov_eta, k_max_eta, skewness, flatness (time;
+    periodic box with remeshing: the turbulence statistics of the lattice's vorticity)
+
+and beside it, in a periodic box with remeshing, ``spectra.nc`` (format
+"vortexsim spectra"): energy_spectrum (time, wavenumber) [L^3/T^2], iteration (time),
+coordinate wavenumber [1/L].  It is rewritten before ``diagnostics.nc`` with the same rows
+(so it always holds every row that the diagnostics file names) and read back with it.
 
 The quantities are those of :meth:`vortexsim.Simulation.diagnostics` (``physics.md``).
 The whole file is rewritten atomically with every row so far (it is small), so it always
@@ -36,7 +44,8 @@ from .validate import InvalidValue, array
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DIAGNOSTICS_FORMAT", "DiagnosticsLog", "read_rows", "split_rows", "QUANTITIES"]
+__all__ = ["DIAGNOSTICS_FORMAT", "DiagnosticsLog", "read_rows", "split_rows", "QUANTITIES",
+           "SPECTRA_FILE"]
 
 DIAGNOSTICS_FORMAT = "vortexsim diagnostics"
 
@@ -59,10 +68,27 @@ QUANTITIES = {
                         "(periodic box)"),
     "particle_dissipation": ("scalar", "L^2/T^3", "viscous loss nu <omega_p . omega> of "
                              "particle_energy (periodic box)"),
+    "lattice_energy": ("scalar", "L^2/T^2", "box average 1/2 <|u|^2> of the velocity of "
+                       "the remeshing lattice's vorticity (periodic box)"),
+    "lattice_dissipation": ("scalar", "L^2/T^3", "dissipation rate 2 nu <s_ij s_ij> of "
+                            "lattice_energy's velocity (periodic box)"),
+    "lattice_enstrophy": ("scalar", "1/T^2", "box average <|omega|^2> of the remeshing "
+                          "lattice's vorticity (periodic box)"),
+    "u_rms": ("scalar", "L/T", "rms velocity u' = sqrt(2 lattice_energy / 3)"),
+    "integral_scale": ("scalar", "L", "integral scale pi / (2 u'^2) int E(k)/k dk"),
+    "taylor_scale": ("scalar", "L", "Taylor micro-scale sqrt(15 nu u'^2 / epsilon)"),
+    "re_lambda": ("scalar", "1", "Taylor-scale Reynolds number u' lambda / nu"),
+    "kolmogorov_eta": ("scalar", "L", "Kolmogorov scale (nu^3 / epsilon)^(1/4)"),
+    "k_max_eta": ("scalar", "1", "k_max eta, k_max = n/3 2 pi/L (the 2/3 rule)"),
+    "skewness": ("scalar", "1", "longitudinal velocity-derivative skewness, mean over x, y, z"),
+    "flatness": ("scalar", "1", "longitudinal velocity-derivative flatness, mean over x, y, z"),
     "ring_centre": ("ring_vector", "L", "ring centre from the impulse"),
     "ring_radius": ("ring_scalar", "L", "ring radius sqrt(|P . n| / (pi |Gamma|))"),
     "ring_axis": ("ring_vector", "1", "ring axis n = sign(Gamma) P / |P|"),
 }
+#: the file beside ``diagnostics.nc`` that holds the rows' energy spectra
+SPECTRA_FILE = "spectra.nc"
+SPECTRA_FORMAT = "vortexsim spectra"
 _DIMS = {"scalar": ("time",), "vector": ("time", "component"),
          "ring_scalar": ("time", "ring"), "ring_vector": ("time", "ring", "component")}
 
@@ -84,6 +110,8 @@ def _to_dataset(rows, meta, history):
         coords["ring"] = ("ring", np.array(list(rows[0]["ring_names"]), dtype=object),
                           {"units": "1", "long_name": "ring name"})
     ds = xr.Dataset(data, coords=coords)
+    if rows and "energy_spectrum" in rows[0]:
+        ds.attrs["spectra_file"] = SPECTRA_FILE
     ds.attrs.update({
         "Conventions": "CF-1.10",
         "title": f"vortexsim diagnostics of case {meta.get('case')}",
@@ -95,6 +123,72 @@ def _to_dataset(rows, meta, history):
         **{k: ("none" if v is None else v) for k, v in meta.items() if k != "config_json"},
     })
     return ds
+
+
+def _spectra_dataset(rows, meta, history):
+    """The energy spectra of ``rows`` (each with ``wavenumber`` and ``energy_spectrum``,
+    :meth:`vortexsim.Simulation.diagnostics`) as the dataset of ``spectra.nc``: dims
+    time × wavenumber, ``energy_spectrum`` [L^3/T^2] and ``iteration`` per row."""
+    import xarray as xr  # noqa: PLC0415
+
+    k = np.asarray(rows[0]["wavenumber"], dtype=np.float64)
+    spectra = np.stack([np.asarray(r["energy_spectrum"], dtype=np.float64) for r in rows])
+    if spectra.shape[1] != k.size:
+        raise ValueError(f"energy spectra of {spectra.shape[1]} shells but {k.size} "
+                         "wavenumbers")
+    ds = xr.Dataset(
+        {"energy_spectrum": (("time", "wavenumber"), spectra, {
+            "units": "L^3/T^2", "long_name": "shell-summed energy spectrum E(k) of the "
+            "remeshing lattice's velocity, sum E(k) dk = lattice_energy"}),
+         "iteration": ("time", np.array([r["iteration"] for r in rows], dtype=np.int64),
+                       {"units": "1", "long_name": "number of completed time steps"})},
+        coords={"time": ("time", np.array([r["t"] for r in rows], dtype=np.float64),
+                         {"units": "T", "long_name": "simulated time", "axis": "T"}),
+                "wavenumber": ("wavenumber", k, {
+                    "units": "1/L", "long_name": "shell centre |k| = s 2 pi/L, shell "
+                    "s - 1/2 <= |k| L/(2 pi) < s + 1/2, width dk = 2 pi/L"})})
+    ds.attrs.update({
+        "Conventions": "CF-1.10",
+        "title": f"vortexsim energy spectra of case {meta.get('case')}",
+        "history": history,
+        "source": f"vortexsim {meta.get('vortexsim_version', '')}",
+        "units_note": UNITS_NOTE,
+        "vortexsim_format": SPECTRA_FORMAT,
+        "vortexsim_format_version": FORMAT_VERSION,
+        "diagnostics_file": "diagnostics.nc",
+    })
+    return ds
+
+
+def _read_spectra(path, rows):
+    """Attach ``wavenumber`` and ``energy_spectrum`` from the spectra file ``path`` to
+    each of ``rows`` (by iteration); SnapshotError when the file is missing, not a
+    vortexsim spectra file or lacks a row's iteration."""
+    if not os.path.exists(path):
+        raise SnapshotError(f"{path} is missing but the diagnostics file beside it names "
+                            "it; restore it (or copy the whole run directory).")
+    ds = open_netcdf(path)
+    if ds.attrs.get("vortexsim_format") != SPECTRA_FORMAT:
+        raise SnapshotError(f"{path} is not a vortexsim spectra file.")
+    try:
+        if "energy_spectrum" not in ds.variables or "iteration" not in ds.variables:
+            raise InvalidValue("the variable energy_spectrum or iteration is missing")
+        n = ds.sizes.get("time", 0)
+        k = array("wavenumber", ds["wavenumber"].values, (ds.sizes["wavenumber"],), "f",
+                  finite=True)
+        e = array("energy_spectrum", ds["energy_spectrum"].values, (n, k.size), "f")
+        it = array("iteration", ds["iteration"].values, (n,), "iu", finite=True)
+    except (InvalidValue, KeyError) as exc:
+        raise SnapshotError(f"{path}: {exc}; the spectra file is corrupted.") from None
+    index = {int(i): j for j, i in enumerate(it)}
+    for row in rows:
+        j = index.get(row["iteration"])
+        if j is None:
+            raise SnapshotError(f"{path} has no spectrum of iteration {row['iteration']}, a "
+                                "row of the diagnostics file beside it; it does not belong "
+                                "to this run.")
+        row["wavenumber"], row["energy_spectrum"] = k.copy(), np.array(e[j])
+    return rows
 
 
 def _write_netcdf4(ds, path):
@@ -158,6 +252,9 @@ def read_rows(path):
         if names is not None:
             row["ring_names"] = names
         rows.append(row)
+    if ds.attrs.get("spectra_file"):
+        _read_spectra(os.path.join(os.path.dirname(os.path.abspath(path)),
+                                   str(ds.attrs["spectra_file"])), rows)
     return rows
 
 
@@ -242,7 +339,14 @@ class DiagnosticsLog:
 
     def write(self, rows=None):
         """Rewrite the file atomically with ``rows`` (default: all the rows in memory)."""
-        ds = _to_dataset(self.rows if rows is None else rows, self.meta, self.history)
+        rows = self.rows if rows is None else rows
+        if rows and "energy_spectrum" in rows[0]:
+            # first the spectra: a diagnostics file never names rows its spectra lack
+            spectra = _spectra_dataset(rows, self.meta, self.history)
+            with atomic_path(os.path.join(os.path.dirname(os.path.abspath(self.path)),
+                                          SPECTRA_FILE)) as tmp:
+                _write_netcdf4(spectra, tmp)
+        ds = _to_dataset(rows, self.meta, self.history)
         with atomic_path(self.path) as tmp:
             _write_netcdf4(ds, tmp)
 

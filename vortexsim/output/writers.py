@@ -55,7 +55,7 @@ import threading
 import time
 
 from ..schedules import TimeInterval, load_schedule_state, schedule_state
-from .diagnostics import DiagnosticsLog, split_rows
+from .diagnostics import SPECTRA_FILE, DiagnosticsLog, split_rows
 from .files import atomic_path, remove_stale_tmp, write_text
 from .plot import latest_snapshot, plot_run, preload
 from .snapshot import Snapshot, SnapshotError, read_snapshot, write_snapshot
@@ -368,8 +368,9 @@ class DiagnosticsWriter:
 
     def initialize(self, sim):
         if not self._swept:       # once: the temporary file of an interrupted earlier write
-            remove_stale_tmp(os.path.dirname(os.path.abspath(self.path)),
-                             os.path.basename(self.path))
+            folder = os.path.dirname(os.path.abspath(self.path))
+            for name in (os.path.basename(self.path), SPECTRA_FILE):
+                remove_stale_tmp(folder, name)
             self._swept = True
         if self.log is not None:
             return
