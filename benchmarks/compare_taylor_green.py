@@ -1,7 +1,7 @@
 """Taylor–Green: vortexsim runs against a spectral_ns.py run (issue 16), one table.
 
     python benchmarks/compare_taylor_green.py SPECTRAL.json RUN1/diagnostics.nc [RUN2 ...]
-    python benchmarks/compare_taylor_green.py          # the H100 runs in results/
+    python benchmarks/compare_taylor_green.py          # the runs in results/
 
 SPECTRAL.json is what ``spectral_ns.py --out`` writes (rows of t, energy, dissipation);
 each vortexsim file is a ``diagnostics.nc`` of a periodic run (``particle_energy``,
@@ -12,7 +12,14 @@ each vortexsim file is a ``diagnostics.nc`` of a periodic run (``particle_energy
   the largest row and its neighbours ("—" when the largest row is at a window edge);
 * the maximum of −dE_p/dt (E_p = ``particle_energy``; centred differences of the rows);
 * the maximum of the blob velocity's ν⟨|∇×u|²⟩ (``dissipation``);
-* max |E_p/E − 1| over t ≤ 9 and over the whole run, E the spectral energy interpolated.
+* max |E_p/E − 1| over t ≤ 9 and over the whole run, E the spectral energy interpolated;
+* where the file has them (runs since session 13), the lattice field's ε =
+  ``lattice_dissipation`` maxima and max |E_lattice/E − 1|: the measures compared with
+  the spectral solver (``docs/periodic.md``).
+
+Without arguments each file of ``results/issue16_tg400_vortexsim_*`` is compared with the
+spectral run of its own GPU (``*_H200.nc`` with ``issue16_tg400_spectral_ns_n128_H200.json``,
+the others with the H100's 256³ run).
 """
 from __future__ import annotations
 
@@ -52,13 +59,20 @@ def main(argv=None):
     args = p.parse_args(argv)
     import xarray as xr
     res = os.path.join(HERE, "results")
-    spectral = args.spectral or os.path.join(res, "issue16_tg400_spectral_ns_n256_H100.json")
     runs = args.runs or sorted(glob.glob(os.path.join(res, "issue16_tg400_vortexsim_*.nc")))
-    rows = json.load(open(spectral))["rows"]
-    ts, es, ds = (np.asarray(rows[k], dtype=float) for k in ("t", "energy", "dissipation"))
-    print(f"spectral ({os.path.basename(spectral)}): ε " +
-          " / ".join(fmt(peak(ts, ds, *w)) for w in WINDOWS) + f"; E({ts[-1]:g}) = {es[-1]:.5f}")
+    last = None
     for path in runs:
+        spectral = args.spectral or os.path.join(res, (
+            "issue16_tg400_spectral_ns_n128_H200.json" if path.endswith("_H200.nc")
+            else "issue16_tg400_spectral_ns_n256_H100.json"))
+        if spectral != last:
+            rows = json.load(open(spectral))["rows"]
+            ts, es, ds = (np.asarray(rows[k], dtype=float) for k in ("t", "energy",
+                                                                      "dissipation"))
+            print(f"spectral ({os.path.basename(spectral)}): ε " +
+                  " / ".join(fmt(peak(ts, ds, *w)) for w in WINDOWS) +
+                  f"; E({ts[-1]:g}) = {es[-1]:.5f}")
+            last = spectral
         d = xr.open_dataset(path)
         t = d["time"].values
         ep, zp = d["particle_energy"].values, d["particle_dissipation"].values
@@ -68,6 +82,11 @@ def main(argv=None):
               f"; −dE_p/dt {fmt(peak(t, -np.gradient(ep, t)))}" +
               f"; ν⟨|∇×u|²⟩ {fmt(peak(t, d['dissipation'].values))}" +
               f"; max|E_p/E − 1| {dev[t <= 9].max():.3f} (t ≤ 9), {dev.max():.3f}")
+        if "lattice_dissipation" in d:
+            el = d["lattice_energy"].values
+            print("    lattice field: ε " + " / ".join(
+                fmt(peak(t, d["lattice_dissipation"].values, *w)) for w in WINDOWS) +
+                f"; max|E/E_s − 1| {np.abs(el / np.interp(t, ts, es) - 1).max():.3f}")
 
 
 if __name__ == "__main__":

@@ -11,15 +11,17 @@ steps, then times (median of ``--repeats``, CUDA events on the GPU):
 * ``summation``: one u and ∇u evaluation at the elements (spectral sum, non-uniform FFTs);
 * ``lattice``: the same on the lattice by plain FFTs (a step's first stage where
   :data:`vortexsim.simulation.LATTICE_SUM_DEVICES` has the device);
-* ``pse``: one PSE rate;
+* ``pse``: one PSE rate (``viscous = "pse"``);
+* ``diffusion``: half a step of exact lattice diffusion (``viscous = "lattice"``, the
+  case's default; two per step);
 * ``remesh``: one M4′ remeshing of the elements (with the projection when the case has it);
 * ``projection``: the projection alone;
 * ``diagnostics``: one ``sim.diagnostics()`` row.
 
-A step makes two summations (the first on the lattice where enabled) and two PSE rates
-(RK2), one remeshing; the rest (the stretching rates, the RK combinations, the
-once-per-step host check) is the remainder, here computed as if both summations were
-non-uniform.
+A step makes two summations (the first on the lattice where enabled, the second by
+non-uniform FFTs), two PSE rates (RK2) or two half steps of lattice diffusion, one
+remeshing; the rest (the stretching rates, the RK combinations, the once-per-step host
+check) is the remainder.
 """
 from __future__ import annotations
 
@@ -44,7 +46,9 @@ def main(argv=None):
     import ast
 
     import vortexsim
+    from vortexsim.physics.lattice_viscosity import diffuse_lattice
     from vortexsim.physics.pse import pse_rate
+    from vortexsim.simulation import LATTICE_SUM_DEVICES
     from vortexsim.physics.projection import project_solenoidal
     from vortexsim.physics.remesh import remesh
     extra = {}
@@ -75,6 +79,9 @@ def main(argv=None):
         pse_rate(el.x, el.alpha, el.volume, sigma / 2 ** 0.5, cfg["nu"], box=box,
                  order=cfg["pse_order"])
 
+    def diffusion():
+        diffuse_lattice(el.alpha, n_side, box, cfg["nu"], 0.5 * cfg["dt"])
+
     def remeshing():
         out = remesh(el.x, el.alpha, h, box_length=box, overlap=cfg["remesh_overlap"])
         if cfg["remesh_project"]:
@@ -89,18 +96,24 @@ def main(argv=None):
     def diagnostics():
         sim.diagnostics()
 
-    parts = dict(summation=summation, lattice=lattice, pse=pse, remesh=remeshing, projection=projection,
-                 diagnostics=diagnostics, step=step)
+    viscous = cfg["viscous"]
+    parts = dict(summation=summation, lattice=lattice,
+                 **({"pse": pse} if viscous == "pse" else {"diffusion": diffusion}),
+                 remesh=remeshing, projection=projection, diagnostics=diagnostics, step=step)
     ms = {name: 1e3 * T.time_median(fn, args.device, repeats=args.repeats, warmup=1)
           for name, fn in parts.items()}
-    rest = ms["step"] - 2 * ms["summation"] - 2 * ms["pse"] - ms["remesh"]
+    first = ms["lattice"] if args.device in LATTICE_SUM_DEVICES else ms["summation"]
+    visc = 2 * ms["pse" if viscous == "pse" else "diffusion"]
+    rest = ms["step"] - first - ms["summation"] - visc - ms["remesh"]
     print(f"taylor_green n = {args.n} ({args.n ** 3} elements), {T.device_name(args.device)}, "
           f"dt = {cfg['dt']}, {cfg['integrator']}, tol = {cfg['tol']}")
     for name, v in ms.items():
         print(f"  {name:12s} {v:9.1f} ms")
-    print(f"  {'remainder':12s} {rest:9.1f} ms  (step − 2 summations − 2 PSE − remesh)")
+    print(f"  {'remainder':12s} {rest:9.1f} ms  (step − 2 summations − 2 × "
+          f"{'PSE' if viscous == 'pse' else 'diffusion'} − remesh)")
     T.write_json(args, "profile_taylor_green", args.device,
                  dict(n=args.n, config={k: cfg[k] for k in ("dt", "integrator", "tol",
+                                                             "kernel", "viscous",
                                                              "pse_order", "stretching",
                                                              "remesh_project")},
                       ms=ms, remainder_ms=rest),

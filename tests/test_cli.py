@@ -70,11 +70,15 @@ def test_every_case_runs_end_to_end(case, tmp_path):
                "--out", str(out)])
     assert rc == 0
     files = [os.path.basename(f) for f in _check_outputs(out)]
-    assert files == ["diagnostics.nc", "snapshot_00000000.nc", "snapshot_00000002.nc",
-                     "snapshot_00000004.nc"]
+    defaults = vortexsim.cases.case_defaults(case)
+    lattice = defaults["boundary"] == "periodic" and defaults["remesh_every"]
+    assert files == ["diagnostics.nc"] + (["initial_field.nc"] if case ==
+                                          "isotropic_turbulence" else []) + [
+        "snapshot_00000000.nc", "snapshot_00000002.nc", "snapshot_00000004.nc"] + (
+        ["spectra.nc"] if lattice else [])
     with xr.open_dataset(out / "snapshot_00000004.nc") as s:
         assert s.attrs["case"] == case and s.attrs["device"] == "cpu"
-        assert s.attrs["precision"] == "float64" and s.attrs["kernel"] == "gaussian"
+        assert s.attrs["precision"] == "float64" and s.attrs["kernel"] == defaults["kernel"]
         assert "tolerance" in s.attrs and "config" in s.attrs
         assert abs(float(s["time"][0]) - 4 * dt) < 1e-12
         assert s.sizes["component"] == 3 and s.sizes["tracer"] >= 6

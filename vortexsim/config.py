@@ -62,10 +62,12 @@ PARAMETERS = {
     "angle": ("physics", "degree", "tilt of each ring axis toward the other, from +z, in [0, 90)"),
     "height": ("physics", "L", "height of the ring centre above the ground plane"),
     "nu": ("physics", "L^2/T", "kinematic viscosity (0: inviscid; > 0: core spreading)"),
-    "viscous": ("physics", "-", "viscous model: core_spreading | pse (particle strength exchange)"),
+    "viscous": ("physics", "-", "viscous model: core_spreading | pse (particle strength "
+                "exchange) | lattice (exact diffusion on the periodic remeshing lattice)"),
     "pse_order": ("physics", "-", "order in epsilon of the PSE kernel: 2 (Gaussian) | 4"),
     "boundary": ("physics", "-", "free (free space) | ground (plane z = ground_z, by images) "
-                 "| periodic (the box [0, box)^3; method spectral, gaussian kernel; CPU and GPU)"),
+                 "| periodic (the box [0, box)^3; method spectral (gaussian kernels) or fmm; "
+                 "CPU and GPU)"),
     "ground_z": ("physics", "L", "height of the ground plane"),
     "box": ("physics", "L", "edge of the periodic box (boundary = periodic)"),
     "remesh_every": ("discretization", "-", "steps between two remeshings onto the lattice (0: never)"),
@@ -78,7 +80,9 @@ PARAMETERS = {
     "layers": ("discretization", "-", "concentric layers of elements in the core (1: centre line only)"),
     "layer_spacing": ("discretization", "-", "layer spacing in units of the core radius sigma_c"),
     "sigma": ("discretization", "L", "element core radius; auto = max(2 pi R / n_phi, layer spacing)"),
-    "kernel": ("discretization", "-", "cutoff kernel: gaussian | algebraic | winckelmans | polynomial | singular"),
+    "kernel": ("discretization", "-", "cutoff kernel: gaussian | algebraic | winckelmans | "
+               "polynomial | singular | gaussian4 | gaussian6 (the last two: periodic "
+               "spectral sum only)"),
     # tracers
     "tracers_per_ring": ("tracers", "-", "passive tracers seeded around each ring"),
     "tracer_spread": ("tracers", "L", "standard deviation of the tracers' offsets across the ring"),

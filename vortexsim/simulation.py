@@ -56,6 +56,7 @@ import numpy as np
 from ._names import did_you_mean
 from .backend import Device, resolve_device, to_host
 from .fmm.fields import CoresNotUniform
+from .kernels.cutoff import GAUSSIAN_ORDERS
 from .integrators import get_scheme
 from .physics import FMMPlanner, Summation, VortexRHS, make_domain
 from .physics.domain import PeriodicBox
@@ -103,16 +104,21 @@ RUN_DEFAULTS = {
 }
 
 
-#: element × source pairs up to which the diagnostics' energy and enstrophy are direct
-#: double sums (cheaper there than an FMM pass); beyond, the O(N) fields of the FMM
 #: devices on which a step that starts on the periodic lattice sums its first stage by
 #: plain FFTs (:class:`vortexsim.spectral_lattice.LatticeSum`, the PSE of
-#: :mod:`vortexsim.physics.pse_lattice`) and its diagnostics rows fold their field sums.
-#: The CuPy path is the same code (``xp.fft``) but has not run on a GPU yet
-#: (tests/physics/test_spectral_lattice.py and test_pse_lattice.py, marker ``gpu``): add
-#: "gpu" once they have passed there.
-LATTICE_SUM_DEVICES = ("cpu",)
+#: :mod:`vortexsim.physics.pse_lattice`) and its diagnostics rows fold their field sums
+#: (the CuPy path is the same code through ``xp.fft``; its tests, marker ``gpu``, pass on
+#: an H200: tests/physics/test_spectral_lattice.py and test_pse_lattice.py)
+LATTICE_SUM_DEVICES = ("cpu", "gpu")
 
+#: the statistics of :func:`vortexsim.turbulence.flow_statistics` that a periodic run's
+#: diagnostics rows carry under their own names (:meth:`Simulation._lattice_statistics`)
+LATTICE_STATISTICS = ("u_rms", "integral_scale", "taylor_scale", "re_lambda",
+                      "kolmogorov_eta", "k_max_eta", "skewness", "flatness")
+
+#: element × source pairs up to which the diagnostics' energy and enstrophy are direct
+#: double sums (cheaper there than an FMM pass); beyond, the O(N) fields of the FMM
+#: (:meth:`vortexsim.physics.summation.Summation.fields`)
 DIRECT_DIAGNOSTICS_PAIRS = {"cpu": 1 << 23, "gpu": 1 << 24}
 
 
@@ -245,6 +251,7 @@ class Simulation:
         self._sigma_range = self._host_sigma_range()
         self._warned_direct_diagnostics = False
         self._row_sums = None
+        self._lattice_checked = None       # elements on the lattice at iteration 0 (viscous)
         self.planner.observe_box(self._host_box_stats())
         # -- an evaluation at t0: the blow-up bound and the first adaptive dt ---
         speed, grad = self._initial_maxima()
@@ -328,10 +335,12 @@ class Simulation:
                                   self.t, self.state_dict())
         xp = self.device.xp
         el, tr = self.elements, self.tracers
+        diffuse = self._lattice_diffusion()
+        alpha0 = el.alpha if diffuse is None else diffuse(el.alpha, 0.5 * dt)
         plan, margin = self.planner.step(self.iteration, dt)
         self.rhs.begin_step(self.t, el.sigma, self._sigma_range, plan=plan,
                             volume=el.volume, lattice=self._lattice_start())
-        x1, alpha1, y1 = self.scheme.step((el.x, el.alpha, tr.x), self.t, dt, self.rhs)
+        x1, alpha1, y1 = self.scheme.step((el.x, alpha0, tr.x), self.t, dt, self.rhs)
         sigma1 = self.rhs.advance_cores(el.sigma, dt)
         # one device→host transfer: [finite, max|u|², max‖∇u‖², box of x1, box of y1]
         finite = xp.isfinite(x1).all() & xp.isfinite(alpha1).all() & xp.isfinite(y1).all() \
@@ -357,7 +366,46 @@ class Simulation:
         every = self._run["remesh_every"]
         if every and self.iteration % every == 0:
             self.remesh()
+        if diffuse is not None:                     # the second half of the split step
+            self.elements = dataclasses.replace(self.elements,
+                                                alpha=diffuse(self.elements.alpha, 0.5 * dt))
         return self
+
+    def _lattice_diffusion(self):
+        """``diffuse(alpha, tau)`` of :func:`vortexsim.physics.lattice_viscosity.diffuse_lattice`
+        on this run's lattice when ``viscous = "lattice"`` and ν > 0 (the step is then
+        split: half a step of exact lattice diffusion, the inviscid step, the remeshing,
+        the other half), else None.  The elements start every step on the lattice in
+        remesh order (remesh_every = 1); at iteration 0 they must have been placed there
+        (a clear error otherwise)."""
+        if not (self.rhs.viscous == "lattice" and self.rhs.nu > 0):
+            return None
+        from .physics.lattice_viscosity import diffuse_lattice  # noqa: PLC0415
+        from .physics.remesh import periodic_nodes  # noqa: PLC0415
+        box = self.domain.box
+        n = periodic_nodes(box, float(self._run["remesh_spacing"]))
+        if self.iteration == 0 and not self._starts_on_lattice(n):
+            raise ValueError(
+                "viscous='lattice' needs the elements on the remeshing lattice at the start "
+                f"(the {n}^3 nodes (i, j, k) L/n in the order (i n + j) n + k, as the "
+                "periodic cases place them); remesh them first (Simulation.remesh()) or use "
+                "viscous='pse'.")
+        nu = self.rhs.nu
+        return lambda alpha, tau: diffuse_lattice(alpha, n, box, nu, tau)
+
+    def _starts_on_lattice(self, n):
+        """Whether the elements are the n³ lattice nodes in remesh order (host check, once
+        per construction)."""
+        if self._lattice_checked is None:
+            x = to_host(self.elements.x)
+            ok = x.shape == (n ** 3, 3)
+            if ok:
+                h = self.domain.box / n
+                g = np.arange(n) * h
+                nodes = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
+                ok = bool(np.abs(x - nodes).max() <= 1e-9 * h)
+            self._lattice_checked = ok
+        return self._lattice_checked
 
     def _lattice_start(self):
         """``(n, x)`` when this step starts with the elements ``x`` on the periodic n³
@@ -398,6 +446,9 @@ class Simulation:
                              f"remesh_every > 0 (got boundary = {self.domain.name!r}, "
                              f"remesh_every = {every}).")
         if not every:
+            if self.rhs.nu > 0 and self.rhs.viscous == "lattice":
+                raise ValueError("viscous='lattice' diffuses the remeshing lattice around "
+                                 "every step: it needs remesh_every = 1 (got 0).")
             return
         h = cfg["remesh_spacing"]
         if h is None or not (isinstance(h, (int, float)) and math.isfinite(h) and h > 0):
@@ -408,6 +459,9 @@ class Simulation:
         if not 0 <= float(cfg["remesh_threshold"]) < 1:
             raise ValueError(f"remesh_threshold must be in [0, 1), got "
                              f"{cfg['remesh_threshold']!r}.")
+        if self.rhs.nu > 0 and self.rhs.viscous == "lattice" and every != 1:
+            raise ValueError("viscous='lattice' diffuses the remeshing lattice around every "
+                             f"step: it needs remesh_every = 1 (got {every}).")
         if self.rhs.nu > 0 and self.rhs.viscous == "core_spreading":
             raise ValueError("remeshing resets every core to remesh_overlap × h, which undoes "
                              "core spreading: with nu > 0 remesh with viscous='pse', or set "
@@ -1037,7 +1091,10 @@ class Simulation:
         and ``dissipation`` ν⟨|∇×u|²⟩ [L²/T³] (box averages of the induced velocity), and
         ``particle_energy`` ½⟨ω_p·ψ⟩ [L²/T²] and ``particle_dissipation`` ν⟨ω_p·ω⟩
         [L²/T³] (the energy the method keeps and its viscous loss:
-        :meth:`vortexsim.spectral.SpectralSum.field_sums`).  On
+        :meth:`vortexsim.spectral.SpectralSum.field_sums`), and with remeshing the
+        turbulence statistics and energy spectrum of the lattice's vorticity
+        (:meth:`_lattice_statistics`: ``lattice_energy``, ``lattice_dissipation``, …,
+        ``energy_spectrum``; their FFTs on the device, a few host transfers).  On
         the device: the quadratic sums' pass, one elementwise kernel and one product
         (:class:`vortexsim.diagnostics.RowSums`), one transfer.
         """
@@ -1060,10 +1117,43 @@ class Simulation:
             out.update(mean_energy=kinetic / volume, dissipation=self.rhs.nu * curl / volume,
                        particle_energy=e_p / volume,
                        particle_dissipation=self.rhs.nu * z_p / volume)
+            out.update(self._lattice_statistics())
         rings = [g for g in self.groups if g.is_ring]
         if rings:
             out.update(ring_names=[g.name for g in rings],
                        **{k: v[k] for k in ("ring_centre", "ring_radius", "ring_axis")})
+        return out
+
+    def _lattice_statistics(self):
+        """The turbulence statistics of the remeshing lattice's vorticity (periodic box,
+        ``remesh_every`` > 0; else {}): ω_n = α_n/h³ at the n³ nodes — the strengths in
+        lattice order when the last step ended with a remeshing, else the elements'
+        M4′ interpolation onto the lattice (:func:`vortexsim.physics.remesh.remesh`,
+        exact for elements on the nodes) — and its Biot–Savart velocity without the
+        blobs' smoothing (:func:`vortexsim.turbulence.vorticity_statistics`): what a grid
+        code holds, and the field compared with a spectral code.  Row keys
+        ``lattice_energy`` ½⟨|u|²⟩, ``lattice_dissipation`` 2ν⟨s_ij s_ij⟩,
+        ``lattice_enstrophy`` ⟨|ω|²⟩, ``u_rms``, ``integral_scale``, ``taylor_scale``,
+        ``re_lambda``, ``kolmogorov_eta``, ``k_max_eta``, ``skewness``, ``flatness``,
+        and ``wavenumber`` and ``energy_spectrum`` (host arrays, shells of
+        :func:`vortexsim.turbulence.energy_spectrum`)."""
+        every = self._run["remesh_every"]
+        if not (every and isinstance(self.domain, PeriodicBox)):
+            return {}
+        from .physics.remesh import periodic_nodes, remesh  # noqa: PLC0415
+        from .turbulence import vorticity_statistics  # noqa: PLC0415
+        box, el, xp = self.domain.box, self.elements, self.device.xp
+        n = periodic_nodes(box, float(self._run["remesh_spacing"]))
+        h = box / n
+        if self.iteration > 0 and self.iteration % every == 0 and len(el) == n ** 3:
+            alpha = el.alpha                        # remeshed: the nodes in lattice order
+        else:
+            alpha = remesh(el.x, el.alpha, h, box_length=box).alpha
+        omega = alpha.astype(xp.float64).reshape(n, n, n, 3) / h ** 3
+        stats, k, e = vorticity_statistics(omega, box, self.rhs.nu)
+        out = {f"lattice_{key}": stats[key] for key in ("energy", "dissipation", "enstrophy")}
+        out.update({key: stats[key] for key in LATTICE_STATISTICS})
+        out.update(wavenumber=to_host(k), energy_spectrum=to_host(e))
         return out
 
     def row_sums(self):
@@ -1088,7 +1178,7 @@ class Simulation:
         el = self.elements
         if self.summation.box is not None:              # the periodic box: from the modes
             xp = self.device.xp
-            if self.summation.kernel.name != "gaussian":
+            if self.summation.kernel.name not in GAUSSIAN_ORDERS:
                 # the modes are the Gaussian blobs' (the periodic FMM's other kernels)
                 return None, tuple(xp.asarray(math.nan) for _ in FIELD_SUMS)
             n = self._on_lattice()
@@ -1158,6 +1248,7 @@ class Simulation:
         self.groups = tuple(groups)
         self.elements.group = self.device.xp.asarray(remap[labels])   # (-1 stays -1)
         self._sigma_range = self._host_sigma_range()
+        self._lattice_checked = None
         self.planner.invalidate()
         self.planner.observe_box(self._host_box_stats())
         self.config.update(n_elements=len(self.elements),

@@ -37,7 +37,8 @@ import math
 import numpy as np
 
 from .backend import array_namespace, to_host
-from .kernels.cutoff import GAUSSIAN_Q_SERIES, SQRT_2_OVER_PI
+from .kernels.cutoff import (GAUSSIAN_ORDERS, GAUSSIAN_Q_SERIES, SQRT_2_OVER_PI,
+                             gaussian_blob_transform)
 from .kernels.nufft import PeriodicNufft
 
 __all__ = ["SpectralSum", "spectral_velocity", "spectral_modes", "check_periodic_sources",
@@ -64,14 +65,18 @@ def wrap(x, box):
     return xp.where((w >= box) | (w < 0), 0.0, w)
 
 
-def spectral_modes(box, sigma, tol):
+def spectral_modes(box, sigma, tol, order=2):
     """m_max: the largest mode index |m| (k = 2π m / L) summed per axis for blobs of core
     ``sigma`` [L] in a box of edge ``box`` [L] at tolerance ``tol``: the smallest k with
-    e^{−k²σ²/2} max(1, kσ) < tol/10."""
+    ζ̂(kσ) max(1, kσ) < tol/10, ζ̂ the transform of the Gaussian kernel of ``order``
+    (e^{−k²σ²/2} at order 2; :func:`vortexsim.kernels.cutoff.gaussian_blob_transform`)."""
     target = tol / 10.0
     ks = math.sqrt(2.0 * math.log(1.0 / target))          # kσ with e^{−(kσ)²/2} = target
     for _ in range(50):                                    # fixed point with the kσ factor
         ks = math.sqrt(2.0 * math.log(max(1.0, ks) / target))
+    if order != 2:                                         # the polynomial's extra reach
+        while float(gaussian_blob_transform(0.5 * ks * ks, order)) * max(1.0, ks) >= target:
+            ks += 0.01
     return max(1, math.ceil(ks / sigma * box / (2.0 * math.pi)))
 
 
@@ -98,12 +103,14 @@ def check_periodic_sources(alpha, what="the elements"):
 
 
 def check_spectral(kernel_name, on_gpu):
-    """Raise ValueError unless the spectral sum can run: the Gaussian kernel (on the CPU
-    and, ``on_gpu``, the GPU alike)."""
+    """Raise ValueError unless the spectral sum can run: a Gaussian kernel (``gaussian``
+    or the high-order ``gaussian4``, ``gaussian6``; on the CPU and, ``on_gpu``, the GPU
+    alike)."""
     del on_gpu                                      # both devices sum it
-    if kernel_name != "gaussian":
-        raise ValueError(f"the spectral sum needs kernel='gaussian' (its Fourier transform "
-                         f"is a Gaussian); got kernel={kernel_name!r}.")
+    if kernel_name not in GAUSSIAN_ORDERS:
+        raise ValueError(f"the spectral sum needs kernel='gaussian' (or the high-order "
+                         f"'gaussian4', 'gaussian6': their Fourier transforms are known in "
+                         f"closed form); got kernel={kernel_name!r}.")
 
 
 class SpectralSum:
@@ -117,14 +124,21 @@ class SpectralSum:
     nufft : {"auto", "finufft", "own"}, the non-uniform FFTs (:data:`NUFFTS`): "auto"
         takes FINUFFT for NumPy arrays and the own NUFFT (:mod:`vortexsim.kernels.nufft`)
         for CuPy arrays; "own" takes it for NumPy arrays too.
+    order : {2, 4, 6}, the order of the Gaussian kernel (``gaussian``, ``gaussian4``,
+        ``gaussian6``): the blobs' transform e^{−x} Σ_{j<order/2} x^j/j!, x = |k|²σ²/2,
+        in place of e^{−|k|²σ²/2} everywhere below (default 2).
 
     Memory and time grow as (L/σ)³ log(L/σ) for the modes plus O(N + M) for the points
     (the own NUFFT: a fine grid of (2 (2 m_max + 1))³ points, three real grids of it and
     one half spectrum at a time; 128³ elements with σ = h at tol 1e-6: 500³, ~10 GB).
     """
 
-    def __init__(self, box, sigma, tol=1e-6, nufft="auto"):
+    def __init__(self, box, sigma, tol=1e-6, nufft="auto", order=2):
         self.box, self.sigma, self.tol = float(box), float(sigma), float(tol)
+        if order not in GAUSSIAN_ORDERS.values():
+            raise ValueError(f"order must be one of {tuple(GAUSSIAN_ORDERS.values())}, got "
+                             f"{order!r}.")
+        self.order = int(order)
         if not (self.box > 0 and math.isfinite(self.box)):
             raise ValueError(f"box must be a positive length, got {box!r}.")
         if not (self.sigma > 0 and math.isfinite(self.sigma)):
@@ -135,7 +149,7 @@ class SpectralSum:
             raise ValueError(f"nufft must be one of {NUFFTS}, got {nufft!r}.")
         self.nufft = nufft
         self._own = {}                                # the own NUFFT's modes, per device
-        self.m_max = spectral_modes(self.box, self.sigma, self.tol)
+        self.m_max = spectral_modes(self.box, self.sigma, self.tol, self.order)
         n = 2 * self.m_max + 1
         m = np.arange(-self.m_max, self.m_max + 1, dtype=np.float64)
         k1 = (2.0 * math.pi / self.box) * m                          # finufft's mode order
@@ -150,8 +164,11 @@ class SpectralSum:
         (made on first use: the own NUFFT has its own)."""
         k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(k2 > 0, np.exp(-0.5 * k2 * self.sigma ** 2) / k2, 0.0) \
-                / self.box ** 3
+            return np.where(k2 > 0, self.transform(k2, np) / k2, 0.0) / self.box ** 3
+
+    def transform(self, k2, xp=np):
+        """The blobs' Fourier transform ζ̂ at |k|² = ``k2`` [1/L²] (e^{−|k|²σ²/2} at order 2)."""
+        return gaussian_blob_transform(0.5 * self.sigma ** 2 * k2, self.order, xp)
 
     def _own_modes(self, xp):
         """The own NUFFT's :class:`_OwnModes` on ``xp``'s current device (made once), or
@@ -191,8 +208,9 @@ class SpectralSum:
             check_periodic_sources(alpha)              # at the input's precision
         own = self._own_modes(array_namespace(x, alpha, targets))
         if own is not None:
-            return evaluate_modes(own, x, alpha, targets, gradient, self.sigma, own.xp)
-        return evaluate_modes(self, x, alpha, targets, gradient, self.sigma, np)
+            return evaluate_modes(own, x, alpha, targets, gradient, self.sigma, own.xp,
+                                  self.order)
+        return evaluate_modes(self, x, alpha, targets, gradient, self.sigma, np, self.order)
 
     def _values(self, points, f_hat):
         """The type-2 transforms f_k(θ_q) = Σ_m f̂_k(m) e^{i m·θ_q} (K, M) (real part) at
@@ -238,7 +256,7 @@ class SpectralSum:
         f = self._modes(self._points(x), alpha)
         k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
         inv_k2 = np.where(k2 > 0, 1.0 / np.where(k2 > 0, k2, 1.0), 0.0)
-        g1 = np.exp(-0.5 * k2 * self.sigma ** 2) / self.box ** 3     # L³ ω̂·conj(F/L³) = g1 |F|²
+        g1 = self.transform(k2) / self.box ** 3           # L³ ω̂·conj(F/L³) = g1 |F|²
         return mode_sums(f, self.k, inv_k2, g1, self.box, self.factor, 1.0, np)
 
 
@@ -273,7 +291,7 @@ def mode_sums(f, k, inv_k2, g1, box, factor, weight, xp):
     return dict(zip(FIELD_SUMS, (float(v) for v in sums)))
 
 
-def evaluate_modes(ops, x, alpha, targets, gradient, sigma, xp):
+def evaluate_modes(ops, x, alpha, targets, gradient, sigma, xp, order=2):
     """:meth:`SpectralSum.evaluate` (without its check) through ``ops``: its NUFFT's
     ``_points`` (coordinates of positions), ``_modes`` (type 1), ``_values`` (type 2),
     ``_head`` (the first k points), its wave vectors ``k`` and ``factor`` = ψ̂/F; on
@@ -291,7 +309,7 @@ def evaluate_modes(ops, x, alpha, targets, gradient, sigma, xp):
         for b, kb in enumerate(ops.k):                    # ∂_b u = i k_b û
             g[:, :, b] = ops._values(tg, (1j * kb) * uh).T
         if at_elements:                                   # the first k targets' own blobs
-            g -= self_gradient(alpha[:k_grad], sigma)
+            g -= self_gradient(alpha[:k_grad], sigma, order)
     return u, g
 
 
@@ -307,11 +325,17 @@ def evaluation_arrays(x, alpha, targets, gradient, xp):
         xp.zeros((k, 3, 3)) if gradient else None)
 
 
-def self_gradient(alpha, sigma):
-    """The free-space gradient (N, 3, 3) [1/T] of each Gaussian blob at its own centre:
-    (1/4π) √(2/π) Q₀/σ³ ε_acb α_c (its velocity there is 0)."""
+#: ζ(0) of the Gaussian kernels of order 2, 4, 6 over the Gaussian's ((5/2, 35/8): the
+#: polynomials of :mod:`vortexsim.kernels.cutoff` at ρ = 0)
+_ZETA0 = {2: 1.0, 4: 2.5, 6: 35.0 / 8.0}
+
+
+def self_gradient(alpha, sigma, order=2):
+    """The free-space gradient (N, 3, 3) [1/T] of each blob at its own centre:
+    (1/4π) (4π/3) ζ(0)/σ³ ε_acb α_c, = (1/4π) √(2/π) Q₀/σ³ ε_acb α_c for the Gaussian
+    (order 2) and 5/2 and 35/8 times that at orders 4 and 6 (its velocity there is 0)."""
     xp = array_namespace(alpha)
-    c = SQRT_2_OVER_PI * GAUSSIAN_Q_SERIES[0] / (4.0 * math.pi * sigma ** 3)
+    c = _ZETA0[order] * SQRT_2_OVER_PI * GAUSSIAN_Q_SERIES[0] / (4.0 * math.pi * sigma ** 3)
     a0, a1, a2 = (c * alpha[:, i] for i in range(3))
     z = xp.zeros_like(a0)
     # ε_acb α_c: row a, column b
@@ -327,6 +351,7 @@ class _OwnModes:
 
     def __init__(self, spectral, xp):
         self.xp, self.box, self.sigma = xp, spectral.box, spectral.sigma
+        blob = spectral.transform
         self.nufft = PeriodicNufft(spectral.m_max, spectral.eps, xp)
         m0, m1, m2 = self.nufft.mode_numbers()
         scale = 2.0 * math.pi / self.box
@@ -337,8 +362,8 @@ class _OwnModes:
         k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
         self.inv_k2 = xp.where(k2 > 0, 1.0 / xp.where(k2 > 0, k2, 1.0), 0.0)
         # ψ̂ = ω̂ / |k|² = factor · F (0 at k = 0), as SpectralSum.factor
-        self.factor = xp.exp(-0.5 * self.sigma ** 2 * k2) * self.inv_k2 / self.box ** 3
-        self.g1 = xp.exp(-0.5 * self.sigma ** 2 * k2) / self.box ** 3   # see mode_sums
+        self.factor = blob(k2, xp) * self.inv_k2 / self.box ** 3
+        self.g1 = blob(k2, xp) / self.box ** 3                         # see mode_sums
         # the half cube holds m_2 ≥ 0: the modes m_2 > 0 stand for their conjugates too
         self.weight = xp.asarray(np.where(m2 == 0, 1.0, 2.0).reshape(1, 1, -1))
 
@@ -371,6 +396,7 @@ class _OwnModes:
 
 
 def spectral_velocity(x, alpha, sigma, box, targets=None, gradient=True, tol=1e-6,
-                      check=True, nufft="auto"):
+                      check=True, nufft="auto", order=2):
     """One call of :class:`SpectralSum` (NumPy or CuPy arrays; see there)."""
-    return SpectralSum(box, sigma, tol, nufft).evaluate(x, alpha, targets, gradient, check)
+    return SpectralSum(box, sigma, tol, nufft, order).evaluate(x, alpha, targets, gradient,
+                                                                check)

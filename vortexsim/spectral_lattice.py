@@ -79,7 +79,7 @@ class LatticeSum:
         for b in range(3):
             cb = xp.stack([self.c[_PAIRS.index(tuple(sorted((b, i))))] for i in range(3)])
             g[:, :, b] = -_inverse(_cross(cb, f, xp), xp) * scale
-        g -= self_gradient(alpha, self.sigma)
+        g -= self_gradient(alpha, self.sigma, self.spectral.order)
         return u, g
 
     def field_sums(self, alpha):
@@ -110,14 +110,14 @@ class LatticeSum:
     @functools.cached_property
     def weights(self):
         """The folded weights of :meth:`field_sums` (on the device, made on first use):
-        with g₁ = e^{−|q|²σ²/2}/L³ and g₂ = e^{−|q|²σ²}/L³ (the blob field smoothed once
-        and twice), e2 = Σ g₂/|q|² (also the |q|² δ part of |q × F|² g₂/|q|⁴),
+        with g₁ = ζ̂(q)/L³ and g₂ = ζ̂(q)²/L³ (the blob field smoothed once and twice;
+        ζ̂ = e^{−|q|²σ²/2} for the Gaussian), e2 = Σ g₂/|q|² (also the |q|² δ part of |q × F|² g₂/|q|⁴),
         z2 = Σ g₂, p4 = Σ q⊗q g₂/|q|⁴ and p2 = Σ q⊗q g₂/|q|² (the pairs of
         ``_PAIRS``), e1 = Σ g₁/|q|², z1 = Σ g₁; q = 0 left out of every sum with 1/|q|."""
         sp, n = self.spectral, self.n
         q, index, inv_q2 = _cube(sp, n)
         q2 = q[0] ** 2 + q[1] ** 2 + q[2] ** 2
-        g1 = np.exp(-0.5 * q2 * sp.sigma ** 2) / sp.box ** 3
+        g1 = sp.transform(q2) / sp.box ** 3
         g2 = g1 * g1 * sp.box ** 3
         fold = functools.partial(_folded, index, n, g1.shape)
         out = dict(e2=fold(g2 * inv_q2), z2=fold(g2), e1=fold(g1 * inv_q2), z1=fold(g1),

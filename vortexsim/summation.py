@@ -16,7 +16,7 @@ import numpy as np
 from .backend import (PRECISIONS, array_namespace, check_precision, is_cupy_array,
                       resolve_device, to_host)
 from .fmm.plan import check_tol
-from .kernels.cutoff import get_kernel
+from .kernels.cutoff import GAUSSIAN_ORDERS, check_general_kernel, get_kernel
 from .kernels.direct import direct_sum_cuda, direct_sum_numpy
 from .state import uniform_core_radius
 
@@ -55,7 +55,7 @@ def periodic_auto_method(kernel_name, uniform_sigma=True):
     """``method="auto"`` with a box: the spectral sum for Gaussian blobs of one σ (exact
     to tol, O(N log N), on either device), else the periodic FMM (several σ, the
     polynomial and singular kernels)."""
-    if kernel_name == "gaussian" and uniform_sigma:
+    if kernel_name in GAUSSIAN_ORDERS and uniform_sigma:
         return "spectral"
     if kernel_name in PERIODIC_FMM_KERNELS:
         return "fmm"
@@ -94,7 +94,7 @@ def _periodic(kern, method, x, alpha, sig, targets, tgt, gradient, dev, tol, box
                              sigma, float(box),
                              None if targets is None else tgt.astype(np.float64),
                              gradient=bool(gradient), tol=1e-6 if tol is None else tol,
-                             check=False)
+                             check=False, order=GAUSSIAN_ORDERS[kern.name])
     return u.astype(dtype), (None if g is None else g.astype(dtype))
 
 
@@ -200,6 +200,9 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
     """
     kern = get_kernel(kernel)
     _check_choice("method", method, CALL_METHODS)
+    if not (box is not None and method in ("spectral", "auto")):
+        check_general_kernel(kern, f"method={method!r}" + ("" if box is not None else
+                                                           " in free space"))
     check_precision(precision)
     if not isinstance(gradient, (bool, np.bool_)):
         raise TypeError(f"gradient must be True or False, got {gradient!r}.")

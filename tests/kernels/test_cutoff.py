@@ -20,19 +20,29 @@ from vortexsim.kernels import cutoff
 from vortexsim.kernels.cutoff import KERNELS, CutoffKernel, get_kernel, stretching
 
 EPS = np.finfo(np.float64).eps
-KERNEL_NAMES = ("singular", "gaussian", "algebraic", "winckelmans", "polynomial")
-SMOOTH = ("gaussian", "algebraic", "winckelmans")
+KERNEL_NAMES = ("singular", "gaussian", "algebraic", "winckelmans", "polynomial",
+                "gaussian4", "gaussian6")
+SMOOTH = ("gaussian", "algebraic", "winckelmans", "gaussian4", "gaussian6")
 BOUNDED = ("gaussian", "algebraic", "winckelmans", "polynomial")   # 0 ≤ q ≤ 1 kernels
-WITH_ZETA = ("gaussian", "algebraic", "winckelmans")
+WITH_ZETA = ("gaussian", "algebraic", "winckelmans", "gaussian4", "gaussian6")
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 # lim_{ρ→0} q/ρ³ and lim_{ρ→0} f/ρ⁵ (Taylor expansion of the physics.md formulas):
 #   gaussian    q = √(2/π)(ρ³/3 − ρ⁵/10 + …),  f = 3q − ρq' = √(2/π)(ρ⁵/5 + …)
 #   algebraic   q = ρ³(1 − 3ρ²/2 + …),         f = 3ρ⁵(ρ²+1)^(−5/2)
 #   winckelmans q = ρ³(5/2 − 21ρ²/4 + …),      f = ρ⁵(3ρ² + 21/2)(ρ²+1)^(−7/2)
-Q_OVER_RHO3_AT_0 = {"gaussian": SQRT_2_OVER_PI / 3.0, "algebraic": 1.0, "winckelmans": 2.5}
-Q_OVER_RHO3_SLOPE = {"gaussian": -SQRT_2_OVER_PI / 10.0, "algebraic": -1.5, "winckelmans": -5.25}
-F_OVER_RHO5_AT_0 = {"gaussian": SQRT_2_OVER_PI / 5.0, "algebraic": 3.0, "winckelmans": 10.5}
+#   gaussian4/6 ζ = (2π)^(−3/2) e^(−ρ²/2) (P0 + P1 ρ² + …): q = √(2/π)(P0 ρ³/3 +
+#               (P1 − P0/2) ρ⁵/5 + …), f = −2 √(2/π)(P1 − P0/2) ρ⁵/5;
+#               P0, P1 = 5/2, −1/2 (gaussian4) and 35/8, −14/8 (gaussian6)
+Q_OVER_RHO3_AT_0 = {"gaussian": SQRT_2_OVER_PI / 3.0, "algebraic": 1.0, "winckelmans": 2.5,
+                    "gaussian4": SQRT_2_OVER_PI * 2.5 / 3.0,
+                    "gaussian6": SQRT_2_OVER_PI * 35.0 / 24.0}
+Q_OVER_RHO3_SLOPE = {"gaussian": -SQRT_2_OVER_PI / 10.0, "algebraic": -1.5, "winckelmans": -5.25,
+                     "gaussian4": -SQRT_2_OVER_PI * 7.0 / 20.0,
+                     "gaussian6": -SQRT_2_OVER_PI * 63.0 / 80.0}
+F_OVER_RHO5_AT_0 = {"gaussian": SQRT_2_OVER_PI / 5.0, "algebraic": 3.0, "winckelmans": 10.5,
+                    "gaussian4": SQRT_2_OVER_PI * 7.0 / 10.0,
+                    "gaussian6": SQRT_2_OVER_PI * 63.0 / 40.0}
 
 
 def d4(fun, x, h):
@@ -65,6 +75,11 @@ def q_reference(name, rho):
         return rho**3 * (rho**2 + 2.5) / (rho**2 + 1.0) ** 2.5
     if name == "polynomial":
         return np.where(rho <= 1.0, rho**2, 1.0)
+    if name in ("gaussian4", "gaussian6"):    # q of ζ_m = Σ_j (−½Δ)^j ζ_2 / j! by hand
+        extra = rho**3 * np.exp(-rho**2 / 2) / math.sqrt(2 * math.pi)
+        if name == "gaussian6":
+            extra = extra * (1.0 + (5.0 - rho**2) / 4.0)
+        return q_reference("gaussian", rho) + extra
     raise AssertionError(name)
 
 
@@ -94,7 +109,8 @@ def test_registry_names_and_codes():
 def test_kernel_codes_match_cuda_header():
     header = pathlib.Path(cutoff.__file__).with_name("cuda") / "p2p.cuh"
     defines = dict(re.findall(r"#define KERNEL_([A-Z]+) (\d+)", header.read_text()))
-    assert {name.upper(): str(k.code) for name, k in KERNELS.items()} == defines
+    assert {name.upper(): str(k.code) for name, k in KERNELS.items()
+            if name not in cutoff.SPECTRAL_ONLY_KERNELS} == defines
 
 
 def test_get_kernel():
@@ -220,12 +236,13 @@ def test_far_field_is_singular(name):
     if name in ("singular", "polynomial"):
         np.testing.assert_array_equal(q, 1.0)
         np.testing.assert_array_equal(f, 3.0)
-    elif name == "gaussian":
+    elif name in ("gaussian", "gaussian4", "gaussian6"):
         assert np.all(np.abs(1.0 - q) < 1e-15)
         assert np.all(np.abs(3.0 - f) < 1e-15)
-        # physics.md: 1 − q < 1e-16 beyond ρ ≈ 9
-        q9 = KERNELS[name].q(np.linspace(9.0, 12.0, 31), np)
-        assert np.all(1.0 - q9 <= 1e-16)
+        # physics.md: 1 − q < 1e-16 beyond ρ ≈ 9 (the Gaussian; the high-order ones
+        # carry ρ⁵ e^{−ρ²/2}-sized tails there)
+        q9 = KERNELS[name].q(np.linspace(9.0 if name == "gaussian" else 10.5, 12.0, 31), np)
+        assert np.all(np.abs(1.0 - q9) <= (1e-16 if name == "gaussian" else 1e-15))
     else:
         assert np.all((q < 1.0) & (q > 0.99))
         assert np.all((f < 3.0) & (f > 2.99))

@@ -20,12 +20,13 @@ def _lattice(n, seed=0):
     return x, alpha - alpha.mean(axis=0), h
 
 
-@pytest.mark.parametrize("n, overlap", [(8, 1.0), (9, 1.0), (10, 1.5)])
-def test_equals_the_nufft_series(n, overlap):
+@pytest.mark.parametrize("n, overlap, order", [(8, 1.0, 2), (9, 1.0, 2), (10, 1.5, 2),
+                                               (8, 1.0, 6)])
+def test_equals_the_nufft_series(n, overlap, order):
     """At tol 1e-10 both evaluate the same cube of modes; the non-uniform FFTs' precision
-    tol/10 bounds the difference (measured 1e-11..1e-12)."""
+    tol/10 bounds the difference (measured 1e-11..1e-12); also for gaussian6 blobs."""
     x, alpha, h = _lattice(n)
-    spectral = SpectralSum(L, overlap * h, tol=1e-10)
+    spectral = SpectralSum(L, overlap * h, tol=1e-10, order=order)
     u0, g0 = spectral.evaluate(x, alpha)
     u1, g1 = LatticeSum(spectral, n).evaluate(alpha)
     assert np.abs(u1 - u0).max() <= 1e-10 * np.abs(u0).max()
@@ -34,13 +35,14 @@ def test_equals_the_nufft_series(n, overlap):
     assert g2 is None and np.array_equal(u2, u1)
 
 
-@pytest.mark.parametrize("n, overlap", [(8, 1.0), (9, 1.0), (10, 1.5)])
-def test_field_sums_equal_the_nufft_sums(n, overlap):
+@pytest.mark.parametrize("n, overlap, order", [(8, 1.0, 2), (9, 1.0, 2), (10, 1.5, 2),
+                                               (8, 1.0, 6)])
+def test_field_sums_equal_the_nufft_sums(n, overlap, order):
     """The seven quadratic sums of the diagnostics, on a random field with a divergent
     part (so that the kinetic energy differs from E and every folded weight counts):
     measured 1e-12..2e-11 apart at tol 1e-10."""
     x, alpha, h = _lattice(n)
-    spectral = SpectralSum(L, overlap * h, tol=1e-10)
+    spectral = SpectralSum(L, overlap * h, tol=1e-10, order=order)
     ref = spectral.field_sums(x, alpha)
     got = LatticeSum(spectral, n).field_sums(alpha)
     assert set(got) == set(ref)

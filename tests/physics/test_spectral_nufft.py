@@ -13,6 +13,7 @@ import vortexsim
 from vortexsim import spectral as S
 from vortexsim.backend import to_host
 from vortexsim.kernels import nufft as U
+from vortexsim.kernels.cutoff import gaussian_blob_transform
 
 L = 2.0 * math.pi
 
@@ -165,15 +166,16 @@ def _has_finufft():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tol", [1e-3, 1e-6, 1e-10])
-def test_gpu_spectral_sum_matches_numpy(tol):
+@pytest.mark.parametrize("tol, order", [(1e-3, 2), (1e-6, 2), (1e-10, 2), (1e-6, 6)])
+def test_gpu_spectral_sum_matches_numpy(tol, order):
     """CuPy against the NumPy twin at the same tol (round-off) and against the NumPy
-    twin at tol 1e-13 (within tol; FINUFFT may be missing on a GPU machine)."""
+    twin at tol 1e-13 (within tol; FINUFFT may be missing on a GPU machine); also the
+    gaussian6 blobs."""
     import cupy as cp
     x, alpha, y = _elements(n=3000, seed=7)
-    own = S.SpectralSum(L, 0.4, tol)
-    ref = S.SpectralSum(L, 0.4, tol, nufft="own")
-    exact = S.SpectralSum(L, 0.4, 1e-13, nufft="own")
+    own = S.SpectralSum(L, 0.4, tol, order=order)
+    ref = S.SpectralSum(L, 0.4, tol, nufft="own", order=order)
+    exact = S.SpectralSum(L, 0.4, 1e-13, nufft="own", order=order)
     for targets in (y, None):
         u, g = own.evaluate(cp.asarray(x), cp.asarray(alpha),
                             None if targets is None else cp.asarray(targets))
@@ -227,8 +229,9 @@ def test_gpu_taylor_green_runs_bitwise_and_matches_the_cpu():
         runs.append((to_host(sim.elements.x), to_host(sim.elements.alpha), d["energy"]))
     (xa, aa, ea), (xb, ab, eb) = runs[:2]
     assert xa.tobytes() == xb.tobytes() and aa.tobytes() == ab.tobytes() and ea == eb
-    h = L / 8
-    assert ea == pytest.approx(L ** 3 / 8 * math.exp(-3 * h ** 2), rel=1e-2)  # E(0), inviscid
+    h = L / 8                  # E(0) of the case's gaussian6 blobs (σ = h), inviscid
+    blob = float(gaussian_blob_transform(1.5 * h ** 2, 6))
+    assert ea == pytest.approx(L ** 3 / 8 * blob ** 2, rel=1e-2)
     if len(runs) < 3:
         return
     xc, ac, ec = runs[2]

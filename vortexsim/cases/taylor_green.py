@@ -53,8 +53,9 @@ def _size(values):
 
 
 @register_case("taylor_green", dt=0.1, t_end=10.0, integrator="rk2", nu=1.0 / 400.0,
-               viscous="pse", pse_order=4, boundary="periodic", box=BOX, method="spectral",
-               remesh_every=1, remesh_project=True, stretching="classical", device="cpu")
+               viscous="lattice", pse_order=4, kernel="gaussian6", boundary="periodic",
+               box=BOX, method="spectral", remesh_every=1, remesh_project=True,
+               stretching="classical", device="cpu")
 def taylor_green(n=16, overlap=1.0, tracers=0, seed=0):
     """The Taylor–Green vortex on the n³ lattice of the periodic box [0, 2π)³."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 4:

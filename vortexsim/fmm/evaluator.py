@@ -48,7 +48,7 @@ import math
 import numpy as np
 
 from ..backend import check_precision, resolve_device
-from ..kernels.cutoff import get_kernel
+from ..kernels.cutoff import check_general_kernel, get_kernel
 from . import expansions as E
 from .adaptive import ADAPTIVE_MAX_DEPTH, adaptive_fmm
 from .downward import TargetPart
@@ -151,6 +151,7 @@ class FMM:
                  leaf_size=None, near_radius=None, order=None, profile=False,
                  memory_budget=None, separation=None, tree="auto"):
         self.kernel = get_kernel(kernel)
+        check_general_kernel(self.kernel, "the FMM")
         tol = check_tol(tol)
         self.device = resolve_device(device)
         if separation is None:

@@ -27,7 +27,17 @@ gaussian       erf(ρ/√2) − √(2/π) ρ e^{−ρ²/2}   (2π)^{−3/2} e^{�
 algebraic      ρ³ (ρ²+1)^{−3/2}                 (3/4π)(ρ²+1)^{−5/2}
 winckelmans    ρ³ (ρ²+5/2)(ρ²+1)^{−5/2}         (15/8π)(ρ²+1)^{−7/2}
 polynomial     ρ² (ρ ≤ 1), 1 (ρ > 1)            –
+gaussian4      q_gaussian + ρ³e^{−ρ²/2}/√(2π)    (2π)^{−3/2} (5/2 − ρ²/2) e^{−ρ²/2}
+gaussian6      q_gaussian4 + ρ³(5 − ρ²)e^{−ρ²/2}/(4√(2π))
+                                                (2π)^{−3/2} (35 − 14ρ² + ρ⁴)/8 e^{−ρ²/2}
 =============  ===============================  ===========================
+
+``gaussian4`` and ``gaussian6`` are the high-order Gaussian kernels of Beale & Majda
+(J. Comput. Phys. 58, 1985): ζ_m = Σ_{j<m/2} (−½Δ)^j ζ_gaussian / j!, smoothing error
+O(σ^m), Fourier transform e^{−x}(1 + x) and e^{−x}(1 + x + x²/2) with x = |k|²σ²/2
+(:func:`gaussian_blob_transform`).  Only the periodic spectral sum evaluates them
+(:data:`SPECTRAL_ONLY_KERNELS`, :func:`check_general_kernel`); q, f, ζ and the pair
+factors here are the host reference.
 
 References: Winckelmans & Leonard, J. Comput. Phys. 109 (1993);
 Hu, Gumerov & Duraiswami (shared/papers) for the ``polynomial`` cutoff.
@@ -42,7 +52,8 @@ import numpy as np
 
 from .._names import did_you_mean
 
-__all__ = ["CutoffKernel", "KERNELS", "get_kernel", "stretching", "erf",
+__all__ = ["CutoffKernel", "KERNELS", "get_kernel", "stretching", "erf", "GAUSSIAN_ORDERS",
+           "SPECTRAL_ONLY_KERNELS", "check_general_kernel", "gaussian_blob_transform",
            "gaussian_reduced_factors", "gaussian_table", "gaussian_table_eval",
            "stream_factor", "blob_pair_factors"]
 
@@ -138,6 +149,64 @@ def _q_polynomial(rho, xp):
 
 def _f_polynomial(rho, xp):
     return xp.where(rho <= 1.0, rho * rho, 3.0 + 0.0 * rho)
+
+
+# --- the high-order Gaussians (Beale & Majda): ζ = Σ_j (−½Δ)^j/j! of the Gaussian -----
+#: order of the smoothing error of each Gaussian kernel: ζ_m = Σ_{j<m/2} (−½Δ_ρ)^j ζ_2 / j!,
+#: whose Fourier transform is e^{−x} Σ_{j<m/2} x^j/j!, x = |k|²σ²/2
+#: (:func:`gaussian_blob_transform`)
+GAUSSIAN_ORDERS = {"gaussian": 2, "gaussian4": 4, "gaussian6": 6}
+#: kernels that only the periodic spectral sum evaluates (their CUDA and FMM code is not built)
+SPECTRAL_ONLY_KERNELS = ("gaussian4", "gaussian6")
+# q_m = q_2 + ρ³ e^{−ρ²/2} Pq(ρ²)/√(2π), f_m = f_2 + ρ⁵ e^{−ρ²/2} Pf(ρ²)/√(2π),
+# ζ_m = (2π)^{−3/2} e^{−ρ²/2} Pζ(ρ²): the polynomials (coefficients of s⁰, s¹, s²)
+_HIGH_ORDER = {4: ((1.0,), (1.0,), (2.5, -0.5)),
+               6: ((2.25, -0.25), (2.75, -0.25), (35.0 / 8.0, -14.0 / 8.0, 1.0 / 8.0))}
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _poly(coeffs, s):
+    out = 0.0 * s
+    for c in reversed(coeffs):
+        out = out * s + c
+    return out
+
+
+def gaussian_blob_transform(x, order, xp=np):
+    """The Fourier transform ζ̂(k) = e^{−x} Σ_{j<order/2} x^j/j! of the Gaussian kernel of
+    ``order`` 2, 4 or 6 at x = |k|²σ²/2 (1 at k = 0; the series of the periodic sum)."""
+    x = xp.asarray(x)
+    total, term = 1.0 + 0.0 * x, 1.0 + 0.0 * x
+    for j in range(1, order // 2):
+        term = term * x / j
+        total = total + term
+    return xp.exp(-x) * total
+
+
+def _high_order(order):
+    pq, pf, pz = _HIGH_ORDER[order]
+
+    def q(rho, xp):
+        s = rho * rho
+        return _q_gaussian(rho, xp) + _INV_SQRT_2PI * rho * s * xp.exp(-0.5 * s) * _poly(pq, s)
+
+    def f(rho, xp):
+        s = rho * rho
+        return _f_gaussian(rho, xp) + _INV_SQRT_2PI * rho * s * s * xp.exp(-0.5 * s) \
+            * _poly(pf, s)
+
+    def zeta(rho, xp):
+        s = rho * rho
+        return (2.0 * math.pi) ** -1.5 * xp.exp(-0.5 * s) * _poly(pz, s)
+
+    def factors(r2, sigma, xp):
+        a, b = _factors_gaussian(r2, sigma, xp)
+        inv_sigma = 1.0 / sigma
+        s = r2 * inv_sigma * inv_sigma
+        e = _INV_SQRT_2PI * xp.exp(-0.5 * s) * inv_sigma ** 3
+        return a + e * _poly(pq, s), b + e * inv_sigma * inv_sigma * _poly(pf, s)
+
+    return q, f, zeta, factors
 
 
 # --- ζ(ρ) ------------------------------------------------------------------
@@ -331,8 +400,19 @@ KERNELS: dict[str, CutoffKernel] = {
                      _zeta_winckelmans, _factors_winckelmans),
         CutoffKernel("polynomial", 4, False, _q_polynomial, _f_polynomial, None,
                      _factors_polynomial),
+        CutoffKernel("gaussian4", 5, True, *_high_order(4)),
+        CutoffKernel("gaussian6", 6, True, *_high_order(6)),
     )
 }
+
+
+def check_general_kernel(kernel, where):
+    """Raise ValueError when ``kernel`` (a :class:`CutoffKernel`) is one of
+    :data:`SPECTRAL_ONLY_KERNELS` and ``where`` (e.g. "the FMM") would evaluate it."""
+    if kernel.name in SPECTRAL_ONLY_KERNELS:
+        raise ValueError(f"kernel={kernel.name!r} is evaluated only by the periodic spectral "
+                         f"sum (boundary='periodic', method='spectral'), not by {where}; use "
+                         "kernel='gaussian' there.")
 
 
 def get_kernel(kernel) -> CutoffKernel:

@@ -8,6 +8,8 @@ For elements p (position x_p, strength α_p, core σ_p) and passive tracers y_t
             = (α_p·∇) u(x_p)        (stretching="classical"; in the periodic box minus
                                       its mean over the elements, so Σα stays 0)
             [+ ν (Δα)_p by particle strength exchange, viscous="pse"]
+            [viscous="lattice": no rate here; the simulation diffuses the remeshing lattice
+             exactly around each step, :mod:`vortexsim.physics.lattice_viscosity`]
     dy_t/dt = u(y_t)
 
 where u and ∇u are the regularized Biot–Savart sums over the elements and their images
@@ -48,7 +50,7 @@ __all__ = ["VortexRHS", "Stage", "Term", "Stretching", "CoreSpreading", "PSE",
            "STRETCHING_SCHEMES", "VISCOUS_SCHEMES"]
 
 STRETCHING_SCHEMES = ("transpose", "classical")
-VISCOUS_SCHEMES = ("core_spreading", "pse")
+VISCOUS_SCHEMES = ("core_spreading", "pse", "lattice")
 
 
 @dataclasses.dataclass
@@ -170,7 +172,8 @@ class VortexRHS:
     domain : :class:`vortexsim.physics.domain.Domain` (its images join the sources)
     stretching : {"transpose", "classical"}
     nu : float [L²/T], kinematic viscosity (0: inviscid)
-    viscous : {"core_spreading", "pse"}; PSE in free space or the periodic box
+    viscous : {"core_spreading", "pse", "lattice"}; PSE in free space or the periodic box;
+        "lattice" (periodic box) adds no term: the simulation diffuses the lattice
     pse_order : {2, 4}, the order of the PSE kernel (:func:`vortexsim.physics.pse.pse_rate`)
 
     Before each step the simulation calls :meth:`begin_step` with the step's start time,
@@ -199,6 +202,13 @@ class VortexRHS:
                 raise ValueError(f"viscous='pse' with boundary={domain.name!r} is not built "
                                  "yet (free space or the periodic box).")
             self.terms.append(PSE(nu, getattr(domain, "box", None), self.pse_order))
+        elif nu > 0 and self.viscous == "lattice":
+            if not periodic:
+                raise ValueError("viscous='lattice' diffuses the periodic remeshing lattice's "
+                                 "strengths: it needs boundary = 'periodic' (use 'pse' or "
+                                 "'core_spreading' elsewhere).")
+            # no rate: the simulation diffuses the lattice around each inviscid step
+            # (:mod:`vortexsim.physics.lattice_viscosity`)
         elif nu > 0:
             self.terms.append(CoreSpreading(nu))
         self.xp = summation.device.xp

@@ -18,7 +18,7 @@ from .._names import did_you_mean
 from ..backend import Device, check_precision
 from ..fmm.evaluator import target_sets
 from ..fmm.plan import check_tol
-from ..kernels.cutoff import get_kernel
+from ..kernels.cutoff import GAUSSIAN_ORDERS, check_general_kernel, get_kernel
 from ..kernels.direct import INV_4PI, direct_sum_cuda, direct_sum_numpy, skew
 from ..state import uniform_core_radius
 from ..summation import (CALL_METHODS, PERIODIC_FMM_KERNELS, auto_method,
@@ -88,6 +88,8 @@ class Summation:
             if n_sources is None or n_targets is None:
                 raise ValueError("method='auto' needs n_sources and n_targets to choose.")
             method = auto_method(n_sources, n_targets, tol, self.device.is_gpu)
+        if method != "spectral":
+            check_general_kernel(self.kernel, f"method={method!r}")
         self.method = method
         self.tol = check_tol(tol)
         self.fmm = None
@@ -137,7 +139,8 @@ class Summation:
         lo = uniform_core_radius(*(sigma_range if sigma_range is not None else (
             float(sigma.min()), float(sigma.max()))), "the periodic box's spectral sum")
         if self.spectral is None or self.spectral.sigma != lo:
-            self.spectral = SpectralSum(self.box, lo, self.tol)
+            self.spectral = SpectralSum(self.box, lo, self.tol,
+                                        order=GAUSSIAN_ORDERS[self.kernel.name])
         return self.spectral
 
     def lattice_sum(self, n, sigma_range):
