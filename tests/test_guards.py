@@ -132,6 +132,29 @@ def test_check_resources_on_the_gpu_and_with_a_bound(monkeypatch):
             resources.parse_size(bad)
 
 
+def test_the_spectral_sum_s_memory_follows_its_fine_grid():
+    """Periodic lattice cases: 2 kB per element plus 64 B per point of the NUFFT's fine
+    grid ((2 (2 m_max + 1))³ rounded up to a 2-3-5 size; m_max from σ = h, tol and the
+    kernel's order): 128³ gaussian6 fits an 80 GB GPU, 256³ needs an H200's ~140 GB."""
+    import math
+
+    from vortexsim.kernels.nufft import fine_grid_size, kernel_width
+    from vortexsim.spectral import spectral_modes
+    config = {"case": "isotropic_turbulence", "n": 128, "method": "spectral",
+              "boundary": "periodic", "box": 2 * math.pi, "kernel": "gaussian6", "tol": 1e-6}
+    est = resources.estimate_memory(config, "gpu")
+    grid = fine_grid_size(spectral_modes(2 * math.pi, 2 * math.pi / 128, 1e-6, 6),
+                          kernel_width(1e-7))
+    assert est.device_bytes == resources._FIXED_GPU + 2_000 * 128 ** 3 + 64 * grid ** 3
+    assert 10e9 < est.device_bytes < 20e9
+    big = resources.estimate_memory({**config, "n": 256}, "gpu").device_bytes
+    assert 100e9 < big < 140e9
+    gauss = resources.estimate_memory({**config, "n": 256, "kernel": "gaussian"}, "gpu")
+    assert gauss.device_bytes < big                      # the Gaussian's series is shorter
+    auto = resources.estimate_memory({**config, "method": "auto"}, "gpu")
+    assert auto.device_bytes == est.device_bytes
+
+
 def test_restart_checks_the_stored_config_s_memory(tmp_path, capsys):
     out = tmp_path / "r"
     assert main(["run", "single_ring", *TINY, "--steps", "1", "--out", str(out)]) == 0

@@ -20,7 +20,8 @@ that would never end or would flood the disk is refused unless the user insists
 * **Disk** (:func:`check_disk`): the bytes the snapshots and the diagnostics file will
   take against the free space of the output directory's file system.
 
-The memory model (bytes per element, per tracer, a fixed part) is an upper estimate
+The memory model (bytes per element, per tracer, a fixed part; for the periodic spectral
+sum 2 kB per element and 64 B per point of its NUFFT's fine grid) is an upper estimate
 measured on the CPU (2 cores, peak RSS of ``vortexsim run single_ring --steps 1``): about
 150 MB for the interpreter, NumPy, xarray and netCDF; about 300 MB more for the FMM's
 operator caches; per element about 1 kB with the direct sum and 1 to 10 kB with the FMM
@@ -58,8 +59,11 @@ HARD_LIMIT = 2 ** 53
 #: memory model [bytes]: a fixed part, per element (with its images), per tracer
 _FIXED_HOST = 500 * 10 ** 6
 _FIXED_GPU = 300 * 10 ** 6
-_PER_ELEMENT = {"direct": 1_000, "fmm": 10_000}
-_PER_TRACER = {"direct": 300, "fmm": 600}
+_PER_ELEMENT = {"direct": 1_000, "fmm": 10_000, "spectral": 2_000}
+_PER_TRACER = {"direct": 300, "fmm": 600, "spectral": 600}
+#: the periodic spectral sum's own NUFFT: bytes per point of its fine grid (three real
+#: grids and three half spectra of a type-1 or type-2 transform at once, a temporary)
+_PER_GRID_POINT = 64
 #: host bytes per element and tracer of a GPU run (state copies of the queued snapshots)
 _HOST_PER_POINT_GPU = 200
 #: disk: bytes per element and tracer of a snapshot (7 and 3 float64 values), a fixed part
@@ -189,12 +193,42 @@ def estimate_memory(config, device="auto"):
         return None
     n_elements, n_tracers, n_sources = size
     kind = _device_kind(device)
-    method = "direct" if config.get("method", "direct") == "direct" else "fmm"  # auto: fmm
+    method = _method(config)
     work = _PER_ELEMENT[method] * n_sources + _PER_TRACER[method] * n_tracers
+    if method == "spectral":
+        work += _PER_GRID_POINT * _spectral_grid_points(config)
     if kind == "gpu":
         host = _FIXED_HOST + _HOST_PER_POINT_GPU * (n_elements + n_tracers)
         return Estimate(n_elements, n_tracers, n_sources, kind, host, _FIXED_GPU + work)
     return Estimate(n_elements, n_tracers, n_sources, kind, _FIXED_HOST + work, 0)
+
+
+def _method(config):
+    """"direct", "fmm" or "spectral": the summation whose memory the run needs (a periodic
+    box with a Gaussian kernel sums spectrally under "auto"; "auto" elsewhere: the FMM)."""
+    from .kernels.cutoff import GAUSSIAN_ORDERS  # noqa: PLC0415
+    method = config.get("method", "direct")
+    if method == "auto" and config.get("boundary") == "periodic":
+        method = "spectral" if config.get("kernel", "gaussian") in GAUSSIAN_ORDERS else "fmm"
+    return method if method in ("direct", "spectral") else "fmm"
+
+
+def _spectral_grid_points(config):
+    """Points of the own NUFFT's fine grid for the lattice cases of the periodic box
+    (``n`` nodes per side, σ = ``overlap`` × box/n; :func:`vortexsim.spectral.spectral_modes`,
+    :func:`vortexsim.kernels.nufft.fine_grid_size`); 0 where the config does not tell σ."""
+    from .kernels.cutoff import GAUSSIAN_ORDERS  # noqa: PLC0415
+    from .kernels.nufft import fine_grid_size, kernel_width  # noqa: PLC0415
+    from .spectral import spectral_modes  # noqa: PLC0415
+    n, box = _count(config.get("n")), config.get("box")
+    overlap, tol = config.get("overlap", 1.0), config.get("tol", 1e-6)
+    order = GAUSSIAN_ORDERS.get(config.get("kernel", "gaussian"))
+    if not (n and isinstance(box, (int, float)) and isinstance(overlap, (int, float))
+            and isinstance(tol, (int, float)) and order and box > 0 and overlap > 0
+            and 0 < tol < 1):
+        return 0
+    m_max = spectral_modes(float(box), overlap * box / n, float(tol), order)
+    return fine_grid_size(m_max, kernel_width(max(float(tol) / 10.0, 1e-14))) ** 3
 
 
 def _meminfo():

@@ -24,13 +24,14 @@ energy and u'; pass a zero-mean, divergence-free field for turbulence statistics
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import numbers
 
 import numpy as np
 
-from .backend import array_namespace
+from .backend import array_namespace, to_host
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +96,11 @@ def _check_velocity(u, name="u"):
 
 
 # -- the lattice of wavenumbers ----------------------------------------------------------
+@functools.lru_cache(maxsize=4)
 def _half_spectrum(n):
     """Host arrays of the ``rfftn`` half spectrum: integer wavenumbers (mx, my, mz)
-    broadcastable to (n, n, n//2 + 1), the Parseval weights and |m|²."""
+    broadcastable to (n, n, n//2 + 1), the Parseval weights and |m|² (made once per n,
+    read-only)."""
     m = np.fft.fftfreq(n, 1.0 / n)
     mz = np.arange(n // 2 + 1, dtype=np.float64)
     mx, my, mz = m[:, None, None], m[None, :, None], mz[None, None, :]
@@ -105,7 +108,19 @@ def _half_spectrum(n):
     weight[0] = 1.0
     if n % 2 == 0:
         weight[-1] = 1.0                   # the Nyquist plane is its own conjugate
-    return (mx, my, mz), weight[None, None, :], mx ** 2 + my ** 2 + mz ** 2
+    out = (mx, my, mz), weight[None, None, :], mx ** 2 + my ** 2 + mz ** 2
+    for a in (mx, my, mz, out[1], out[2]):
+        a.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _shells(n):
+    """The shell rint(|m|) of each half-spectrum mode (host int64, flat) and the number
+    of shells (made once per n)."""
+    shell = np.rint(np.sqrt(_half_spectrum(n)[2])).astype(np.int64).ravel()
+    shell.flags.writeable = False
+    return shell, int(shell.max()) + 1
 
 
 def _derivative_wavenumbers(n, k0):
@@ -144,13 +159,15 @@ def energy_spectrum(u, box):
 
 
 def _spectrum(xp, u_hat, n, box):
+    """(k, E) from the half spectrum: the shell sums on the host (``numpy.bincount``, one
+    transfer of the mode densities), whose order is fixed: a GPU ``bincount`` adds with
+    floating-point atomics (bits that vary from run to run, and slow on ~n/√3 bins)."""
     k0 = 2 * math.pi / box
-    _, weight, m2 = _half_spectrum(n)
-    shell = np.rint(np.sqrt(m2)).astype(np.int64)
-    n_shells = int(shell.max()) + 1
+    _, weight, _ = _half_spectrum(n)
+    shell, n_shells = _shells(n)
     density = (0.5 / float(n) ** 6) * (xp.asarray(weight) * _abs2(u_hat).sum(axis=3))
-    e = xp.bincount(xp.asarray(shell.ravel()), weights=density.ravel(), minlength=n_shells)
-    return xp.arange(n_shells, dtype=xp.float64) * k0, e / k0
+    e = np.bincount(shell, weights=to_host(density).ravel(), minlength=n_shells)
+    return xp.arange(n_shells, dtype=xp.float64) * k0, xp.asarray(e / k0)
 
 
 # -- the statistics ----------------------------------------------------------------------
