@@ -9,18 +9,15 @@ import numpy as np
 import pytest
 
 from vortexsim import Simulation
+from vortexsim.cases.taylor_green import taylor_green_lattice
 from vortexsim.physics.lattice_viscosity import diffuse_lattice
 
 L = 2.0 * math.pi
 
 
 def _taylor_green(n):
-    h = L / n
-    g = np.arange(n) * h
-    x = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
-    X, Y, Z = x.T
-    w = np.stack([-np.cos(X) * np.sin(Y) * np.sin(Z), -np.sin(X) * np.cos(Y) * np.sin(Z),
-                  2.0 * np.sin(X) * np.sin(Y) * np.cos(Z)], axis=1)
+    """Lattice positions, α = ω h³ of Taylor–Green, and h."""
+    x, w, h = taylor_green_lattice(n, L)
     return x, w * h ** 3, h
 
 
