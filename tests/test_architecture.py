@@ -26,8 +26,10 @@ LAYERS = (
     ("integrators", ("vortexsim.integrators",)),
     ("simulation", ("vortexsim.simulation", "vortexsim.writer_thread")),
     ("io", ("vortexsim.output",)),
+    ("viz", ("vortexsim.viz",)),                         # pictures of run directories
     ("cases", ("vortexsim.cases", "vortexsim.resources")),
-    ("cli", ("vortexsim.cli", "vortexsim.demo", "vortexsim.__main__", "vortexsim")),
+    ("cli", ("vortexsim.cli", "vortexsim.demo", "vortexsim.__main__", "vortexsim",
+             "vortexsim.viz.cli")),                    # the commands of those layers
 )
 
 

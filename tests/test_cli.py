@@ -380,3 +380,12 @@ def test_run_log_and_info_state_the_cores(tmp_path, capsys):
                  str(fine)]) == 0
     log = (fine / "run.log").read_text()
     assert "element sigma = 0.05" in log and "not resolved" not in log
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["plot"], ["render"], ["export", "--xdmf"]])
+def test_run_directory_tools_refuse_a_directory_that_is_not_a_run(command, tmp_path, capsys):
+    """The commands of COMMAND_MODULES are wired into the parser: on a directory that
+    vortexsim did not write each ends with one line and exit code 2."""
+    assert main([*command, str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("vortexsim: error:"), err

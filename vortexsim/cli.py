@@ -63,6 +63,7 @@ import contextlib
 import datetime
 import errno
 import glob
+import importlib
 import json
 import logging
 import math
@@ -91,7 +92,12 @@ _DERIVED = ("case", "t0", "groups", "n_elements", "n_tracers")
 _OUR_FILES = ("snapshot_*.nc", "diagnostics.nc", "spectra.nc", "plot.png", "config.toml",
               "run.log", ".snapshot_*.tmp", ".diagnostics.nc.*.tmp", ".spectra.nc.*.tmp",
               ".plot.png.*.tmp", ".config.toml.*.tmp", "initial_field.nc",
-              ".initial_field.nc.*.tmp")
+              ".initial_field.nc.*.tmp", "elements.xdmf", "tracers.xdmf", "xdmf_index.bin",
+              ".elements.xdmf.*.tmp", ".tracers.xdmf.*.tmp", ".xdmf_index.bin.*.tmp")
+#: modules whose ``add_command(subparsers, common)`` adds a subcommand that reads run
+#: directories (analysis, plots, pictures, export); each imports its heavy dependencies
+#: inside its handler, so that building the parser stays cheap
+COMMAND_MODULES = ("postprocess.cli", "vortexsim.viz.cli", "vortexsim.output.xdmf")
 #: the file that marks a directory as a run directory of vortexsim (written by every
 #: ``vortexsim run``); ``--overwrite`` replaces only a directory that has it
 RUN_MARKER = ".vortexsim-run"
@@ -296,6 +302,8 @@ def build_parser():
                                    "file.")
     i.add_argument("file", metavar="FILE.nc")
     i.set_defaults(func=cmd_info)
+    for module in COMMAND_MODULES:        # the tools that read a run directory
+        importlib.import_module(module).add_command(sub, common)
     return p
 
 

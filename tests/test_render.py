@@ -1,0 +1,187 @@
+"""vortexsim.viz: tracer rendering, PNG, movies, the ``render`` subcommand (issue 18)."""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+
+import numpy as np
+import pytest
+
+from vortexsim.viz import Camera, render_points, write_movie, write_png
+from vortexsim.viz import movie as movie_mod
+from vortexsim.viz.cli import add_command
+
+SIZE = (160, 90)
+
+
+def ring(n=20000, z=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    phi = rng.uniform(0, 2 * np.pi, n)
+    r = 1 + 0.05 * rng.standard_normal(n)
+    return np.column_stack([r * np.cos(phi), r * np.sin(phi), z + 0.05 * rng.standard_normal(n)])
+
+
+CAM = Camera(centre=(0, 0, 0.5), extent=3.0)
+
+
+def test_ring_image_not_empty():
+    im = render_points(ring(), size=SIZE)
+    assert im.shape == (90, 160, 3) and im.dtype == np.uint8
+    lit = im.max(axis=2) > 0
+    assert 0.02 < lit.mean() < 0.9
+    # orthographic from -y, x to the right: the image is symmetric left-right (roughly)
+    assert abs(int(lit[:, :80].sum()) - int(lit[:, 80:].sum())) < 0.1 * lit.sum()
+
+
+def test_moving_ring_frames_differ():
+    a = render_points(ring(z=0.0), size=SIZE, camera=CAM)
+    b = render_points(ring(z=0.6), size=SIZE, camera=CAM)
+    differ = (a != b).any(axis=2)
+    assert differ.mean() > 0.05
+    # the ring moved up: its lit rows moved up (row 0 at the top)
+    rows = np.arange(SIZE[1])
+    centre = [np.average(rows, weights=im.max(axis=2).sum(axis=1)) for im in (a, b)]
+    assert centre[1] < centre[0] - 5
+
+
+def test_colormap_size_view_options():
+    p = ring()
+    a = render_points(p, size=(64, 48), camera=CAM, colormap="inferno")
+    b = render_points(p, size=(64, 48), camera=CAM, colormap="viridis")
+    assert a.shape == (48, 64, 3) and not np.array_equal(a, b)
+    top = render_points(p, size=(64, 48), camera=Camera(elevation=90, centre=(0, 0, 0),
+                                                        extent=3.0))
+    assert not np.array_equal(top, render_points(p, size=(64, 48), camera=Camera(
+        elevation=0, centre=(0, 0, 0), extent=3.0)))
+    persp = render_points(p, size=(64, 48), camera=Camera(centre=(0, 0, 0), extent=3.0,
+                                                          perspective=4.0))
+    assert persp.max() > 0
+    with pytest.raises(ValueError, match="colour map"):
+        render_points(p, size=(64, 48), colormap="no-such-map")
+    with pytest.raises(ValueError, match="size"):
+        render_points(p, size=(0, 48))
+    with pytest.raises(ValueError, match=r"\(n, 3\)"):
+        render_points(p[:, :2])
+
+
+def test_elements_and_values():
+    p = ring()
+    base = render_points(p, size=SIZE, camera=CAM)
+    el = ring(200, seed=1)
+    with_el = render_points(p, size=SIZE, camera=CAM, elements=el,
+                            element_values=np.linspace(0, 1, 200))
+    assert not np.array_equal(base, with_el)
+    coloured = render_points(p, size=SIZE, camera=CAM, values=p[:, 0])
+    assert not np.array_equal(base, coloured)
+    empty = render_points(np.zeros((0, 3)), size=SIZE, background=(10, 20, 30))
+    assert (empty == np.array([10, 20, 30], np.uint8)).all()
+
+
+def test_write_png_roundtrip(tmp_path):
+    from PIL import Image
+    im = render_points(ring(), size=SIZE, camera=CAM)
+    path = write_png(im, tmp_path / "a.png")
+    with Image.open(path) as f:
+        back = np.asarray(f.convert("RGB"))
+    np.testing.assert_array_equal(back, im)
+    assert os.listdir(tmp_path) == ["a.png"]          # no temporary left
+
+
+def _frames(k=4):
+    return [render_points(ring(2000, z=0.2 * i), size=(63, 41), camera=CAM) for i in range(k)]
+
+
+def test_movie_mp4(tmp_path):
+    pytest.importorskip("imageio_ffmpeg")
+    if not movie_mod.mp4_available():
+        pytest.skip("no ffmpeg binary")
+    path, kind = write_movie(_frames(), tmp_path / "m.mp4", fps=5)
+    assert kind == "mp4" and os.path.getsize(path) > 0
+    import imageio_ffmpeg
+    with open(path, "rb") as fh:
+        assert fh.read(12)[4:8] == b"ftyp"                 # an MP4 container
+    assert imageio_ffmpeg.count_frames_and_secs(path)[0] == 4
+    assert not [f for f in os.listdir(tmp_path) if f != "m.mp4"]   # no temporaries
+
+
+def test_movie_gif_and_fallbacks(tmp_path, monkeypatch):
+    from PIL import Image
+    frames = _frames(3)
+    path, kind = write_movie(frames, tmp_path / "m.gif", fps=5)
+    assert kind == "gif"
+    with Image.open(path) as g:
+        assert g.n_frames == 3 and g.size == (63, 41)
+    monkeypatch.setattr(movie_mod, "mp4_available", lambda: False)
+    with pytest.raises(ImportError, match=r"vortexsim\[viz\]"):
+        write_movie(frames, tmp_path / "x.mp4")
+    path, kind = write_movie(frames, tmp_path / "y.mp4", fallback=True)
+    assert kind == "gif" and path.endswith("y.gif") and os.path.exists(path)
+    path, kind = write_movie(frames, tmp_path / "frames")
+    assert kind == "frames" and len(os.listdir(path)) == 3
+
+
+def _render(argv):
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="count", default=0)
+    common.add_argument("-q", "--quiet", action="count", default=0)
+    p = argparse.ArgumentParser(prog="vortexsim")
+    add_command(p.add_subparsers(dest="command"), common)
+    args = p.parse_args(argv)
+    return args.func(args, argv)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    from vortexsim.cli import main
+    out = tmp_path_factory.mktemp("run") / "ring"
+    assert main(["run", "single_ring", "--set", "n_phi=16", "--set", "t_end=0.2",
+                 "--set", "tracers_per_ring=2000", "--out", str(out), "-q"]) == 0
+    return out
+
+
+def test_render_command(tiny_run, tmp_path):
+    snaps = sorted(glob.glob(str(tiny_run / "snapshot_*.nc")))
+    assert len(snaps) >= 2
+    frames = tmp_path / "frames"
+    assert _render(["render", str(tiny_run), "--out", str(frames), "--size", "80x60",
+                    "--view=-90,30", "--elements", "--movie", str(tmp_path / "m.gif"),
+                    "-q"]) == 0
+    pngs = sorted(os.listdir(frames))
+    assert len(pngs) == len(snaps) and pngs[0].startswith("render_")
+    from PIL import Image
+    with Image.open(frames / pngs[0]) as a, Image.open(frames / pngs[-1]) as b:
+        assert a.size == (80, 60)
+        a, b = np.asarray(a), np.asarray(b)
+    assert a.max() > 0 and (a != b).any()
+    assert os.path.getsize(tmp_path / "m.gif") > 0
+    one = tmp_path / "last.png"
+    assert _render(["render", str(tiny_run), "--out", str(one), "--size", "40x30"]) == 0
+    assert one.exists()
+
+
+def test_render_command_bad_input(tiny_run, tmp_path):
+    from vortexsim.cli import UsageError
+    with pytest.raises(UsageError, match="not a run directory"):
+        _render(["render", str(tmp_path)])
+    with pytest.raises(UsageError, match="not a directory"):
+        _render(["render", str(tmp_path / "missing")])
+    for opts, what in ((["--size", "big"], "--size"), (["--view", "1"], "--view"),
+                       (["--every", "0"], "--every"), (["--movie", "m.avi"], "--movie"),
+                       (["--colormap", "nope"], "--colormap")):
+        with pytest.raises(UsageError, match=what):
+            _render(["render", str(tiny_run), "--out", str(tmp_path / "f")] + opts)
+
+
+@pytest.mark.gpu
+def test_cupy_matches_numpy():
+    import cupy as cp
+    p = ring(200000)
+    el = ring(500, seed=1)
+    ev = np.linspace(0, 1, 500)
+    a = render_points(p, size=(320, 180), elements=el, element_values=ev)
+    b = render_points(cp.asarray(p), size=(320, 180), elements=cp.asarray(el),
+                      element_values=cp.asarray(ev))
+    assert isinstance(b, np.ndarray) and b.shape == a.shape
+    diff = np.abs(a.astype(int) - b.astype(int))
+    assert diff.max() <= 1 or (diff.max(axis=2) > 1).mean() < 1e-3

@@ -1,0 +1,286 @@
+"""Splat points (tracers, optionally vortex elements) into an RGB image, like the
+pictures of the GPU vortex-ring papers: every point adds one to the count of the pixel it
+falls in; the count sets the opacity ``1 - exp(-count / k)`` and, on a logarithmic scale,
+the colour (a matplotlib colour map); the image is composited over a background.
+
+One code path for NumPy and CuPy (the array module ``xp`` of the points, or given):
+projection, ``bincount``, shading, all on the device; only the finished uint8 image comes
+back to the host.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+import os
+
+import numpy as np
+
+from ..backend import array_namespace, to_host
+from ..output.files import atomic_path
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Camera", "render_points", "render_snapshot", "read_points", "write_png"]
+
+#: extra name that installs what pictures and movies need
+EXTRA = "vortexsim[viz]"
+#: lower end of the colour map used for the sparsest pixels (0 is black in inferno,
+#: invisible on a black background)
+LUT_LOW = 0.15
+
+
+@dataclasses.dataclass(frozen=True)
+class Camera:
+    """An orthographic (or perspective) camera.
+
+    azimuth, elevation : degrees; the camera looks at ``centre`` from the direction
+        (cos e cos a, cos e sin a, sin e).  The default (-90, 15) looks along +y, slightly
+        from above: x to the right, z (the rings' axis) up.
+    centre : (3,) [L] the point at the image centre; None: the centre of the points'
+        bounding box.
+    extent : [L] the length that the image's shorter side spans; None: the points'
+        projected bounding box, 5 % padded, fits the image.
+    perspective : distance [L] of the eye from ``centre`` for a perspective view (points
+        behind the eye are dropped); None: orthographic.
+    """
+
+    azimuth: float = -90.0
+    elevation: float = 15.0
+    centre: tuple | None = None
+    extent: float | None = None
+    perspective: float | None = None
+
+    def __post_init__(self):
+        for name in ("azimuth", "elevation"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"Camera {name} must be finite, got {getattr(self, name)!r}")
+        if self.extent is not None and not (math.isfinite(self.extent) and self.extent > 0):
+            raise ValueError(f"Camera extent must be a positive length, got {self.extent!r}")
+        if self.perspective is not None and not (
+                math.isfinite(self.perspective) and self.perspective > 0):
+            raise ValueError("Camera perspective (eye distance) must be positive, got "
+                             f"{self.perspective!r}")
+        if self.centre is not None:
+            c = tuple(float(v) for v in self.centre)
+            if len(c) != 3 or not all(map(math.isfinite, c)):
+                raise ValueError(f"Camera centre must be 3 finite numbers, got {self.centre!r}")
+            object.__setattr__(self, "centre", c)
+
+    def basis(self):
+        """(right, up, toward the eye): three orthonormal (3,) NumPy vectors."""
+        a, e = math.radians(self.azimuth), math.radians(self.elevation)
+        eye = np.array([math.cos(e) * math.cos(a), math.cos(e) * math.sin(a), math.sin(e)])
+        right = np.array([-math.sin(a), math.cos(a), 0.0])
+        return right, np.cross(eye, right), eye
+
+    def fit(self, *point_sets, size=(1920, 1080)):
+        """This camera with ``centre`` and ``extent`` set (those already set kept) so
+        that all ``point_sets`` ((n, 3) arrays, NumPy or CuPy) fit an image of ``size``;
+        fix them once for all frames of a movie."""
+        sets = [p for p in point_sets if p is not None and len(p)]
+        if not sets:
+            return dataclasses.replace(self, centre=self.centre or (0.0, 0.0, 0.0),
+                                       extent=self.extent or 1.0)
+        centre = self.centre
+        if centre is None:
+            lo = np.min([to_host(p.min(axis=0)) for p in sets], axis=0)
+            hi = np.max([to_host(p.max(axis=0)) for p in sets], axis=0)
+            centre = tuple(float(v) for v in (lo + hi) / 2)
+        extent = self.extent
+        if extent is None:
+            right, up, _ = self.basis()
+            c = np.asarray(centre)
+            # the projected box of the 3-D bounding box: its 8 corners
+            lo = np.min([to_host(p.min(axis=0)) for p in sets], axis=0)
+            hi = np.max([to_host(p.max(axis=0)) for p in sets], axis=0)
+            corners = np.array([[(lo, hi)[i][0], (lo, hi)[j][1], (lo, hi)[k][2]]
+                                for i in (0, 1) for j in (0, 1) for k in (0, 1)]) - c
+            half_w = np.abs(corners @ right).max()
+            half_h = np.abs(corners @ up).max()
+            w, h = size
+            # the shorter side spans extent, the longer extent * long/short
+            short = min(w, h)
+            extent = 1.05 * 2 * max(half_w * short / w, half_h * short / h, 1e-9)
+        return dataclasses.replace(self, centre=centre, extent=float(extent))
+
+
+@functools.lru_cache(maxsize=16)
+def colormap_lut(name):
+    """(256, 3) float32 RGB in [0, 1] of the matplotlib colour map ``name``, from
+    ``LUT_LOW`` to its top (made once per name)."""
+    try:
+        import matplotlib  # noqa: PLC0415
+    except ImportError as exc:
+        raise ImportError(f"colour maps need matplotlib: pip install \"{EXTRA}\"") from exc
+    try:
+        cmap = matplotlib.colormaps[name]
+    except KeyError:
+        raise ValueError(f"unknown colour map {name!r}; e.g. inferno, magma, viridis, "
+                         "cividis, Greys_r") from None
+    return cmap(np.linspace(LUT_LOW, 1.0, 256))[:, :3].astype(np.float32)
+
+
+def _check_size(size):
+    try:
+        w, h = (int(v) for v in size)
+    except (TypeError, ValueError):
+        raise ValueError(f"size must be (width, height), got {size!r}") from None
+    if not (0 < w <= 16384 and 0 < h <= 16384):
+        raise ValueError(f"size must be 1..16384 pixels each way, got {w}x{h}")
+    return w, h
+
+
+def _pixels(points, camera, size, xp):
+    """Flat pixel index (row 0 at the top) of each point inside the image, and the
+    mask of those points."""
+    w, h = size
+    right, up, eye = camera.basis()
+    q = points - xp.asarray(camera.centre, dtype=points.dtype)
+    # elementwise rather than a matmul: the same sums in the same order on NumPy and CuPy
+    x = q[:, 0] * right[0] + q[:, 1] * right[1] + q[:, 2] * right[2]
+    y = q[:, 0] * up[0] + q[:, 1] * up[1] + q[:, 2] * up[2]
+    keep = None
+    if camera.perspective is not None:
+        z = q[:, 0] * eye[0] + q[:, 1] * eye[1] + q[:, 2] * eye[2]
+        d = camera.perspective
+        keep = z < 0.999 * d
+        f = d / xp.where(keep, d - z, 1.0)
+        x, y = x * f, y * f
+    scale = min(w, h) / camera.extent
+    i = xp.floor(x * scale + w / 2)
+    j = xp.floor(h / 2 - y * scale)
+    inside = (i >= 0) & (i < w) & (j >= 0) & (j < h)
+    if keep is not None:
+        inside &= keep
+    idx = (j[inside] * w + i[inside]).astype(xp.int64)
+    return idx, inside
+
+
+def _splat(points, values, camera, size, xp):
+    """Counts (H*W,) and, with ``values``, the mean value per pixel (H*W,) or None."""
+    w, h = size
+    idx, inside = _pixels(points, camera, size, xp)
+    counts = xp.bincount(idx, minlength=w * h)
+    mean = None
+    if values is not None:
+        sums = xp.bincount(idx, weights=values[inside].astype(xp.float64), minlength=w * h)
+        mean = sums / xp.maximum(counts, 1)
+    return counts, mean
+
+
+def _shade(counts, mean, vrange, lut, k, xp):
+    """RGB (H*W, 3) float32 and opacity (H*W,) float32 of the splatted counts."""
+    c = counts.astype(xp.float32)
+    alpha = 1.0 - xp.exp(-c / xp.float32(k))
+    if mean is not None:
+        lo, hi = vrange
+        t = (mean.astype(xp.float32) - lo) / max(hi - lo, 1e-30)
+    else:
+        cmax = float(counts.max()) if counts.size else 0.0
+        t = xp.log1p(c) / xp.float32(math.log1p(max(cmax, 1.0)))
+    t = xp.clip(t, 0.0, 1.0)
+    index = xp.rint(t * 255).astype(xp.int32)
+    return xp.asarray(lut)[index], alpha.astype(xp.float32)
+
+
+def render_points(points, size=(1920, 1080), camera=None, colormap="inferno", values=None,
+                  xp=None, *, opacity_scale=2.0, background=(0, 0, 0), elements=None,
+                  element_values=None, element_colormap="cool", element_opacity_scale=1.0):
+    """Render ``points`` ((n, 3) [L], NumPy or CuPy) into an (H, W, 3) uint8 NumPy image.
+
+    Each pixel's count c of points sets its opacity ``1 - exp(-c / opacity_scale)`` over
+    ``background`` (RGB 0..255) and its colour ``colormap`` at log(1 + c) / log(1 + c_max)
+    (``values`` (n,): at the pixel's mean value instead, scaled to the values' range).
+    ``elements`` ((m, 3)) with ``element_values`` ((m,), e.g. |α|) are drawn over the
+    tracers the same way, coloured by ``element_colormap`` at the mean value per pixel.
+    ``camera``: :class:`Camera` (default Camera()); its unset centre and extent are fitted
+    to the points.  ``xp``: the array module (default: that of ``points``).
+    """
+    size = _check_size(size)
+    w, h = size
+    xp = xp or array_namespace(points, elements)
+    camera = camera or Camera()
+    if not (math.isfinite(opacity_scale) and opacity_scale > 0 and
+            math.isfinite(element_opacity_scale) and element_opacity_scale > 0):
+        raise ValueError("opacity scales must be positive")
+    points = xp.asarray(points)
+    if points.ndim != 2 or points.shape[1] != 3:
+        raise ValueError(f"Expected points of shape (n, 3), got: {points.shape}")
+    if values is not None:
+        values = xp.asarray(values).reshape(-1)
+        if values.shape[0] != points.shape[0]:
+            raise ValueError(f"Expected values of shape ({points.shape[0]},), got: {values.shape}")
+    if elements is not None:
+        elements = xp.asarray(elements)
+        if elements.ndim != 2 or elements.shape[1] != 3:
+            raise ValueError(f"Expected elements of shape (m, 3), got: {elements.shape}")
+        if element_values is not None:
+            element_values = xp.asarray(element_values).reshape(-1)
+            if element_values.shape[0] != elements.shape[0]:
+                raise ValueError(f"Expected element_values of shape ({elements.shape[0]},),"
+                                 f" got: {element_values.shape}")
+    if camera.centre is None or camera.extent is None:
+        camera = camera.fit(points, elements, size=size)
+    image = xp.empty((w * h, 3), dtype=xp.float32)
+    image[:] = xp.asarray(np.asarray(background, dtype=np.float32) / 255)
+    layers = [(points, values, colormap, opacity_scale)]
+    if elements is not None:
+        layers.append((elements, element_values, element_colormap, element_opacity_scale))
+    for pts, vals, cmap, k in layers:
+        if not len(pts):
+            continue
+        counts, mean = _splat(pts, vals, camera, size, xp)
+        vrange = None
+        if vals is not None:
+            vrange = (float(vals.min()), float(vals.max()))
+        rgb, alpha = _shade(counts, mean, vrange, colormap_lut(cmap), k, xp)
+        image += alpha[:, None] * (rgb - image)
+    out = xp.clip(xp.rint(image * 255), 0, 255).astype(xp.uint8).reshape(h, w, 3)
+    return to_host(out)
+
+
+def read_points(path, elements=False):
+    """(tracer positions (n, 3), element positions (m, 3) or None, element |α| (m,) or
+    None) of the snapshot ``path``, NumPy float64; raises
+    :class:`vortexsim.output.SnapshotError` for a file that is not a readable snapshot."""
+    from ..output.snapshot import SnapshotError, open_netcdf  # noqa: PLC0415
+
+    ds = open_netcdf(path)
+    names = ["tracer_x"] + (["element_x", "element_alpha"] if elements else [])
+    missing = [n for n in names if n not in ds.variables]
+    if missing:
+        raise SnapshotError(f"{path} is not a vortexsim snapshot (no {', '.join(missing)}).")
+    tracers = np.asarray(ds["tracer_x"].values[0], dtype=np.float64).reshape(-1, 3)
+    if not elements:
+        return tracers, None, None
+    x = np.asarray(ds["element_x"].values[0], dtype=np.float64).reshape(-1, 3)
+    a = np.asarray(ds["element_alpha"].values[0], dtype=np.float64).reshape(-1, 3)
+    return tracers, x, np.sqrt((a * a).sum(axis=1))
+
+
+def render_snapshot(path, size=(1920, 1080), camera=None, colormap="inferno", xp=None,
+                    elements=False, **options):
+    """Render the tracers (and, with ``elements``, the elements coloured by |α|) of the
+    snapshot ``path`` (:func:`render_points`; ``xp``: where to compute, default NumPy)."""
+    tracers, ex, ea = read_points(path, elements)
+    xp = xp or np
+    return render_points(xp.asarray(tracers), size=size, camera=camera, colormap=colormap,
+                         xp=xp, elements=None if ex is None else xp.asarray(ex),
+                         element_values=None if ea is None else xp.asarray(ea), **options)
+
+
+def write_png(image, path):
+    """Write the (H, W, 3) or (H, W, 4) uint8 ``image`` as a PNG at ``path``, atomically
+    (:func:`vortexsim.output.files.atomic_path`); return ``path``."""
+    try:
+        from PIL import Image  # noqa: PLC0415
+    except ImportError as exc:
+        raise ImportError(f"writing PNGs needs Pillow: pip install \"{EXTRA}\"") from exc
+    image = np.ascontiguousarray(to_host(image))
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] not in (3, 4):
+        raise ValueError(f"Expected a uint8 image (H, W, 3|4), got: {image.dtype} {image.shape}")
+    with atomic_path(path) as tmp:
+        Image.fromarray(image).save(tmp, format="PNG")
+    return os.fspath(path)
