@@ -7,8 +7,8 @@ on the CPU and the GPU, modes kept by the 2/3 rule).  Its vorticity ω = ∇ × 
 spectrally (exact for this band-limited field), and the elements sit on the lattice with
 α = ω h³, volumes h³ and cores σ = ``overlap`` × h; as in ``taylor_green`` they are
 remeshed every step and made divergence-free (``remesh_project``), stretched by the
-classical scheme, and diffuse by PSE of order 4.  ``tracers`` passive tracers are seeded
-uniformly in the box (seed + 1).
+classical scheme, carry ``gaussian6`` blobs and diffuse by PSE of order 4.  ``tracers``
+passive tracers are seeded uniformly in the box (seed + 1).
 
 :func:`isotropic_turbulence_field` returns the initial velocity itself (n, n, n, 3), so
 that another code (``benchmarks/spectral_ns.py``) can start from the same field, and
