@@ -39,7 +39,7 @@ import os
 import numpy as np
 
 from .files import atomic_path
-from .snapshot import FORMAT_VERSION, UNITS_NOTE, SnapshotError, open_netcdf
+from .snapshot import FORMAT_VERSION, TIME_ATTRS, UNITS_NOTE, SnapshotError, open_netcdf
 from .validate import InvalidValue, array
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def _to_dataset(rows, meta, history):
             values = values.astype(np.int64)
         data[name] = (_DIMS[kind], values, {"units": units, "long_name": long})
     coords = {"time": ("time", np.array([r["t"] for r in rows], dtype=np.float64),
-                       {"units": "T", "long_name": "simulated time", "axis": "T"})}
+                       dict(TIME_ATTRS))}
     if rows and "ring_names" in rows[0]:
         coords["ring"] = ("ring", np.array(list(rows[0]["ring_names"]), dtype=object),
                           {"units": "1", "long_name": "ring name"})
@@ -143,7 +143,7 @@ def _spectra_dataset(rows, meta, history):
          "iteration": ("time", np.array([r["iteration"] for r in rows], dtype=np.int64),
                        {"units": "1", "long_name": "number of completed time steps"})},
         coords={"time": ("time", np.array([r["t"] for r in rows], dtype=np.float64),
-                         {"units": "T", "long_name": "simulated time", "axis": "T"}),
+                         dict(TIME_ATTRS)),
                 "wavenumber": ("wavenumber", k, {
                     "units": "1/L", "long_name": "shell centre |k| = s 2 pi/L, shell "
                     "s - 1/2 <= |k| L/(2 pi) < s + 1/2, width dk = 2 pi/L"})})

@@ -10,6 +10,8 @@ Format ``periodic-velocity-field``, version 1 (xarray, engine netcdf4)
 ----------------------------------------------------------------------
 * dimensions ``x``, ``y``, ``z`` of size n each; coordinates x = i L/n (i = 0..n−1, the
   same in y and z), units ``L``, optional (when present they must be this lattice);
+  written without a CF ``axis`` (X/Y/Z would mean earth coordinates: the file passes
+  ``compliance-checker --test cf:1.10`` without errors);
 * velocity: either the three variables ``u``, ``v``, ``w`` with dims (x, y, z), or one
   variable ``velocity`` with dims (component, x, y, z) and component of size 3; float64,
   units ``L/T``; data in any dimension order (transposed by name);
@@ -115,8 +117,10 @@ def write_velocity_field(path, u, box, t=0.0, overwrite=False, title=None, attrs
     n = u.shape[1]
     box = float(box)
     x = lattice(n, box)
-    coords = {d: (d, x, {"units": "L", "long_name": f"{d} of the lattice point, i L/n",
-                         "axis": d.upper()})
+    # no CF ``axis`` X/Y/Z: CF (and the compliance checker) read X and Y as horizontal
+    # earth coordinates that need latitude/longitude and Z as a vertical one that needs
+    # ``positive``; the periodic box is neither
+    coords = {d: (d, x, {"units": "L", "long_name": f"{d} of the lattice point, i L/n"})
               for d in ("x", "y", "z")}
     ds = xr.Dataset(
         {name: (("x", "y", "z"), np.ascontiguousarray(u[c], dtype=np.float64),

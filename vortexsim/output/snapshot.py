@@ -23,8 +23,13 @@ snapshot restarts a run whose element set changed (remeshing in free space chang
 formats 1 and 2 hold x, alpha, sigma only, so that their restart keeps the volumes and
 groups of the case as built (and refuses another N).
 
-Every variable has ``units`` and ``long_name``; the global attributes hold the CF
-``Conventions``, ``history``, the case, the resolved configuration (TOML text in
+Every variable has ``units`` and ``long_name``, and ``time`` the CF ``standard_name``
+"time" and ``axis`` "T" (:data:`TIME_ATTRS`; these attributes are not covered by the
+checksum, so files written before them read the same).  ``compliance-checker --test
+cf:1.10`` reports one error on these files (and on the diagnostics and spectra): CF wants
+a time coordinate in ``<unit> since <epoch>``, while ours is the case's nondimensional
+time T, kept as plain numbers so that xarray does not decode it into dates.  The global
+attributes hold the CF ``Conventions``, ``history``, the case, the resolved configuration (TOML text in
 ``config``, exact JSON in ``config_json``), the vortexsim version, device, precision,
 kernel, method and tolerance, the output schedule of the run (``run_*``) and a SHA-256
 checksum (:func:`state_checksum`) of the state, ``config_json``, the schedule, (formats
@@ -63,7 +68,7 @@ from ..state import ElementGroup, check_group_ranges
 logger = logging.getLogger(__name__)
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "SnapshotError", "Snapshot", "write_snapshot",
-           "read_snapshot", "state_checksum", "UNITS_NOTE", "CHECKSUM_ATTRS"]
+           "read_snapshot", "state_checksum", "UNITS_NOTE", "TIME_ATTRS", "CHECKSUM_ATTRS"]
 
 FORMAT = "vortexsim snapshot"
 #: 3: also the element volumes, group labels and groups (``element_volume``,
@@ -90,6 +95,11 @@ _MAX_OWED = 4
 _MAX_FMM_DEPTH = 21
 UNITS_NOTE = ("Units are the case's: L (length) and T (time), e.g. L = ring radius and "
               "T = R^2/Gamma for the ring cases; L^3/T is vorticity x volume.")
+#: attributes of the ``time`` coordinate of the snapshots, diagnostics and spectra (CF
+#: §4.4/§5.1: standard_name and axis of a time coordinate; units in the case's time T,
+#: see :data:`UNITS_NOTE`)
+TIME_ATTRS = {"units": "T", "standard_name": "time", "axis": "T",
+              "long_name": "simulated time"}
 
 #: name: (dims, units, long_name, state key)
 _VARIABLES = {
@@ -261,7 +271,7 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
         {name: (dims, data[name], {"units": units, "long_name": long})
          for name, (dims, units, long) in _VARIABLES.items()},
         coords={"time": ("time", np.array([state["t"]], dtype=np.float64),
-                         {"units": "T", "long_name": "simulated time", "axis": "T"})})
+                         dict(TIME_ATTRS))})
     ds["element_x"].attrs["ring_groups"] = json.dumps(config.get("groups", []))
     attrs = {
         "Conventions": "CF-1.10",
