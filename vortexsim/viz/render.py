@@ -185,6 +185,20 @@ def _shade(counts, mean, vrange, lut, k, xp):
     return xp.asarray(lut)[index], alpha.astype(xp.float32)
 
 
+def _checked_cloud(xp, name, points, values_name, values):
+    """``points`` (n, 3) and ``values`` ((n,) or None) as arrays of ``xp``; a ValueError
+    naming them when their shapes do not fit."""
+    points = xp.asarray(points)
+    if points.ndim != 2 or points.shape[1] != 3:
+        raise ValueError(f"Expected {name} of shape (n, 3), got: {points.shape}")
+    if values is not None:
+        values = xp.asarray(values).reshape(-1)
+        if values.shape[0] != points.shape[0]:
+            raise ValueError(f"Expected {values_name} of shape ({points.shape[0]},), got: "
+                             f"{values.shape}")
+    return points, values
+
+
 def render_points(points, size=(1920, 1080), camera=None, colormap="inferno", values=None,
                   xp=None, *, opacity_scale=2.0, background=(0, 0, 0), elements=None,
                   element_values=None, element_colormap="cool", element_opacity_scale=1.0):
@@ -205,22 +219,10 @@ def render_points(points, size=(1920, 1080), camera=None, colormap="inferno", va
     if not (math.isfinite(opacity_scale) and opacity_scale > 0 and
             math.isfinite(element_opacity_scale) and element_opacity_scale > 0):
         raise ValueError("opacity scales must be positive")
-    points = xp.asarray(points)
-    if points.ndim != 2 or points.shape[1] != 3:
-        raise ValueError(f"Expected points of shape (n, 3), got: {points.shape}")
-    if values is not None:
-        values = xp.asarray(values).reshape(-1)
-        if values.shape[0] != points.shape[0]:
-            raise ValueError(f"Expected values of shape ({points.shape[0]},), got: {values.shape}")
+    points, values = _checked_cloud(xp, "points", points, "values", values)
     if elements is not None:
-        elements = xp.asarray(elements)
-        if elements.ndim != 2 or elements.shape[1] != 3:
-            raise ValueError(f"Expected elements of shape (m, 3), got: {elements.shape}")
-        if element_values is not None:
-            element_values = xp.asarray(element_values).reshape(-1)
-            if element_values.shape[0] != elements.shape[0]:
-                raise ValueError(f"Expected element_values of shape ({elements.shape[0]},),"
-                                 f" got: {element_values.shape}")
+        elements, element_values = _checked_cloud(xp, "elements", elements,
+                                                  "element_values", element_values)
     if camera.centre is None or camera.extent is None:
         camera = camera.fit(points, elements, size=size)
     image = xp.empty((w * h, 3), dtype=xp.float32)
