@@ -1,7 +1,11 @@
 """Open a vortexsim run directory with xarray: snapshots, diagnostics, spectra.
 
-Built on vortexsim's readers only (:mod:`vortexsim.output.diagnostics`,
-:mod:`vortexsim.output.snapshot`, :mod:`vortexsim.output.writers`)::
+The diagnostics and spectra come through vortexsim's readers
+(:func:`vortexsim.output.diagnostics.read_rows`, with its checks); the snapshots are
+listed by :func:`vortexsim.output.writers.snapshot_files`, their headers read with netCDF4
+and their element and tracer arrays read lazily, one snapshot at a time, when their
+values are used (the readers of :mod:`vortexsim.output.snapshot` load and verify whole
+files, checksums included, which a restart needs and a plot of many snapshots does not)::
 
     from postprocess import open_run, open_diagnostics, open_spectra
     run = open_run("runs/leapfrog")            # every snapshot along time
