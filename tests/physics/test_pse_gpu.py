@@ -137,7 +137,7 @@ def test_gpu_taylor_green_with_pse_matches_cpu():
     the spectral sums' tolerance (1e-6; PSE itself agrees to 1e-12), Σα stays 0."""
     import vortexsim
     from vortexsim.backend import to_host
-    kw = dict(n=16, nu=0.01, dt=0.05, progress=False)
+    kw = dict(n=16, nu=0.01, dt=0.05, progress=False, viscous="pse", kernel="gaussian")
     cpu = vortexsim.make_case("taylor_green", device="cpu", **kw)
     gpu = vortexsim.make_case("taylor_green", device="gpu", **kw)
     assert gpu.config["pse_order"] == 4 and gpu.config["device"] == "gpu"

@@ -16,7 +16,7 @@ kernel's transform; ``docs/periodic.md``).  The case uses classical stretching (
 its mean, so Σα stays 0) and projects the lattice strengths onto divergence-free fields
 after each remeshing (``remesh_project``): with the transpose scheme the kinetic energy
 grew after t ≈ 4 at every n tried (``docs/periodic.md``, "The Taylor–Green case").  The
-CPU default (n = 16) is a demonstration, not converged; at 128³ (``--preset gpu``) the
+CPU default (n = 24) is a demonstration, not converged; at 128³ (``--preset gpu``) the
 lattice field's dissipation peaks within 1.5 % of the pseudo-spectral solution
 (``benchmarks/spectral_ns.py``) and its energy stays within 1.4 % to t = 12.
 """
@@ -57,7 +57,7 @@ def _size(values):
                viscous="lattice", pse_order=4, kernel="gaussian6", boundary="periodic",
                box=BOX, method="spectral", remesh_every=1, remesh_project=True,
                stretching="classical", device="cpu")
-def taylor_green(n=16, overlap=1.0, tracers=0, seed=0):
+def taylor_green(n=24, overlap=1.0, tracers=0, seed=0):
     """The Taylor–Green vortex on the n³ lattice of the periodic box [0, 2π)³."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 4:
         raise ValueError(f"n must be an integer >= 4 (lattice points per side), got {n!r}.")
