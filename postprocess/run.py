@@ -209,29 +209,16 @@ def open_diagnostics(run_dir):
     :data:`vortexsim.output.diagnostics.QUANTITIES` that the run wrote, with its
     ``units`` and ``long_name`` (e.g. ``ring_centre`` (time, ring, component) [L]).
     Read through :func:`vortexsim.output.diagnostics.read_rows` (so its checks apply;
-    a refused file raises ValueError)."""
-    import xarray as xr  # noqa: PLC0415
-
-    from vortexsim.output.diagnostics import QUANTITIES  # noqa: PLC0415
+    a refused file raises ValueError) and laid out by the writer's own
+    :func:`vortexsim.output.diagnostics.rows_dataset`; the file's global attributes."""
+    from vortexsim.output.diagnostics import rows_dataset  # noqa: PLC0415
 
     rows = _rows(run_dir)
     if rows is None:
         return None
-    dims = {"scalar": ("time",), "vector": ("time", "component"),
-            "ring_scalar": ("time", "ring"), "ring_vector": ("time", "ring", "component")}
-    data = {}
-    for name, (kind, units, long) in QUANTITIES.items():
-        if rows and name in rows[0]:
-            data[name] = (dims[kind], np.stack([np.asarray(r[name]) for r in rows]),
-                          {"units": units, "long_name": long})
-    coords = {"time": ("time", np.array([r["t"] for r in rows], dtype=np.float64),
-                       {"units": "T", "long_name": "simulated time"})}
-    if rows and "ring_names" in rows[0]:
-        coords["ring"] = ("ring", np.array([str(n) for n in rows[0]["ring_names"]]),
-                          {"units": "1", "long_name": "ring name"})
-    ds = xr.Dataset(data, coords=coords)
-    ds.attrs.update(_global_attrs(os.path.join(run_dir, DIAGNOSTICS_FILE)))
-    ds.attrs["run_dir"] = os.fspath(run_dir)
+    ds = rows_dataset(rows, {}, "")
+    ds.attrs = {**_global_attrs(os.path.join(run_dir, DIAGNOSTICS_FILE)),
+                "run_dir": os.fspath(run_dir)}
     return ds
 
 
@@ -247,21 +234,13 @@ def open_spectra(run_dir):
     as an xarray Dataset: ``energy_spectrum`` (time, wavenumber) [L^3/T^2] and
     ``iteration`` (time), coordinates ``time`` [T] and ``wavenumber`` [1/L]; loaded.
     None when the run has no spectra.  Read with the diagnostics rows
-    (:func:`vortexsim.output.diagnostics.read_rows`), which checks that they match."""
-    import xarray as xr  # noqa: PLC0415
+    (:func:`vortexsim.output.diagnostics.read_rows`), which checks that they match, and
+    laid out by the writer's :func:`vortexsim.output.diagnostics.spectra_dataset`."""
+    from vortexsim.output.diagnostics import spectra_dataset  # noqa: PLC0415
 
     rows = _rows(run_dir)
     if not rows or "energy_spectrum" not in rows[0]:
         return None
-    k = np.asarray(rows[0]["wavenumber"], dtype=np.float64)
-    return xr.Dataset(
-        {"energy_spectrum": (("time", "wavenumber"),
-                             np.stack([np.asarray(r["energy_spectrum"]) for r in rows]),
-                             {"units": "L^3/T^2", "long_name": "energy spectrum E(k)"}),
-         "iteration": ("time", np.array([r["iteration"] for r in rows], dtype=np.int64),
-                       {"units": "1", "long_name": "number of completed time steps"})},
-        coords={"time": ("time", np.array([r["t"] for r in rows], dtype=np.float64),
-                         {"units": "T", "long_name": "simulated time"}),
-                "wavenumber": ("wavenumber", k, {"units": "1/L",
-                                                 "long_name": "shell wavenumber |k|"})},
-        attrs={"run_dir": os.fspath(run_dir)})
+    ds = spectra_dataset(rows, {}, "")
+    ds.attrs = {"run_dir": os.fspath(run_dir)}
+    return ds

@@ -204,22 +204,26 @@ def estimate_memory(config, device="auto"):
 
 
 def _method(config):
-    """"direct", "fmm" or "spectral": the summation whose memory the run needs (a periodic
-    box with a Gaussian kernel sums spectrally under "auto"; "auto" elsewhere: the FMM)."""
-    from .kernels.cutoff import GAUSSIAN_ORDERS  # noqa: PLC0415
+    """"direct", "fmm" or "spectral": the summation whose memory the run needs ("auto" in
+    a periodic box: :func:`vortexsim.summation.periodic_auto_method`; elsewhere the FMM)."""
+    from .summation import periodic_auto_method  # noqa: PLC0415
     method = config.get("method", "direct")
     if method == "auto" and config.get("boundary") == "periodic":
-        method = "spectral" if config.get("kernel", "gaussian") in GAUSSIAN_ORDERS else "fmm"
+        try:
+            method = periodic_auto_method(config.get("kernel", "gaussian"))
+        except ValueError:               # a kernel the box refuses: the run will say so
+            method = "fmm"
     return method if method in ("direct", "spectral") else "fmm"
 
 
 def _spectral_grid_points(config):
     """Points of the own NUFFT's fine grid for the lattice cases of the periodic box
-    (``n`` nodes per side, σ = ``overlap`` × box/n; :func:`vortexsim.spectral.spectral_modes`,
-    :func:`vortexsim.kernels.nufft.fine_grid_size`); 0 where the config does not tell σ."""
+    (``n`` nodes per side, σ = ``overlap`` × box/n): those of the
+    :class:`vortexsim.spectral.SpectralSum` and its :class:`vortexsim.kernels.nufft.PeriodicNufft`
+    that the run will make; 0 where the config does not tell σ."""
     from .kernels.cutoff import GAUSSIAN_ORDERS  # noqa: PLC0415
-    from .kernels.nufft import fine_grid_size, kernel_width  # noqa: PLC0415
-    from .spectral import spectral_modes  # noqa: PLC0415
+    from .kernels.nufft import PeriodicNufft  # noqa: PLC0415
+    from .spectral import SpectralSum  # noqa: PLC0415
     n, box = _count(config.get("n")), config.get("box")
     overlap, tol = config.get("overlap", 1.0), config.get("tol", 1e-6)
     order = GAUSSIAN_ORDERS.get(config.get("kernel", "gaussian"))
@@ -227,8 +231,8 @@ def _spectral_grid_points(config):
             and isinstance(tol, (int, float)) and order and box > 0 and overlap > 0
             and 0 < tol < 1):
         return 0
-    m_max = spectral_modes(float(box), overlap * box / n, float(tol), order)
-    return fine_grid_size(m_max, kernel_width(max(float(tol) / 10.0, 1e-14))) ** 3
+    spectral = SpectralSum(float(box), overlap * box / n, float(tol), order=order)
+    return PeriodicNufft(spectral.m_max, spectral.eps).n ** 3
 
 
 def _meminfo():

@@ -420,12 +420,16 @@ class Simulation:
         return n, self.elements.x
 
     def _on_lattice(self):
+        """:meth:`_remeshed_lattice` on a device of :data:`LATTICE_SUM_DEVICES`; else
+        None."""
+        return self._remeshed_lattice() if self.device.kind in LATTICE_SUM_DEVICES else None
+
+    def _remeshed_lattice(self):
         """n when the elements sit on the periodic n³ lattice in remesh order because the
-        last step ended with a remeshing, on a device of :data:`LATTICE_SUM_DEVICES`; else
-        None (a function of the iteration and the config alone)."""
+        last step ended with a remeshing; else None (a function of the iteration and the
+        config alone)."""
         every = self._run["remesh_every"]
         if not (every and self.iteration > 0 and self.iteration % every == 0
-                and self.device.kind in LATTICE_SUM_DEVICES
                 and isinstance(self.domain, PeriodicBox)):
             return None
         from .physics.remesh import periodic_nodes  # noqa: PLC0415
@@ -445,10 +449,10 @@ class Simulation:
                              "after each remeshing: it needs boundary = 'periodic' and "
                              f"remesh_every > 0 (got boundary = {self.domain.name!r}, "
                              f"remesh_every = {every}).")
+        if self.rhs.nu > 0 and self.rhs.viscous == "lattice" and every != 1:
+            raise ValueError("viscous='lattice' diffuses the remeshing lattice around every "
+                             f"step: it needs remesh_every = 1 (got {every}).")
         if not every:
-            if self.rhs.nu > 0 and self.rhs.viscous == "lattice":
-                raise ValueError("viscous='lattice' diffuses the remeshing lattice around "
-                                 "every step: it needs remesh_every = 1 (got 0).")
             return
         h = cfg["remesh_spacing"]
         if h is None or not (isinstance(h, (int, float)) and math.isfinite(h) and h > 0):
@@ -459,9 +463,6 @@ class Simulation:
         if not 0 <= float(cfg["remesh_threshold"]) < 1:
             raise ValueError(f"remesh_threshold must be in [0, 1), got "
                              f"{cfg['remesh_threshold']!r}.")
-        if self.rhs.nu > 0 and self.rhs.viscous == "lattice" and every != 1:
-            raise ValueError("viscous='lattice' diffuses the remeshing lattice around every "
-                             f"step: it needs remesh_every = 1 (got {every}).")
         if self.rhs.nu > 0 and self.rhs.viscous == "core_spreading":
             raise ValueError("remeshing resets every core to remesh_overlap × h, which undoes "
                              "core spreading: with nu > 0 remesh with viscous='pse', or set "
@@ -1145,7 +1146,7 @@ class Simulation:
         box, el, xp = self.domain.box, self.elements, self.device.xp
         n = periodic_nodes(box, float(self._run["remesh_spacing"]))
         h = box / n
-        if self.iteration > 0 and self.iteration % every == 0 and len(el) == n ** 3:
+        if self._remeshed_lattice() == n and len(el) == n ** 3:
             alpha = el.alpha                        # remeshed: the nodes in lattice order
         else:
             alpha = remesh(el.x, el.alpha, h, box_length=box).alpha

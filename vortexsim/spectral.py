@@ -37,8 +37,8 @@ import math
 import numpy as np
 
 from .backend import array_namespace, to_host
-from .kernels.cutoff import (GAUSSIAN_ORDERS, GAUSSIAN_Q_SERIES, SQRT_2_OVER_PI,
-                             gaussian_blob_transform)
+from .kernels.cutoff import (GAUSSIAN_ORDERS, GAUSSIAN_Q_SERIES, GAUSSIAN_ZETA0_RATIO,
+                             SQRT_2_OVER_PI, gaussian_blob_transform)
 from .kernels.nufft import PeriodicNufft
 
 __all__ = ["SpectralSum", "spectral_velocity", "spectral_modes", "check_periodic_sources",
@@ -325,17 +325,12 @@ def evaluation_arrays(x, alpha, targets, gradient, xp):
         xp.zeros((k, 3, 3)) if gradient else None)
 
 
-#: ζ(0) of the Gaussian kernels of order 2, 4, 6 over the Gaussian's ((5/2, 35/8): the
-#: polynomials of :mod:`vortexsim.kernels.cutoff` at ρ = 0)
-_ZETA0 = {2: 1.0, 4: 2.5, 6: 35.0 / 8.0}
-
-
 def self_gradient(alpha, sigma, order=2):
     """The free-space gradient (N, 3, 3) [1/T] of each blob at its own centre:
     (1/4π) (4π/3) ζ(0)/σ³ ε_acb α_c, = (1/4π) √(2/π) Q₀/σ³ ε_acb α_c for the Gaussian
     (order 2) and 5/2 and 35/8 times that at orders 4 and 6 (its velocity there is 0)."""
     xp = array_namespace(alpha)
-    c = _ZETA0[order] * SQRT_2_OVER_PI * GAUSSIAN_Q_SERIES[0] / (4.0 * math.pi * sigma ** 3)
+    c = GAUSSIAN_ZETA0_RATIO[order] * SQRT_2_OVER_PI * GAUSSIAN_Q_SERIES[0] / (4.0 * math.pi * sigma ** 3)
     a0, a1, a2 = (c * alpha[:, i] for i in range(3))
     z = xp.zeros_like(a0)
     # ε_acb α_c: row a, column b
@@ -351,7 +346,6 @@ class _OwnModes:
 
     def __init__(self, spectral, xp):
         self.xp, self.box, self.sigma = xp, spectral.box, spectral.sigma
-        blob = spectral.transform
         self.nufft = PeriodicNufft(spectral.m_max, spectral.eps, xp)
         m0, m1, m2 = self.nufft.mode_numbers()
         scale = 2.0 * math.pi / self.box
@@ -362,8 +356,9 @@ class _OwnModes:
         k2 = self.k[0] ** 2 + self.k[1] ** 2 + self.k[2] ** 2
         self.inv_k2 = xp.where(k2 > 0, 1.0 / xp.where(k2 > 0, k2, 1.0), 0.0)
         # ψ̂ = ω̂ / |k|² = factor · F (0 at k = 0), as SpectralSum.factor
-        self.factor = blob(k2, xp) * self.inv_k2 / self.box ** 3
-        self.g1 = blob(k2, xp) / self.box ** 3                         # see mode_sums
+        blob = spectral.transform(k2, xp)
+        self.factor = blob * self.inv_k2 / self.box ** 3
+        self.g1 = blob / self.box ** 3                                 # see mode_sums
         # the half cube holds m_2 ≥ 0: the modes m_2 > 0 stand for their conjugates too
         self.weight = xp.asarray(np.where(m2 == 0, 1.0, 2.0).reshape(1, 1, -1))
 

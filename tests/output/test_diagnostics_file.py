@@ -4,7 +4,7 @@ import numpy as np
 import xarray as xr
 
 from vortexsim.cases.registry import make_case
-from vortexsim.output.diagnostics import DiagnosticsLog, _to_dataset, read_rows
+from vortexsim.output.diagnostics import DiagnosticsLog, read_rows, rows_dataset
 
 
 def test_the_diagnostics_file_is_the_one_xarray_writes(tmp_path):
@@ -18,7 +18,7 @@ def test_the_diagnostics_file_is_the_one_xarray_writes(tmp_path):
             "method": None}
     log = DiagnosticsLog(tmp_path / "diagnostics.nc", meta, rows, history="made here")
     log.write()
-    ds = _to_dataset(rows, meta, "made here")
+    ds = rows_dataset(rows, meta, "made here")
     ds.to_netcdf(tmp_path / "xarray.nc", engine="netcdf4", format="NETCDF4",
                  encoding={v: {"_FillValue": None} for v in ds.variables if v != "ring"})
     with xr.open_dataset(tmp_path / "diagnostics.nc") as a, \

@@ -53,7 +53,8 @@ import numpy as np
 from .._names import did_you_mean
 
 __all__ = ["CutoffKernel", "KERNELS", "get_kernel", "stretching", "erf", "GAUSSIAN_ORDERS",
-           "SPECTRAL_ONLY_KERNELS", "check_general_kernel", "gaussian_blob_transform",
+           "SPECTRAL_ONLY_KERNELS", "GAUSSIAN_ZETA0_RATIO", "check_general_kernel",
+           "gaussian_blob_transform",
            "gaussian_reduced_factors", "gaussian_table", "gaussian_table_eval",
            "stream_factor", "blob_pair_factors"]
 
@@ -163,13 +164,9 @@ SPECTRAL_ONLY_KERNELS = ("gaussian4", "gaussian6")
 _HIGH_ORDER = {4: ((1.0,), (1.0,), (2.5, -0.5)),
                6: ((2.25, -0.25), (2.75, -0.25), (35.0 / 8.0, -14.0 / 8.0, 1.0 / 8.0))}
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-def _poly(coeffs, s):
-    out = 0.0 * s
-    for c in reversed(coeffs):
-        out = out * s + c
-    return out
+#: ζ_m(0)/ζ_gaussian(0) of each order (the constant terms of Pζ: 5/2 and 35/8): the blob's
+#: own gradient at its centre scales with it (:func:`vortexsim.spectral.self_gradient`)
+GAUSSIAN_ZETA0_RATIO = {2: 1.0, **{m: p[2][0] for m, p in _HIGH_ORDER.items()}}
 
 
 def gaussian_blob_transform(x, order, xp=np):
@@ -188,23 +185,24 @@ def _high_order(order):
 
     def q(rho, xp):
         s = rho * rho
-        return _q_gaussian(rho, xp) + _INV_SQRT_2PI * rho * s * xp.exp(-0.5 * s) * _poly(pq, s)
+        return _q_gaussian(rho, xp) + _INV_SQRT_2PI * rho * s * xp.exp(-0.5 * s) \
+            * _horner(pq, s)
 
     def f(rho, xp):
         s = rho * rho
         return _f_gaussian(rho, xp) + _INV_SQRT_2PI * rho * s * s * xp.exp(-0.5 * s) \
-            * _poly(pf, s)
+            * _horner(pf, s)
 
     def zeta(rho, xp):
         s = rho * rho
-        return (2.0 * math.pi) ** -1.5 * xp.exp(-0.5 * s) * _poly(pz, s)
+        return (2.0 * math.pi) ** -1.5 * xp.exp(-0.5 * s) * _horner(pz, s)
 
     def factors(r2, sigma, xp):
         a, b = _factors_gaussian(r2, sigma, xp)
         inv_sigma = 1.0 / sigma
         s = r2 * inv_sigma * inv_sigma
         e = _INV_SQRT_2PI * xp.exp(-0.5 * s) * inv_sigma ** 3
-        return a + e * _poly(pq, s), b + e * inv_sigma * inv_sigma * _poly(pf, s)
+        return a + e * _horner(pq, s), b + e * inv_sigma * inv_sigma * _horner(pf, s)
 
     return q, f, zeta, factors
 

@@ -45,7 +45,7 @@ from .validate import InvalidValue, array
 logger = logging.getLogger(__name__)
 
 __all__ = ["DIAGNOSTICS_FORMAT", "DiagnosticsLog", "read_rows", "split_rows", "QUANTITIES",
-           "SPECTRA_FILE"]
+           "SPECTRA_FILE", "rows_dataset", "spectra_dataset"]
 
 DIAGNOSTICS_FORMAT = "vortexsim diagnostics"
 
@@ -93,7 +93,23 @@ _DIMS = {"scalar": ("time",), "vector": ("time", "component"),
          "ring_scalar": ("time", "ring"), "ring_vector": ("time", "ring", "component")}
 
 
-def _to_dataset(rows, meta, history):
+def _time_coordinate(rows):
+    """The ``time`` coordinate of a file of ``rows`` (the rows' ``t``, :data:`TIME_ATTRS`)."""
+    return ("time", np.array([r["t"] for r in rows], dtype=np.float64), dict(TIME_ATTRS))
+
+
+def _file_attrs(title, file_format, meta, history):
+    """The global attributes that the diagnostics and the spectra files share."""
+    return {"Conventions": "CF-1.10", "title": f"{title} of case {meta.get('case')}",
+            "history": history, "source": f"vortexsim {meta.get('vortexsim_version', '')}",
+            "units_note": UNITS_NOTE, "vortexsim_format": file_format,
+            "vortexsim_format_version": FORMAT_VERSION}
+
+
+def rows_dataset(rows, meta, history):
+    """The rows (dicts of :meth:`vortexsim.Simulation.diagnostics`) as the xarray Dataset
+    of ``diagnostics.nc`` (the layout of the module docstring; ``meta``: global
+    attributes, ``history``: the CF history text)."""
     import xarray as xr  # noqa: PLC0415
 
     data = {}
@@ -104,8 +120,7 @@ def _to_dataset(rows, meta, history):
         if name == "iteration":
             values = values.astype(np.int64)
         data[name] = (_DIMS[kind], values, {"units": units, "long_name": long})
-    coords = {"time": ("time", np.array([r["t"] for r in rows], dtype=np.float64),
-                       dict(TIME_ATTRS))}
+    coords = {"time": _time_coordinate(rows)}
     if rows and "ring_names" in rows[0]:
         coords["ring"] = ("ring", np.array(list(rows[0]["ring_names"]), dtype=object),
                           {"units": "1", "long_name": "ring name"})
@@ -113,19 +128,13 @@ def _to_dataset(rows, meta, history):
     if rows and "energy_spectrum" in rows[0]:
         ds.attrs["spectra_file"] = SPECTRA_FILE
     ds.attrs.update({
-        "Conventions": "CF-1.10",
-        "title": f"vortexsim diagnostics of case {meta.get('case')}",
-        "history": history,
-        "source": f"vortexsim {meta.get('vortexsim_version', '')}",
-        "units_note": UNITS_NOTE,
-        "vortexsim_format": DIAGNOSTICS_FORMAT,
-        "vortexsim_format_version": FORMAT_VERSION,
+        **_file_attrs("vortexsim diagnostics", DIAGNOSTICS_FORMAT, meta, history),
         **{k: ("none" if v is None else v) for k, v in meta.items() if k != "config_json"},
     })
     return ds
 
 
-def _spectra_dataset(rows, meta, history):
+def spectra_dataset(rows, meta, history):
     """The energy spectra of ``rows`` (each with ``wavenumber`` and ``energy_spectrum``,
     :meth:`vortexsim.Simulation.diagnostics`) as the dataset of ``spectra.nc``: dims
     time × wavenumber, ``energy_spectrum`` [L^3/T^2] and ``iteration`` per row."""
@@ -142,22 +151,18 @@ def _spectra_dataset(rows, meta, history):
             "remeshing lattice's velocity, sum E(k) dk = lattice_energy"}),
          "iteration": ("time", np.array([r["iteration"] for r in rows], dtype=np.int64),
                        {"units": "1", "long_name": "number of completed time steps"})},
-        coords={"time": ("time", np.array([r["t"] for r in rows], dtype=np.float64),
-                         dict(TIME_ATTRS)),
+        coords={"time": _time_coordinate(rows),
                 "wavenumber": ("wavenumber", k, {
                     "units": "1/L", "long_name": "shell centre |k| = s 2 pi/L, shell "
                     "s - 1/2 <= |k| L/(2 pi) < s + 1/2, width dk = 2 pi/L"})})
-    ds.attrs.update({
-        "Conventions": "CF-1.10",
-        "title": f"vortexsim energy spectra of case {meta.get('case')}",
-        "history": history,
-        "source": f"vortexsim {meta.get('vortexsim_version', '')}",
-        "units_note": UNITS_NOTE,
-        "vortexsim_format": SPECTRA_FORMAT,
-        "vortexsim_format_version": FORMAT_VERSION,
-        "diagnostics_file": "diagnostics.nc",
-    })
+    ds.attrs.update({**_file_attrs("vortexsim energy spectra", SPECTRA_FORMAT, meta, history),
+                     "diagnostics_file": "diagnostics.nc"})
     return ds
+
+
+def _beside(path, name):
+    """The file ``name`` in the directory of the file ``path``."""
+    return os.path.join(os.path.dirname(os.path.abspath(path)), name)
 
 
 def _read_spectra(path, rows):
@@ -192,7 +197,7 @@ def _read_spectra(path, rows):
 
 
 def _write_netcdf4(ds, path):
-    """Write the dataset of :func:`_to_dataset` with netCDF4 itself: the file that
+    """Write the dataset of :func:`rows_dataset` with netCDF4 itself: the file that
     ``ds.to_netcdf(path, engine="netcdf4", encoding={v: {"_FillValue": None}})`` writes
     (the same dimensions, variables, dtypes and attributes; the ring names as
     variable-length strings), in ~40 % of its time — it runs on the output thread, next to
@@ -253,8 +258,7 @@ def read_rows(path):
             row["ring_names"] = names
         rows.append(row)
     if ds.attrs.get("spectra_file"):
-        _read_spectra(os.path.join(os.path.dirname(os.path.abspath(path)),
-                                   str(ds.attrs["spectra_file"])), rows)
+        _read_spectra(_beside(path, str(ds.attrs["spectra_file"])), rows)
     return rows
 
 
@@ -342,11 +346,10 @@ class DiagnosticsLog:
         rows = self.rows if rows is None else rows
         if rows and "energy_spectrum" in rows[0]:
             # first the spectra: a diagnostics file never names rows its spectra lack
-            spectra = _spectra_dataset(rows, self.meta, self.history)
-            with atomic_path(os.path.join(os.path.dirname(os.path.abspath(self.path)),
-                                          SPECTRA_FILE)) as tmp:
+            spectra = spectra_dataset(rows, self.meta, self.history)
+            with atomic_path(_beside(self.path, SPECTRA_FILE)) as tmp:
                 _write_netcdf4(spectra, tmp)
-        ds = _to_dataset(rows, self.meta, self.history)
+        ds = rows_dataset(rows, self.meta, self.history)
         with atomic_path(self.path) as tmp:
             _write_netcdf4(ds, tmp)
 

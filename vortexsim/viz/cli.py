@@ -2,7 +2,6 @@
 density-based opacity, optionally the elements coloured by |α|) and optionally a movie."""
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import re
@@ -69,6 +68,7 @@ def cmd_render(args, argv):
 
     from ..backend import resolve_device  # noqa: PLC0415
     from ..output.snapshot import SnapshotError  # noqa: PLC0415
+    from ..output.writers import snapshot_files  # noqa: PLC0415
     from .movie import EXTRA, mp4_available, write_movie  # noqa: PLC0415
     from .render import Camera, colormap_lut, read_points, render_points, write_png  # noqa
 
@@ -76,7 +76,7 @@ def cmd_render(args, argv):
     if not os.path.isdir(run_dir):
         raise UsageError(f"{run_dir} is not a directory; give a run directory "
                          "(with snapshot_*.nc).")
-    snaps = sorted(glob.glob(os.path.join(glob.escape(run_dir), "snapshot_*.nc")))
+    snaps = [path for _, path in sorted(snapshot_files(run_dir).items())]
     if not snaps:
         raise UsageError(f"{run_dir} is not a run directory: it has no snapshot_*.nc.")
     size = _parse_size(args.size, UsageError)
