@@ -9,7 +9,7 @@ import numpy as np
 
 from .modules import elementwise_kernel
 
-__all__ = ["morton_keys", "grid_cells", "spread_bits", "bounding_cube", "column_range",
+__all__ = ["morton_keys", "grid_cells", "spread_bits", "bounding_cube", "column_range", "column_sums",
            "cube_edge"]
 
 MAX_BITS = 21   # 3 × 21 = 63 bits fit a uint64
@@ -62,20 +62,34 @@ def morton_keys(points, lo, width, bits, xp):
             | (spread_bits(cell[:, 2], xp) << xp.uint64(2)))
 
 
-def column_range(points, xp):
-    """Per-column minimum and maximum (3,), (3,) of ``points`` (M ≥ 1, 3).
-
-    Reduces in two passes over blocks of rows, so that a GPU reduction of a tall
-    (M, 3) array runs over many blocks instead of one block per column.
-    """
+def _row_blocks(points):
+    """(head, tail) of a tall (M, c) array: ``head`` (k, M // k, c) in k = 1024 blocks of
+    rows (k = 1 below 2^16 rows), ``tail`` the M mod k rows left over (None when none).
+    A GPU reduction over axis 0 of a tall array runs one thread block per column;
+    reducing ``head`` over axis 1 first spreads it over k blocks."""
     m = points.shape[0]
     k = 1024 if m >= 1 << 16 else 1
     head = points[: m - m % k].reshape(k, -1, points.shape[1])
+    return head, (points[m - m % k:] if m % k else None)
+
+
+def column_range(points, xp):
+    """Per-column minimum and maximum (3,), (3,) of ``points`` (M ≥ 1, 3), reduced in two
+    passes over blocks of rows (:func:`_row_blocks`)."""
+    head, tail = _row_blocks(points)
     lo, hi = head.min(axis=1).min(axis=0), head.max(axis=1).max(axis=0)
-    if m % k:
-        tail = points[m - m % k:]
+    if tail is not None:
         lo, hi = xp.minimum(lo, tail.min(axis=0)), xp.maximum(hi, tail.max(axis=0))
     return lo, hi
+
+
+def column_sums(values):
+    """Per-column sums (c,) of a tall (M ≥ 1, c) array, reduced in two passes over blocks
+    of rows (:func:`_row_blocks`; the order of the additions differs from ``sum(axis=0)``,
+    so use it where round-off order does not matter, e.g. a check)."""
+    head, tail = _row_blocks(values)
+    total = head.sum(axis=1).sum(axis=0)
+    return total if tail is None else total + tail.sum(axis=0)
 
 
 def bounding_cube(points, xp):
