@@ -10,7 +10,7 @@ same initial field (issue 17), side by side.
 
 Inputs: the vortexsim run directory (``diagnostics.nc``: ``lattice_energy`` E = ½⟨|u|²⟩
 and ``lattice_dissipation`` ε = 2ν⟨s_ij s_ij⟩ of the lattice velocity, ``re_lambda``,
-``skewness``, ``flatness`` on ``time``; ``spectra.nc``: ``energy_spectrum`` on (time,
+``skewness``, ``flatness`` on ``t``; ``spectra.nc``: ``energy_spectrum`` on (t,
 wavenumber)) and the ``--nc`` file of spectral_ns.py (``energy``, ``dissipation`` and, with
 its ``--statistics``, ``re_lambda``, ``skewness``, ``flatness`` on ``time``;
 ``energy_spectrum`` on (spectrum_time, wavenumber)).
@@ -116,19 +116,21 @@ def load_vortexsim(run_dir, spectra=True):
     if not os.path.isdir(run_dir):
         raise CompareError(f"{run_dir} is not a directory (expected a vortexsim run "
                            "directory).")
+    from vortexsim.output.cf import TIME, with_current_names  # noqa: PLC0415
+
     path = os.path.join(run_dir, "diagnostics.nc")
-    ds = _open(path, "the diagnostics of a vortexsim run")
+    ds = with_current_names(_open(path, "the diagnostics of a vortexsim run"))
     hint = " (a periodic run with remeshing writes the lattice statistics)"
-    out = {"t": _variable(ds, path, "time", ("time",))}
+    out = {"t": _variable(ds, path, TIME, (TIME,))}
     for ours, theirs in VORTEXSIM_ROWS.items():
-        out[ours] = _variable(ds, path, theirs, ("time",), hint)
+        out[ours] = _variable(ds, path, theirs, (TIME,), hint)
     out["spectrum_t"] = out["k"] = out["spectrum"] = None
     if spectra:
         path = os.path.join(run_dir, "spectra.nc")
-        ds = _open(path, "the spectra of a vortexsim run")
-        out["spectrum_t"] = _variable(ds, path, "time", ("time",))
+        ds = with_current_names(_open(path, "the spectra of a vortexsim run"))
+        out["spectrum_t"] = _variable(ds, path, TIME, (TIME,))
         out["k"] = _variable(ds, path, "wavenumber", ("wavenumber",))
-        out["spectrum"] = _variable(ds, path, "energy_spectrum", ("time", "wavenumber"))
+        out["spectrum"] = _variable(ds, path, "energy_spectrum", (TIME, "wavenumber"))
     out["config"] = _run_config(run_dir)
     return out
 

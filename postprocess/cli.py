@@ -23,15 +23,17 @@ def summarize(run_dir):
     and the radius at start and end; for periodic runs E, epsilon, Re_lambda, skewness
     and flatness at start and end.  ValueError for a directory that is not a run or has
     no diagnostics."""
+    from vortexsim.output.cf import TIME, unit_label  # noqa: PLC0415
+
     from .rings import track_rings  # noqa: PLC0415
     from .run import check_run_dir, open_diagnostics  # noqa: PLC0415
 
     run_dir = check_run_dir(run_dir)
     diag = open_diagnostics(run_dir)
-    if diag is None or diag.sizes.get("time", 0) == 0:
+    if diag is None or diag.sizes.get(TIME, 0) == 0:
         raise ValueError(f"{run_dir} has no diagnostics rows (diagnostics.nc); nothing to "
                          "analyze.")
-    t = diag["time"].values
+    t = diag[TIME].values
     lines = [f"{run_dir}: case {diag.attrs.get('case', '?')}, {t.size} diagnostics rows, "
              f"t = {t[0]:.6g} … {t[-1]:.6g}"]
     if "ring_centre" in diag and t.size > 1:
@@ -52,7 +54,7 @@ def summarize(run_dir):
         for label, name in stats:
             v = diag[name].values
             lines.append(f"{label:<10}  {v[0]:12.6g}  {v[-1]:12.6g}  {name} "
-                         f"[{diag[name].attrs.get('units', '')}]")
+                         f"[{unit_label(diag[name].attrs)}]")
     if len(lines) == 1:
         lines.append("(no rings and no turbulence statistics)")
     return "\n".join(lines)

@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from vortexsim.output.cf import TIME, unit_label
+
 __all__ = ["PLOTS", "plot_energy", "plot_rings", "plot_spectra", "plot_dissipation",
            "plot_comparison", "plot_run", "COMPARISON_QUANTITIES"]
 
@@ -51,7 +53,7 @@ def _diagnostics(run_dir):
 
 
 def _label(var):
-    return f"{var.name} [{var.attrs.get('units', '')}]"
+    return f"{var.name} [{unit_label(var.attrs)}]"
 
 
 def plot_energy(run_dir, out=None):
@@ -59,12 +61,12 @@ def plot_energy(run_dir, out=None):
     in a periodic box the box-averaged energies (``lattice_energy``, ``mean_energy``,
     ``particle_energy``) instead of the free-space energy."""
     diag = _diagnostics(run_dir)
-    t = diag["time"].values
+    t = diag[TIME].values
     fig, ax = _figure(3, f"{_name(run_dir)}: energy, helicity, impulse")
     box = [n for n in ("lattice_energy", "mean_energy", "particle_energy") if n in diag]
     for name in box or ["energy"]:
         ax[0].plot(t, diag[name].values, label=name)
-    ax[0].set_ylabel(f"energy [{diag[(box or ['energy'])[0]].attrs['units']}]")
+    ax[0].set_ylabel(f"energy [{unit_label(diag[(box or ['energy'])[0]].attrs)}]")
     ax[0].legend(fontsize="small")
     ax[1].plot(t, diag["helicity"].values)
     ax[1].set_ylabel(_label(diag["helicity"]))
@@ -84,7 +86,7 @@ def plot_rings(run_dir, out=None):
     from .rings import track_rings  # noqa: PLC0415
 
     rings = track_rings(_diagnostics(run_dir))
-    t = rings["time"].values
+    t = rings[TIME].values
     fig, ax = _figure(3, f"{_name(run_dir)}: rings")
     names = [str(r) for r in rings["ring"].values] if "ring" in rings.coords else \
         [str(i) for i in range(rings.sizes["ring"])]
@@ -92,7 +94,7 @@ def plot_rings(run_dir, out=None):
         for a, var in zip(ax, ("radius", "position", "speed")):
             a.plot(t, rings[var].values[:, i], label=name)
     for a, var in zip(ax, ("radius", "position", "speed")):
-        a.set_ylabel(f"{var} [{rings[var].attrs['units']}]")
+        a.set_ylabel(f"{var} [{unit_label(rings[var].attrs)}]")
         a.ticklabel_format(axis="y", useOffset=False)
     ax[0].legend(fontsize="small")
     ax[-1].set_xlabel("t [T]")
@@ -118,7 +120,7 @@ def plot_spectra(run_dir, times=None, out=None):
     if spectra is None:
         raise ValueError(f"{run_dir} has no energy spectra (spectra.nc: periodic runs with "
                          "remeshing).")
-    k, t = spectra["wavenumber"].values, spectra["time"].values
+    k, t = spectra["wavenumber"].values, spectra[TIME].values
     fig, ax = _figure(1, f"{_name(run_dir)}: energy spectra", height=4.0)
     ax = ax[0]
     use = k > 0
@@ -155,7 +157,7 @@ def plot_dissipation(run_dir, out=None):
     if names is None:
         raise ValueError(f"{run_dir} has no dissipation (a periodic-box run has it).")
     energy, eps = names
-    t = diag["time"].values
+    t = diag[TIME].values
     fig, ax = _figure(1, f"{_name(run_dir)}: dissipation", height=3.5)
     ax = ax[0]
     ax.plot(t, diag[eps].values, label=eps)
@@ -196,11 +198,11 @@ def plot_comparison(run_dirs, quantity="energy", out=None):
             k, e = spectra["wavenumber"].values, spectra["energy_spectrum"].values[-1]
             keep = (k > 0) & (e > 0)
             ax.loglog(k[keep], e[keep],
-                      label=f"{name} (t = {spectra['time'].values[-1]:.4g})")
+                      label=f"{name} (t = {spectra[TIME].values[-1]:.4g})")
             units = "L^3/T^2"
             continue
         diag = _diagnostics(run_dir)
-        t = diag["time"].values
+        t = diag[TIME].values
         if quantity.startswith("ring_") and quantity != "ring_centre":
             rings = track_rings(diag)
             var = rings[quantity[len("ring_"):]]
@@ -217,7 +219,7 @@ def plot_comparison(run_dirs, quantity="energy", out=None):
             if values.ndim > 1:
                 values = np.linalg.norm(values.reshape(values.shape[0], -1), axis=1)
             ax.plot(t, values, label=name)
-        units = var.attrs.get("units", "")
+        units = unit_label(var.attrs)
     if quantity == "energy_spectrum":
         ax.set_xlabel("k [1/L]")
     else:
@@ -249,7 +251,7 @@ def plot_run(run_dir, out=None, what=None):
     if diag is None:
         raise ValueError(f"{run_dir} has no diagnostics.nc.")
     kinds = ["energy"]
-    if "ring_centre" in diag and diag.sizes["time"] > 1:
+    if "ring_centre" in diag and diag.sizes[TIME] > 1:
         kinds.append("rings")
     if open_spectra(run_dir) is not None:
         kinds.append("spectra")

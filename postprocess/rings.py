@@ -23,37 +23,40 @@ def track_rings(source):
     """
     import xarray as xr  # noqa: PLC0415
 
+    from vortexsim.output.cf import TIME, time_attrs, variable_attrs  # noqa: PLC0415
+    from vortexsim.output.cf import with_current_names  # noqa: PLC0415
+
     from .run import open_diagnostics  # noqa: PLC0415
 
-    diag = source if isinstance(source, xr.Dataset) else open_diagnostics(source)
+    diag = with_current_names(source) if isinstance(source, xr.Dataset) else \
+        open_diagnostics(source)
     if diag is None:
         raise ValueError(f"{source} has no diagnostics.nc: no ring tracking.")
     missing = [v for v in ("ring_centre", "ring_radius", "ring_axis") if v not in diag]
     if missing:
         raise ValueError(f"{diag.attrs.get('run_dir', 'the run')} has no rings (no "
                          f"{', '.join(missing)} in its diagnostics).")
-    t = np.asarray(diag["time"].values, dtype=np.float64)
+    t = np.asarray(diag[TIME].values, dtype=np.float64)
     if t.size < 2:
         raise ValueError("ring speeds need at least two diagnostics rows.")
     centre = np.asarray(diag["ring_centre"].values, dtype=np.float64)
     axis = np.asarray(diag["ring_axis"].values, dtype=np.float64)
     velocity = np.gradient(centre, t, axis=0, edge_order=2 if t.size > 2 else 1)
-    coords = {"time": ("time", t, {"units": "T", "long_name": "simulated time"})}
+    coords = {TIME: (TIME, t, time_attrs("simulated time"))}
     if "ring" in diag.coords:
         coords["ring"] = diag["ring"].values
-    dims3, dims2 = ("time", "ring", "component"), ("time", "ring")
+    dims3, dims2 = (TIME, "ring", "component"), (TIME, "ring")
     return xr.Dataset({
-        "centre": (dims3, centre, {"units": "L", "long_name": "ring centre"}),
-        "axis": (dims3, axis, {"units": "1", "long_name": "ring axis (unit vector)"}),
+        "centre": (dims3, centre, variable_attrs("L", "ring centre")),
+        "axis": (dims3, axis, variable_attrs("1", "ring axis (unit vector)")),
         "radius": (dims2, np.asarray(diag["ring_radius"].values, dtype=np.float64),
-                   {"units": "L", "long_name": "ring radius"}),
+                   variable_attrs("L", "ring radius")),
         "position": (dims2, np.einsum("trc,trc->tr", centre, axis),
-                     {"units": "L", "long_name": "centre projected on the ring axis"}),
-        "velocity": (dims3, velocity, {"units": "L/T", "long_name": "velocity of the "
-                                       "ring centre, numpy.gradient over time"}),
-        "speed": (dims2, np.einsum("trc,trc->tr", velocity, axis),
-                  {"units": "L/T", "long_name": "speed of the ring centre along its "
-                   "axis"}),
+                     variable_attrs("L", "centre projected on the ring axis")),
+        "velocity": (dims3, velocity, variable_attrs(
+            "L/T", "velocity of the ring centre, numpy.gradient over time")),
+        "speed": (dims2, np.einsum("trc,trc->tr", velocity, axis), variable_attrs(
+            "L/T", "speed of the ring centre along its axis")),
     }, coords=coords, attrs={"run_dir": diag.attrs.get("run_dir", "")})
 
 

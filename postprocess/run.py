@@ -8,9 +8,13 @@ values are used (the readers of :mod:`vortexsim.output.snapshot` load and verify
 files, checksums included, which a restart needs and a plot of many snapshots does not)::
 
     from postprocess import open_run, open_diagnostics, open_spectra
-    run = open_run("runs/leapfrog")            # every snapshot along time
-    run.element_x.isel(time=-1).values          # reads one snapshot's positions
-    diag = open_diagnostics("runs/leapfrog")    # ring_centre (time, ring, component) ...
+    run = open_run("runs/leapfrog")            # every snapshot along the time t
+    run.element_x.isel(t=-1).values             # reads one snapshot's positions
+    diag = open_diagnostics("runs/leapfrog")    # ring_centre (t, ring, component) ...
+
+The time coordinate is ``t`` (``time`` in files of format 3 and older, renamed on
+reading: :mod:`vortexsim.output.cf`); every variable's ``units`` is "1" and its
+dimension in the case's units is ``case_units``.
 """
 from __future__ import annotations
 
@@ -65,7 +69,7 @@ _StackedVariable = None
 
 
 class _Stacked:
-    """A variable of every snapshot along ``time``, read from the files on indexing
+    """A variable of every snapshot along ``t``, read from the files on indexing
     (an xarray ``BackendArray``: only the snapshots and the slice asked for are read).
 
     Snapshots of different sizes (remeshing in free space changes the element count)
@@ -108,15 +112,15 @@ class _Stacked:
 
 
 def open_run(run_dir):
-    """Every snapshot of ``run_dir`` as one xarray Dataset along ``time`` (oldest first).
+    """Every snapshot of ``run_dir`` as one xarray Dataset along ``t`` (oldest first).
 
-    Lazy without dask: the coordinate ``time`` and the small per-snapshot variables
+    Lazy without dask: the coordinate ``t`` and the small per-snapshot variables
     (``iteration``, ``dt_next``, ``sigma_range``, ``fmm_depth``, ``speed_last``) are
     loaded; the element and tracer arrays (``element_x``, ``element_alpha``,
     ``element_sigma``, ``element_volume``, ``element_group``, ``tracer_x``) are read from
     the files only when their values are used (``.values``, ``.load()``), only for the
     snapshots indexed.  Snapshots with fewer elements or tracers than the largest are
-    padded (NaN; -1 for ``element_group``); ``n_element`` and ``n_tracer`` (time) give
+    padded (NaN; -1 for ``element_group``); ``n_element`` and ``n_tracer`` (t) give
     each snapshot's own counts.  Variable attributes (``units``, ``long_name``) are
     those of the files; the global attributes are the newest snapshot's, plus
     ``snapshot_files`` (the file names, in order).
@@ -129,7 +133,11 @@ def open_run(run_dir):
     import xarray as xr  # noqa: PLC0415
     from xarray.core import indexing  # noqa: PLC0415
 
+    from vortexsim.output.cf import OLD_TIME, TIME, with_current_names  # noqa: PLC0415
     from vortexsim.output.snapshot import SnapshotError, open_netcdf  # noqa: PLC0415
+
+    def current(name):                  # the time's name in files of format 3 and older
+        return TIME if name == OLD_TIME else name
 
     run_dir = check_run_dir(run_dir)
     paths = _snapshot_files(run_dir)
@@ -141,8 +149,9 @@ def open_run(run_dir):
             with netCDF4.Dataset(path) as nc:
                 if getattr(nc, "vortexsim_format", None) != "vortexsim snapshot":
                     raise SnapshotError(f"{path} is not a vortexsim snapshot.")
-                heads.append(({n: (v.dimensions, v.shape, v.dtype,
-                                   {a: v.getncattr(a) for a in v.ncattrs()})
+                heads.append(({current(n): (tuple(current(d) for d in v.dimensions),
+                                            v.shape, v.dtype,
+                                            {a: v.getncattr(a) for a in v.ncattrs()})
                                for n, v in nc.variables.items()},
                               {a: nc.getncattr(a) for a in nc.ncattrs()}))
         except SnapshotError as exc:
@@ -151,7 +160,7 @@ def open_run(run_dir):
             raise ValueError(f"cannot read {path} as netCDF: {exc}") from None
     small, large = {}, {}
     for name, (dims, _, dtype, attrs) in heads[-1][0].items():
-        if name == "time" or dims[:1] != ("time",):
+        if name == TIME or dims[:1] != (TIME,):
             continue
         if not all(name in h[0] and h[0][name][0] == dims for h in heads):
             continue                                 # not in every snapshot (older format)
@@ -162,10 +171,10 @@ def open_run(run_dir):
     times, loaded = [], {name: [] for name in small}
     for path in paths:             # the small variables through vortexsim's reader
         try:
-            ds = open_netcdf(path)
+            ds = with_current_names(open_netcdf(path))
         except SnapshotError as exc:
             raise _read_error(exc) from None
-        times.append(float(ds["time"].values[0]))
+        times.append(float(ds[TIME].values[0]))
         for name in small:
             loaded[name].append(ds[name].values[0])
     data = {name: (dims, np.stack(loaded[name]), attrs)
@@ -179,10 +188,10 @@ def open_run(run_dir):
         if var is not None:
             axis = large[var][0].index(dim)
             counts = np.array([h[0][var][1][axis] for h in heads], dtype=np.int64)
-            data[f"n_{dim}"] = ("time", counts, {"units": "1", "long_name": f"number of "
-                                                 f"{dim}s in the snapshot"})
-    time_attrs = heads[-1][0]["time"][3] if "time" in heads[-1][0] else {}
-    ds = xr.Dataset(data, coords={"time": ("time", np.array(times), time_attrs)})
+            data[f"n_{dim}"] = (TIME, counts, {"units": "1", "long_name": f"number of "
+                                               f"{dim}s in the snapshot"})
+    time_attrs = heads[-1][0][TIME][3] if TIME in heads[-1][0] else {}
+    ds = xr.Dataset(data, coords={TIME: (TIME, np.array(times), time_attrs)})
     ds.attrs.update(heads[-1][1])
     ds.attrs["snapshot_files"] = " ".join(os.path.basename(p) for p in paths)
     return ds
@@ -204,10 +213,11 @@ def _rows(run_dir):
 
 def open_diagnostics(run_dir):
     """``diagnostics.nc`` of ``run_dir`` as an xarray Dataset (loaded: it is small), or
-    None when the run has none.  Dims ``time``, ``component`` and, for ring cases,
+    None when the run has none.  Dims ``t``, ``component`` and, for ring cases,
     ``ring`` (coordinate: the ring names); every quantity of
     :data:`vortexsim.output.diagnostics.QUANTITIES` that the run wrote, with its
-    ``units`` and ``long_name`` (e.g. ``ring_centre`` (time, ring, component) [L]).
+    ``units``, ``case_units`` and ``long_name`` (e.g. ``ring_centre`` (t, ring, component),
+    case_units L).
     Read through :func:`vortexsim.output.diagnostics.read_rows` (so its checks apply;
     a refused file raises ValueError) and laid out by the writer's own
     :func:`vortexsim.output.diagnostics.rows_dataset`; the file's global attributes."""
@@ -231,8 +241,9 @@ def _global_attrs(path):
 
 def open_spectra(run_dir):
     """The energy spectra of ``run_dir`` (``spectra.nc``, periodic runs with remeshing)
-    as an xarray Dataset: ``energy_spectrum`` (time, wavenumber) [L^3/T^2] and
-    ``iteration`` (time), coordinates ``time`` [T] and ``wavenumber`` [1/L]; loaded.
+    as an xarray Dataset: ``energy_spectrum`` (t, wavenumber) [L^3/T^2] and
+    ``iteration`` (t), coordinates ``t`` [T] and ``wavenumber`` [1/L] (case units);
+    loaded.
     None when the run has no spectra.  Read with the diagnostics rows
     (:func:`vortexsim.output.diagnostics.read_rows`), which checks that they match, and
     laid out by the writer's :func:`vortexsim.output.diagnostics.spectra_dataset`."""

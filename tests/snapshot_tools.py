@@ -4,13 +4,15 @@ import json
 
 import numpy as np
 
+from vortexsim.output.cf import TIME, with_current_names
 from vortexsim.output.snapshot import _schedule_from_attrs, state_checksum
 
 
 def content_checksum(ds, attrs):
     """The checksum of the snapshot dataset ``ds`` with global attributes ``attrs``, under
-    the format that ``attrs["vortexsim_format_version"]`` says (1, 2 or 3)."""
-    state = {"t": float(ds["time"].values[0]), "iteration": int(ds["iteration"].values[0]),
+    the format that ``attrs["vortexsim_format_version"]`` says (1 to 4)."""
+    ds = with_current_names(ds)
+    state = {"t": float(ds[TIME].values[0]), "iteration": int(ds["iteration"].values[0]),
              "dt": float(ds["dt_next"].values[0]),
              "sigma_range": [float(v) for v in ds["sigma_range"].values[0]],
              "fmm_depth": int(ds["fmm_depth"].values[0]),

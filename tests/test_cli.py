@@ -80,7 +80,7 @@ def test_every_case_runs_end_to_end(case, tmp_path):
         assert s.attrs["case"] == case and s.attrs["device"] == "cpu"
         assert s.attrs["precision"] == "float64" and s.attrs["kernel"] == defaults["kernel"]
         assert "tolerance" in s.attrs and "config" in s.attrs
-        assert abs(float(s["time"][0]) - 4 * dt) < 1e-12
+        assert abs(float(s["t"][0]) - 4 * dt) < 1e-12
         assert s.sizes["component"] == 3 and s.sizes["tracer"] >= 6
     with xr.open_dataset(out / "diagnostics.nc") as d:
         assert list(d["iteration"].values) == [0, 1, 2, 3, 4]
@@ -167,7 +167,7 @@ def test_last_snapshot_restarts_when_the_end_is_no_diagnostics_time(tmp_path):
                  "--out", str(out)]) == 0
     last = out / "snapshot_00000008.nc"
     with xr.open_dataset(last) as ds, xr.open_dataset(out / "diagnostics.nc") as d:
-        assert ds.attrs["run_diagnostics_rows"] == d.sizes["time"] == 4
+        assert ds.attrs["run_diagnostics_rows"] == d.sizes["t"] == 4
     assert main(["restart", str(last), "--t-end", "0.5", "-q"]) == 0
     with xr.open_dataset(out / "diagnostics.nc") as d:
         assert list(d["iteration"].values) == [0, 3, 6, 8, 9, 10]
@@ -217,7 +217,7 @@ def test_signal_leaves_a_restartable_checkpoint(sig, tmp_path):
     assert main([*run, "--steps", str(k + 3), "--out", str(ref)]) == 0
     last = f"snapshot_{k + 3:08d}.nc"
     with xr.open_dataset(out / last) as x, xr.open_dataset(ref / last) as y:
-        for v in ("element_x", "element_alpha", "element_sigma", "tracer_x", "time", "dt_next"):
+        for v in ("element_x", "element_alpha", "element_sigma", "tracer_x", "t", "dt_next"):
             assert x[v].values.tobytes() == y[v].values.tobytes(), v
     with xr.open_dataset(out / "diagnostics.nc") as x, xr.open_dataset(ref / "diagnostics.nc") as y:
         assert x["iteration"].values.tolist() == y["iteration"].values.tolist()

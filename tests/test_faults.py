@@ -53,7 +53,7 @@ def _final(run_dir):
     """(the last snapshot's arrays, the diagnostics rows' iteration and energy) as bytes."""
     with xr.open_dataset(_snapshots(run_dir)[-1]) as s:
         snap = {v: s[v].values.tobytes() for v in ("element_x", "element_alpha",
-                                                    "element_sigma", "tracer_x", "time")}
+                                                    "element_sigma", "tracer_x", "t")}
     with xr.open_dataset(os.path.join(run_dir, "diagnostics.nc")) as d:
         rows = (d["iteration"].values.tolist(), d["energy"].values.tobytes())
     return snap, rows
@@ -69,7 +69,7 @@ def _whole(run_dir):
     diag = os.path.join(run_dir, "diagnostics.nc")
     if os.path.exists(diag):
         with xr.open_dataset(diag) as d:
-            assert d.sizes["time"] >= 1
+            assert d.sizes["t"] >= 1
     assert not glob.glob(os.path.join(run_dir, "*.nc.tmp")), os.listdir(run_dir)
     return newest
 

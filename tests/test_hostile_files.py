@@ -179,9 +179,9 @@ def test_files_that_are_no_regular_file_or_declare_too_much_data(tmp_path, capsy
 
 # -- defect 6: values that no run writes, even with the checksum recomputed --------------------
 @pytest.mark.parametrize("variables, attrs, match", [
-    ({"time": _set(0, np.nan)}, {}, "time = nan, expected a finite number"),
-    ({"time": _set(0, -1.0)}, {}, "time = -1.0 is before the run's start"),
-    ({"time": _set(0, 1e6)}, {}, "time = 1000000.0 is beyond 2 steps of at most dt = 0.05"),
+    ({"t": _set(0, np.nan)}, {}, "time = nan, expected a finite number"),
+    ({"t": _set(0, -1.0)}, {}, "time = -1.0 is before the run's start"),
+    ({"t": _set(0, 1e6)}, {}, "time = 1000000.0 is beyond 2 steps of at most dt = 0.05"),
     ({"iteration": _set(0, -3)}, {}, "iteration = -3"),
     ({"dt_next": _set(0, 0.0)}, {}, "dt_next = 0.0, expected a number > 0"),
     ({"dt_next": _set(0, np.inf)}, {}, "dt_next = inf"),
@@ -239,7 +239,7 @@ def _error(path):
 
 
 def test_changed_values_without_a_new_checksum_are_a_mismatch(run_dir, tmp_path, capsys):
-    path = _forge(run_dir, tmp_path, variables={"time": _set(0, np.nan)})
+    path = _forge(run_dir, tmp_path, variables={"t": _set(0, np.nan)})
     _refused(path, "checksum mismatch", capsys)
 
 
@@ -247,7 +247,7 @@ def test_edited_config_text_fails_the_checksum(run_dir, tmp_path, capsys):
     """Format 2: the config TOML text (which a restart copies into its snapshots) is
     covered by the checksum, and so are the case and kind attributes."""
     with xr.open_dataset(run_dir / SNAP, engine="netcdf4") as ds:
-        assert int(ds.attrs["vortexsim_format_version"]) == FORMAT_VERSION == 3
+        assert int(ds.attrs["vortexsim_format_version"]) == FORMAT_VERSION == 4
         text = ds.attrs["config"]
     assert "n_phi = 8" in text
     for attrs in ({"config": text.replace("n_phi = 8", "n_phi = 800000000")},
@@ -276,14 +276,42 @@ def test_format_1_snapshots_still_verify_under_their_own_checksum(run_dir, tmp_p
         d.setncattr("config", "# edited\n" + d.getncattr("config"))
     read_snapshot(path)
     with netCDF4.Dataset(path, "a") as d:          # but it covers the numbers
-        d["time"][0] = 0.2
+        d["t"][0] = 0.2
     _refused(path, "checksum mismatch", capsys)
     with netCDF4.Dataset(path, "a") as d:
-        d["time"][0] = 0.1
+        d["t"][0] = 0.1
     assert main(["restart", str(path), "--steps", "1", "--out", str(tmp_path / "cont"),
                  "-q"]) == 0
     assert int(read_snapshot(tmp_path / "cont" / "snapshot_00000003.nc").attrs[
         "vortexsim_format_version"]) == FORMAT_VERSION
+
+
+def test_format_3_names_and_units_still_read_and_restart(run_dir, tmp_path, capsys):
+    """Files of format 3 and older call the time coordinate ``time`` and hold the case's
+    unit strings in ``units`` (vortexsim.output.cf): their snapshots verify, restart and
+    are described, and their diagnostics are read back, under the current names."""
+    from vortexsim.output.diagnostics import read_rows
+
+    old = tmp_path / "old"
+    shutil.copytree(run_dir, old)
+    for path in [old / SNAP, old / "diagnostics.nc"]:
+        ds = open_netcdf(path).rename({"t": "time"})     # (netCDF's in-place rename of a
+        for var in ds.variables.values():                # coordinate loses its values)
+            if "case_units" in var.attrs:
+                var.attrs["units"] = var.attrs.pop("case_units")
+        ds.attrs["vortexsim_format_version"] = np.int64(3)
+        ds.to_netcdf(path, engine="netcdf4")
+    _recompute_checksum(old / SNAP)
+    snap = read_snapshot(old / SNAP)
+    assert snap.iteration == 2 and snap.t == 0.1
+    rows = read_rows(old / "diagnostics.nc")
+    assert [r["t"] for r in rows][:2] == [0.0, 0.05]
+    assert main(["info", str(old / "diagnostics.nc")]) == 0
+    assert "[L^3/T] total vorticity" in capsys.readouterr().out
+    assert main(["restart", str(old / SNAP), "--steps", "1", "--out", str(tmp_path / "cont"),
+                 "-q"]) == 0
+    new = read_snapshot(tmp_path / "cont" / "snapshot_00000003.nc")
+    assert int(new.attrs["vortexsim_format_version"]) == FORMAT_VERSION
 
 
 def _groups(run_dir, change):
@@ -345,7 +373,7 @@ def test_info_escapes_control_characters(run_dir, tmp_path, capsys):
     path = _forge(run_dir, tmp_path, attrs, recompute=True)
     with netCDF4.Dataset(path, "a") as d:          # variable attributes: not checksummed
         d["element_x"].setncattr("long_name", EVIL)
-        d["tracer_x"].setncattr("units", EVIL)
+        d["tracer_x"].setncattr("case_units", EVIL)
     capsys.readouterr()
     assert main(["info", str(path)]) == 0
     out = capsys.readouterr().out

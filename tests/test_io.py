@@ -114,7 +114,7 @@ def test_diagnostics_file_and_resume(sim, tmp_path):
         rows.append(row)
         log.append(row)
     with xr.open_dataset(path, engine="netcdf4") as ds:
-        assert ds.sizes["time"] == 4 and ds.sizes["component"] == 3
+        assert ds.sizes["t"] == 4 and ds.sizes["component"] == 3
         assert all(_all_have_units(ds).values()), _all_have_units(ds)
         assert list(ds["iteration"].values) == [0, 1, 2, 3]
         assert list(ds["ring"].values) == ["ring"]

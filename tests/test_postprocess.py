@@ -88,8 +88,8 @@ def test_a_ring_moved_at_constant_speed_gives_that_speed(tmp_path):
     run = _write(tmp_path / "run", _rows(times))
     rings = track_rings(run)
     assert list(rings["ring"].values) == ["front", "rear"]
-    assert rings["speed"].attrs["units"] == "L/T" and rings["centre"].attrs["units"] == "L"
-    assert rings["radius"].attrs["units"] == "L" and rings["position"].attrs["units"] == "L"
+    assert rings["speed"].attrs["case_units"] == "L/T" and rings["centre"].attrs["case_units"] == "L"
+    assert rings["radius"].attrs["case_units"] == "L" and rings["position"].attrs["case_units"] == "L"
     for j, (_, speed, axis, r0, dr) in enumerate(RINGS):
         s = rings["speed"].values[:, j]
         np.testing.assert_allclose(s[1:-1], speed, rtol=0, atol=1e-12)
@@ -100,7 +100,7 @@ def test_a_ring_moved_at_constant_speed_gives_that_speed(tmp_path):
         np.testing.assert_allclose(rings["radius"].values[:, j], r0 + dr * times)
     # the same from the dataset of open_diagnostics
     diag = open_diagnostics(run)
-    assert diag["ring_centre"].dims == ("time", "ring", "component")
+    assert diag["ring_centre"].dims == ("t", "ring", "component")
     assert diag.attrs["case"] == "synthetic"
     np.testing.assert_array_equal(track_rings(diag)["speed"].values, rings["speed"].values)
 
@@ -114,8 +114,8 @@ def test_a_power_law_spectrum_gives_its_slope(tmp_path):
         spectral_slope(k, k ** -2.0, 200.0, 300.0)
     run = _write(tmp_path / "box", _periodic_rows([0.0, 0.5, 1.0]))
     spectra = open_spectra(run)
-    assert spectra["energy_spectrum"].dims == ("time", "wavenumber")
-    assert spectra["wavenumber"].attrs["units"] == "1/L"
+    assert spectra["energy_spectrum"].dims == ("t", "wavenumber")
+    assert spectra["wavenumber"].attrs["case_units"] == "1/L"
     for row in spectra["energy_spectrum"].values:          # shell 0 (E = 0) skipped
         slope = spectral_slope(spectra["wavenumber"].values, row, 1.0, 32.0)
         assert slope == pytest.approx(-5 / 3, abs=1e-12)
@@ -217,19 +217,19 @@ def test_open_run_of_a_tiny_run_has_the_snapshot_times(tmp_path, capsys):
     capsys.readouterr()
     snaps = [read_snapshot(p) for _, p in sorted(snapshot_files(out).items())]
     ds = open_run(out)
-    np.testing.assert_array_equal(ds["time"].values, [s.t for s in snaps])
-    np.testing.assert_allclose(ds["time"].values, [0.0, 0.2, 0.4], atol=1e-12)
+    np.testing.assert_array_equal(ds["t"].values, [s.t for s in snaps])
+    np.testing.assert_allclose(ds["t"].values, [0.0, 0.2, 0.4], atol=1e-12)
     assert list(ds["iteration"].values) == [s.iteration for s in snaps]
-    assert ds["element_x"].attrs["units"] == "L"
+    assert ds["element_x"].attrs["case_units"] == "L"
     assert not isinstance(ds["element_x"].variable._data, np.ndarray)     # not loaded
-    np.testing.assert_array_equal(ds["element_x"].isel(time=-1).values,
+    np.testing.assert_array_equal(ds["element_x"].isel(t=-1).values,
                                   snaps[-1].state["elements"]["x"])
     np.testing.assert_array_equal(ds["tracer_x"][1:, :2].values,
                                   [s.state["tracers"]["x"][:2] for s in snaps[1:]])
     assert ds.attrs["case"] == "single_ring"
     # the real run through the other entry points
     rings = track_rings(out)
-    assert rings.sizes["time"] == 5 and np.all(rings["speed"].values > 0)
+    assert rings.sizes["t"] == 5 and np.all(rings["speed"].values > 0)
     assert _cli(["analyze", str(out)]) == 0
     assert "mean speed" in capsys.readouterr().out
     assert len(plot_run(out)) == 2
@@ -265,4 +265,4 @@ def test_open_run_pads_snapshots_of_different_sizes(tmp_path):
     assert np.all(np.isnan(x[0, 2]))
     np.testing.assert_array_equal(x[1], np.arange(9.0).reshape(3, 3) + 5)
     np.testing.assert_array_equal(ds["element_x"][:, 1, 2].values, [5.0, 10.0])
-    np.testing.assert_allclose(ds["time"].values, [0.0, 0.5])
+    np.testing.assert_allclose(ds["t"].values, [0.0, 0.5])

@@ -41,7 +41,7 @@ def _same_values(a, b, rows=None):
     file: its first ``rows`` rows when given)."""
     with xr.open_dataset(a) as x, xr.open_dataset(b) as y:
         if rows is not None:
-            x, y = x.isel(time=slice(0, rows)), y.isel(time=slice(0, rows))
+            x, y = x.isel(t=slice(0, rows)), y.isel(t=slice(0, rows))
         assert sorted(x.variables) == sorted(y.variables)
         for v in x.variables:
             assert x[v].values.tobytes() == y[v].values.tobytes(), (a, b, v)

@@ -504,8 +504,13 @@ def _say(message):
 
 def _meta(sim, config_toml):
     from . import __version__  # noqa: PLC0415
+    from .cases.registry import CASES  # noqa: PLC0415
+    from .output.cf import GENERIC_UNITS  # noqa: PLC0415
     cfg = sim.config
-    return {"case": cfg.get("case"), "config": config_toml, "vortexsim_version": __version__,
+    case = CASES.get(cfg.get("case"))
+    length_unit, time_unit = case.units if case is not None else GENERIC_UNITS
+    return {"case": cfg.get("case"), "length_unit": length_unit, "time_unit": time_unit,
+            "config": config_toml, "vortexsim_version": __version__,
             "device": sim.device.describe(), "precision": cfg.get("precision"),
             "kernel": cfg.get("kernel"), "method": cfg.get("method"),
             "tolerance": float(cfg.get("tol")), "integrator": cfg.get("integrator")}
@@ -986,6 +991,7 @@ def cmd_info(args, argv):
     one-line error, exit 2.  Every text taken from the file is printed with its control
     characters escaped (:func:`vortexsim.output.validate.printable`)."""
     from .output import SnapshotError, open_netcdf, read_snapshot  # noqa: PLC0415
+    from .output.cf import unit_label  # noqa: PLC0415
     from .output.diagnostics import DIAGNOSTICS_FORMAT  # noqa: PLC0415
     from .output.snapshot import FORMAT  # noqa: PLC0415
     from .output.validate import printable  # noqa: PLC0415
@@ -1011,10 +1017,13 @@ def cmd_info(args, argv):
         lines.append("  not a vortexsim file (no vortexsim_format attribute)")
     lines.append("  dimensions: " + ", ".join(f"{printable(k)} = {v}"
                                               for k, v in ds.sizes.items()))
-    lines.append("  variables:")
+    for key in ("length_unit", "time_unit"):
+        if key in a:
+            lines.append(f"  {key}: {printable(a[key])}")
+    lines.append("  variables (dimension in the case's units L, T):")
     for name, var in ds.variables.items():
         dims = ", ".join(printable(d) for d in var.dims)
-        lines.append(f"    {printable(name)} ({dims}) [{printable(var.attrs.get('units', '?'))}] "
+        lines.append(f"    {printable(name)} ({dims}) [{printable(unit_label(var.attrs) or '?')}] "
                      f"{printable(var.attrs.get('long_name', ''))}".rstrip())
     hist = a.get("history", "")
     hist = (hist if isinstance(hist, str) else str(hist)).strip()
@@ -1061,12 +1070,14 @@ def _snapshot_lines(snap, path):
 
 def _diagnostics_line(ds, path):
     """``info``'s line for a diagnostics file (UsageError when its times are unusable)."""
+    from .output.cf import TIME, with_current_names  # noqa: PLC0415
     from .output.validate import printable  # noqa: PLC0415
-    t = ds["time"].values if "time" in ds.variables else None
+    ds = with_current_names(ds)                  # "time" in formats 1 to 3
+    t = ds[TIME].values if TIME in ds.variables else None
     if t is None or t.ndim != 1 or t.dtype.kind != "f":
         what = "no time variable" if t is None else f"time of dtype {t.dtype}, shape {t.shape}"
         raise UsageError(f"{path}: a vortexsim diagnostics file with {what}, expected float "
-                         "times (time); the file is corrupted.")
+                         f"times ({TIME}); the file is corrupted.")
     case = printable(ds.attrs.get("case"))
     return (f"  vortexsim diagnostics, case {case}: {len(t)} rows, t = "
             + (f"{t[0]:.6g} … {t[-1]:.6g}" if len(t) else "(none)"))

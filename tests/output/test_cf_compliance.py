@@ -2,25 +2,19 @@
 compliance checker, ``cf:1.10``, on every file kind of a tiny ring run and a tiny periodic
 run (snapshots, diagnostics.nc, spectra.nc, initial_field.nc).
 
-Errors are the checker's high-priority failures (its "Errors" section); warnings (e.g.
-the recommended T, Z, Y, X dimension order, which particle arrays do not have) are
-allowed.  One error is known and allowed for now: the ``time`` coordinate holds the
-case's nondimensional time T, and CF (§4.4, §3.1) wants a time coordinate in
-``<unit> since <epoch>``, which xarray would decode into datetimes (see
-``_TIME_UNITS_ERRORS``); everything else must pass.
+Errors are the checker's high-priority failures (its "Errors" section): none is
+allowed.  Warnings (e.g. the recommended T, Z, Y, X dimension order, which particle
+arrays do not have) are.  ``vortexsim.output.cf`` says how the nondimensional
+quantities and time are written so that they pass.
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 pytest.importorskip("compliance_checker")
 
 from vortexsim.cli import main  # noqa: E402
-
-#: the errors of the nondimensional time coordinate (units "T", not "<unit> since <epoch>")
-_TIME_UNITS_ERRORS = {"time does not have correct time units",
-                      "time must be in a valid units format <unit> since <epoch> not T"}
-
 
 def _errors(path):
     """The messages of the checker's errors (failed high-priority checks) on ``path``."""
@@ -67,8 +61,29 @@ def test_every_file_kind_passes_the_cf_checker(runs, case, name):
     run = runs[0] if case == "ring" else runs[1]
     path = sorted(run.glob("snapshot_*.nc"))[-1] if name == "last snapshot" else run / name
     assert path.exists()
-    errors = _errors(path)
-    unexpected = [e for e in errors if e not in _TIME_UNITS_ERRORS]
-    assert not unexpected, f"{path.name}: {unexpected}"
-    if name == "initial_field.nc":              # no time coordinate: no error at all
-        assert not errors
+    assert not _errors(path), path.name
+
+
+def test_quantities_are_numbers_with_their_case_units_beside(runs):
+    """Every variable's units is "1"; its dimension in the case's L and T is case_units
+    (absent for pure numbers); the global attributes say what L and T are for the case;
+    the time coordinate is ``t``, kept as plain numbers by xarray."""
+    import netCDF4
+    import xarray as xr
+
+    ring, box = runs
+    expect = {"element_x": "L", "element_alpha": "L^3/T", "t": "T", "dt_next": "T",
+              "energy": "L^5/T^2", "iteration": None, "energy_spectrum": "L^3/T^2",
+              "wavenumber": "1/L", "ring_axis": None}
+    for path, length in ((ring / "snapshot_00000000.nc", "unit of radius"),
+                         (ring / "diagnostics.nc", "unit of radius"),
+                         (box / "spectra.nc", "box / (2 pi)")):
+        with netCDF4.Dataset(path) as nc:
+            assert "time" not in nc.variables and "time" not in nc.dimensions
+            assert length in nc.length_unit and nc.time_unit.startswith("T")
+            for name, var in nc.variables.items():
+                assert var.units == "1", (path.name, name)
+                if name in expect:
+                    assert getattr(var, "case_units", None) == expect[name], (path.name, name)
+        with xr.open_dataset(path) as ds:
+            assert ds["t"].dtype == np.float64

@@ -103,7 +103,7 @@ def test_writers_land_on_their_times_and_finish_the_run(tmp_path):
     for f in sorted(os.listdir(tmp_path)):
         if f.startswith("snapshot_"):
             with xr.open_dataset(tmp_path / f) as ds:
-                times.append(float(ds["time"].values[0]))
+                times.append(float(ds["t"].values[0]))
                 kinds.append(ds.attrs["snapshot_kind"])
     assert times == [0.0, 0.13, 2 * 0.13, 0.3]
     assert kinds == ["scheduled", "scheduled", "scheduled", "final"]

@@ -79,7 +79,7 @@ def _check_file(xdmf_path, run_dir, position, arrays):
     sizes = []
     for grid, path in zip(grids, snapshots):
         with xr.open_dataset(path) as ds:
-            assert float(grid.find("Time").get("Value")) == float(ds.time.values[0])
+            assert float(grid.find("Time").get("Value")) == float(ds.t.values[0])
             n = ds.sizes[position.split("_")[0]]
         topology = grid.find("Topology")
         assert topology.get("TopologyType") == "Polyvertex"

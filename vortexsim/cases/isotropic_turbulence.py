@@ -88,7 +88,10 @@ def _size(values):
     return int(values["n"]) ** 3, int(values["tracers"])
 
 
-@register_case("isotropic_turbulence", dt=0.05, t_end=2.0, integrator="rk2", nu=0.02,
+@register_case("isotropic_turbulence", units=("L = box / (2 pi) (the box is 2 pi L)",
+                                              "T, the unit in which velocities are given "
+                                              "(energy in L^2/T^2)"),
+               dt=0.05, t_end=2.0, integrator="rk2", nu=0.02,
                viscous="pse", pse_order=4, kernel="gaussian6", boundary="periodic", box=BOX,
                method="spectral",
                remesh_every=1, remesh_project=True, stretching="classical", device="cpu")

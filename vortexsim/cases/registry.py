@@ -17,6 +17,7 @@ import json
 import numpy as np
 
 from .._names import did_you_mean
+from ..output.cf import GENERIC_UNITS
 from ..simulation import RUN_DEFAULTS, Simulation
 
 __all__ = ["CaseSetup", "CASES", "register_case", "get_case", "list_cases", "make_case",
@@ -61,6 +62,9 @@ class Case:
     builder: object
     run_defaults: dict
     doc: str
+    #: (length, time): what the case's units L and T are, for the files' ``length_unit``
+    #: and ``time_unit`` attributes (:mod:`vortexsim.output.cf`)
+    units: tuple = GENERIC_UNITS
 
     def params(self):
         """The builder's parameters and their defaults."""
@@ -74,8 +78,16 @@ CASES: dict[str, Case] = {}
 _DERIVED = ("case", "t0", "groups", "n_elements", "n_tracers")
 
 
-def register_case(name, **run_defaults):
-    """Decorator registering ``builder`` as case ``name`` with default run parameters."""
+def register_case(name, units=GENERIC_UNITS, **run_defaults):
+    """Decorator registering ``builder`` as case ``name`` with default run parameters.
+
+    ``units``: (length, time), one line each saying what the case's units L and T are
+    (e.g. ``("L = ring radius R", "T = R^2/Gamma")``); the run's files carry them as
+    ``length_unit`` and ``time_unit``."""
+    if not (isinstance(units, tuple) and len(units) == 2
+            and all(isinstance(u, str) and u for u in units)):
+        raise ValueError(f"units of case {name!r} must be two texts (length, time), got "
+                         f"{units!r}.")
     bad = sorted(set(run_defaults) - set(RUN_DEFAULTS))
     if bad:
         raise ValueError(f"unknown run parameters {bad} for case {name!r}.")
@@ -84,7 +96,7 @@ def register_case(name, **run_defaults):
         if name in CASES:
             raise ValueError(f"case {name!r} is already registered.")
         doc = (builder.__doc__ or "").strip().splitlines()[0] if builder.__doc__ else ""
-        CASES[name] = Case(name, builder, dict(run_defaults), doc)
+        CASES[name] = Case(name, builder, dict(run_defaults), doc, units)
         return builder
     return wrap
 

@@ -43,6 +43,11 @@ from ..state import ElementGroup
 from .registry import CaseSetup, register_case
 from .rings import vortex_ring
 
+#: the ring cases' units (the files' length_unit and time_unit): lengths in units of the
+#: ring radius given as ``radius``, times in R^2/Gamma with ``circulation`` Gamma
+RING_UNITS = ("L, the unit of radius (R = radius L; the defaults make L = R)",
+              "T, with circulation Gamma in L^2/T (the defaults make T = R^2/Gamma)")
+
 __all__ = ["ring_tracers", "single_ring", "leapfrog", "collision", "oblique_collision",
            "ring_ground"]
 
@@ -90,7 +95,7 @@ def _assemble(rings, tracers, names, circulations, axes, resolved_sigma):
                      tracers, groups, {"sigma": float(resolved_sigma)})
 
 
-@register_case("single_ring", dt=0.05, t_end=5.0)
+@register_case("single_ring", units=RING_UNITS, dt=0.05, t_end=5.0)
 def single_ring(radius=1.0, circulation=1.0, core=0.1, n_phi=48, layers=2, sigma=None,
                 layer_spacing=1.0, tracers_per_ring=512, tracer_spread=0.25, seed=0):
     """One vortex ring (centre 0, axis +z) with tracers around it."""
@@ -101,7 +106,7 @@ def single_ring(radius=1.0, circulation=1.0, core=0.1, n_phi=48, layers=2, sigma
     return _assemble([ring], [tr], ["ring"], [circulation], [(0, 0, 1)], ring[2][0])
 
 
-@register_case("leapfrog", dt=0.1, t_end=20.0)
+@register_case("leapfrog", units=RING_UNITS, dt=0.1, t_end=20.0)
 def leapfrog(radius=1.0, circulation=1.0, core=0.1, spacing=1.0, n_phi=32, layers=2,
              sigma=None, layer_spacing=1.0, tracers_per_ring=512, tracer_spread=0.25, seed=0):
     """Two coaxial rings of equal Γ, ``spacing`` apart along +z: they leapfrog."""
@@ -131,7 +136,7 @@ def _upper_ring(radius, circulation, height, core, n_phi, layers, sigma, layer_s
     return ring, tr
 
 
-@register_case("collision", dt=0.05, t_end=8.0)
+@register_case("collision", units=RING_UNITS, dt=0.05, t_end=8.0)
 def collision(radius=1.0, circulation=1.0, core=0.1, spacing=3.0, n_phi=48, layers=2,
               sigma=None, layer_spacing=1.0, tracers_per_ring=256, tracer_spread=0.25, seed=0):
     """Head-on collision of two coaxial rings moving toward each other (mirror images)."""
@@ -145,7 +150,7 @@ def collision(radius=1.0, circulation=1.0, core=0.1, spacing=3.0, n_phi=48, laye
                      [circulation, circulation], [(0, 0, -1), (0, 0, 1)], s[0])
 
 
-@register_case("oblique_collision", dt=0.05, t_end=10.0)
+@register_case("oblique_collision", units=RING_UNITS, dt=0.05, t_end=10.0)
 def oblique_collision(radius=1.0, circulation=1.0, core=0.1, separation=2.5, angle=15.0,
                       n_phi=48, layers=2, sigma=None, layer_spacing=1.0, tracers_per_ring=256,
                       tracer_spread=0.25, seed=0):
@@ -167,7 +172,7 @@ def oblique_collision(radius=1.0, circulation=1.0, core=0.1, separation=2.5, ang
     return _assemble(rings, trs, ["left", "right"], [circulation] * 2, axes, rings[0][2][0])
 
 
-@register_case("ring_ground", dt=0.05, t_end=10.0, boundary="ground")
+@register_case("ring_ground", units=RING_UNITS, dt=0.05, t_end=10.0, boundary="ground")
 def ring_ground(radius=1.0, circulation=1.0, core=0.1, height=1.5, n_phi=48, layers=2,
                 sigma=None, layer_spacing=1.0, tracers_per_ring=256, tracer_spread=0.25,
                 seed=0):

@@ -53,7 +53,9 @@ def _size(values):
     return int(n) ** 3, int(tracers)
 
 
-@register_case("taylor_green", dt=0.1, t_end=10.0, integrator="rk2", nu=1.0 / 400.0,
+@register_case("taylor_green", units=("L = 1/k, k the wavenumber of the vortex (the box is "
+                                      "2 pi L)", "T = 1/(U k), U its velocity amplitude"),
+               dt=0.1, t_end=10.0, integrator="rk2", nu=1.0 / 400.0,
                viscous="lattice", pse_order=4, kernel="gaussian6", boundary="periodic",
                box=BOX, method="spectral", remesh_every=1, remesh_project=True,
                stretching="classical", device="cpu")

@@ -2,22 +2,24 @@ r"""The diagnostics file of a run: one row per diagnostic time, ``diagnostics.nc
 
 Layout (xarray, engine netcdf4)::
 
-    dimensions: time (rows), component (3), ring (R)
-    time (time) [T], iteration (time) [1], dt_next (time) [T]
-    total_vorticity, linear_impulse, angular_impulse (time, component)
+    dimensions: t (rows), component (3), ring (R)
+    t (t) [T], iteration (t) [1], dt_next (t) [T]
+    total_vorticity, linear_impulse, angular_impulse (t, component)
                                     [L^3/T], [L^4/T], [L^5/T]
-    energy, helicity, enstrophy (time)            [L^5/T^2], [L^4/T^2], [L^3/T^2]
-    mean_energy, dissipation (time; periodic box) [L^2/T^2], [L^2/T^3]
-    particle_energy, particle_dissipation (time; periodic box) [L^2/T^2], [L^2/T^3]
-    ring (ring): ring names; ring_centre, ring_axis (time, ring, component) [L], [1];
-    ring_radius (time, ring) [L]
+    energy, helicity, enstrophy (t)            [L^5/T^2], [L^4/T^2], [L^3/T^2]
+    mean_energy, dissipation (t; periodic box) [L^2/T^2], [L^2/T^3]
+    particle_energy, particle_dissipation (t; periodic box) [L^2/T^2], [L^2/T^3]
+    ring (ring): ring names; ring_centre, ring_axis (t, ring, component) [L], [1];
+    ring_radius (t, ring) [L]
     lattice_energy, lattice_dissipation, lattice_enstrophy, u_rms, integral_scale,
-    taylor_scale, re_lambda, kolmogorov_eta, k_max_eta, skewness, flatness (time;
+    taylor_scale, re_lambda, kolmogorov_eta, k_max_eta, skewness, flatness (t;
     periodic box with remeshing: the turbulence statistics of the lattice's vorticity)
 
 and beside it, in a periodic box with remeshing, ``spectra.nc`` (format
-"vortexsim spectra"): energy_spectrum (time, wavenumber) [L^3/T^2], iteration (time),
-coordinate wavenumber [1/L].  It is rewritten before ``diagnostics.nc`` with the same rows
+"vortexsim spectra"): energy_spectrum (t, wavenumber) [L^3/T^2], iteration (t),
+coordinate wavenumber [1/L].  The brackets are the ``case_units`` of the variables,
+whose ``units`` are "1" (:mod:`.cf`); files of format 3 and older call ``t`` ``time``
+and read the same.  It is rewritten before ``diagnostics.nc`` with the same rows
 (so it always holds every row that the diagnostics file names) and read back with it.
 
 The quantities are those of :meth:`vortexsim.Simulation.diagnostics` (``physics.md``).
@@ -39,7 +41,8 @@ import os
 import numpy as np
 
 from .files import atomic_path
-from .snapshot import FORMAT_VERSION, TIME_ATTRS, UNITS_NOTE, SnapshotError, open_netcdf
+from .cf import TIME, time_attrs, unit_attrs, variable_attrs, with_current_names
+from .snapshot import FORMAT_VERSION, SnapshotError, open_netcdf
 from .validate import InvalidValue, array
 
 logger = logging.getLogger(__name__)
@@ -89,20 +92,21 @@ QUANTITIES = {
 #: the file beside ``diagnostics.nc`` that holds the rows' energy spectra
 SPECTRA_FILE = "spectra.nc"
 SPECTRA_FORMAT = "vortexsim spectra"
-_DIMS = {"scalar": ("time",), "vector": ("time", "component"),
-         "ring_scalar": ("time", "ring"), "ring_vector": ("time", "ring", "component")}
+_DIMS = {"scalar": (TIME,), "vector": (TIME, "component"),
+         "ring_scalar": (TIME, "ring"), "ring_vector": (TIME, "ring", "component")}
 
 
 def _time_coordinate(rows):
-    """The ``time`` coordinate of a file of ``rows`` (the rows' ``t``, :data:`TIME_ATTRS`)."""
-    return ("time", np.array([r["t"] for r in rows], dtype=np.float64), dict(TIME_ATTRS))
+    """The time coordinate of a file of ``rows`` (the rows' ``t``)."""
+    return (TIME, np.array([r["t"] for r in rows], dtype=np.float64),
+            time_attrs("simulated time"))
 
 
 def _file_attrs(title, file_format, meta, history):
     """The global attributes that the diagnostics and the spectra files share."""
     return {"Conventions": "CF-1.10", "title": f"{title} of case {meta.get('case')}",
             "history": history, "source": f"vortexsim {meta.get('vortexsim_version', '')}",
-            "units_note": UNITS_NOTE, "vortexsim_format": file_format,
+            **unit_attrs(meta), "vortexsim_format": file_format,
             "vortexsim_format_version": FORMAT_VERSION}
 
 
@@ -119,11 +123,11 @@ def rows_dataset(rows, meta, history):
         values = np.stack([np.asarray(r[name]) for r in rows])
         if name == "iteration":
             values = values.astype(np.int64)
-        data[name] = (_DIMS[kind], values, {"units": units, "long_name": long})
-    coords = {"time": _time_coordinate(rows)}
+        data[name] = (_DIMS[kind], values, variable_attrs(units, long))
+    coords = {TIME: _time_coordinate(rows)}
     if rows and "ring_names" in rows[0]:
         coords["ring"] = ("ring", np.array(list(rows[0]["ring_names"]), dtype=object),
-                          {"units": "1", "long_name": "ring name"})
+                          variable_attrs("1", "ring name"))
     ds = xr.Dataset(data, coords=coords)
     if rows and "energy_spectrum" in rows[0]:
         ds.attrs["spectra_file"] = SPECTRA_FILE
@@ -137,7 +141,7 @@ def rows_dataset(rows, meta, history):
 def spectra_dataset(rows, meta, history):
     """The energy spectra of ``rows`` (each with ``wavenumber`` and ``energy_spectrum``,
     :meth:`vortexsim.Simulation.diagnostics`) as the dataset of ``spectra.nc``: dims
-    time × wavenumber, ``energy_spectrum`` [L^3/T^2] and ``iteration`` per row."""
+    t × wavenumber, ``energy_spectrum`` [L^3/T^2] and ``iteration`` per row."""
     import xarray as xr  # noqa: PLC0415
 
     k = np.asarray(rows[0]["wavenumber"], dtype=np.float64)
@@ -146,15 +150,15 @@ def spectra_dataset(rows, meta, history):
         raise ValueError(f"energy spectra of {spectra.shape[1]} shells but {k.size} "
                          "wavenumbers")
     ds = xr.Dataset(
-        {"energy_spectrum": (("time", "wavenumber"), spectra, {
-            "units": "L^3/T^2", "long_name": "shell-summed energy spectrum E(k) of the "
-            "remeshing lattice's velocity, sum E(k) dk = lattice_energy"}),
-         "iteration": ("time", np.array([r["iteration"] for r in rows], dtype=np.int64),
-                       {"units": "1", "long_name": "number of completed time steps"})},
-        coords={"time": _time_coordinate(rows),
-                "wavenumber": ("wavenumber", k, {
-                    "units": "1/L", "long_name": "shell centre |k| = s 2 pi/L, shell "
-                    "s - 1/2 <= |k| L/(2 pi) < s + 1/2, width dk = 2 pi/L"})})
+        {"energy_spectrum": ((TIME, "wavenumber"), spectra, variable_attrs(
+            "L^3/T^2", "shell-summed energy spectrum E(k) of the remeshing lattice's "
+            "velocity, sum E(k) dk = lattice_energy")),
+         "iteration": (TIME, np.array([r["iteration"] for r in rows], dtype=np.int64),
+                       variable_attrs("1", "number of completed time steps"))},
+        coords={TIME: _time_coordinate(rows),
+                "wavenumber": ("wavenumber", k, variable_attrs(
+                    "1/L", "shell centre |k| = s 2 pi/L, shell s - 1/2 <= |k| L/(2 pi) "
+                    "< s + 1/2, width dk = 2 pi/L"))})
     ds.attrs.update({**_file_attrs("vortexsim energy spectra", SPECTRA_FORMAT, meta, history),
                      "diagnostics_file": "diagnostics.nc"})
     return ds
@@ -172,13 +176,13 @@ def _read_spectra(path, rows):
     if not os.path.exists(path):
         raise SnapshotError(f"{path} is missing but the diagnostics file beside it names "
                             "it; restore it (or copy the whole run directory).")
-    ds = open_netcdf(path)
+    ds = with_current_names(open_netcdf(path))
     if ds.attrs.get("vortexsim_format") != SPECTRA_FORMAT:
         raise SnapshotError(f"{path} is not a vortexsim spectra file.")
     try:
         if "energy_spectrum" not in ds.variables or "iteration" not in ds.variables:
             raise InvalidValue("the variable energy_spectrum or iteration is missing")
-        n = ds.sizes.get("time", 0)
+        n = ds.sizes.get(TIME, 0)
         k = array("wavenumber", ds["wavenumber"].values, (ds.sizes["wavenumber"],), "f",
                   finite=True)
         e = array("energy_spectrum", ds["energy_spectrum"].values, (n, k.size), "f")
@@ -226,12 +230,12 @@ def read_rows(path):
     Raises :class:`SnapshotError` (one line) for a file that is not a vortexsim
     diagnostics file or whose variables are missing, of the wrong shape or not finite
     where a restart needs them (time, iteration)."""
-    ds = open_netcdf(path)
+    ds = with_current_names(open_netcdf(path))    # "time" in formats 1 to 3
     if ds.attrs.get("vortexsim_format") != DIAGNOSTICS_FORMAT:
         raise SnapshotError(f"{path} is not a vortexsim diagnostics file.")
-    n = ds.sizes.get("time", 0)
+    n = ds.sizes.get(TIME, 0)
     try:
-        for name, kinds in (("time", "f"), ("iteration", "iu")):
+        for name, kinds in ((TIME, "f"), ("iteration", "iu")):
             if name not in ds.variables:
                 raise InvalidValue(f"the variable {name!r} is missing")
             array(name, ds[name].values, (n,), kinds, finite=True)
@@ -246,8 +250,8 @@ def read_rows(path):
         raise SnapshotError(f"{path}: {exc}; the diagnostics file is corrupted.") from None
     rows = []
     names = [str(v) for v in ds["ring"].values] if "ring" in ds.variables else None
-    for i in range(ds.sizes.get("time", 0)):
-        row = {"t": float(ds["time"].values[i])}
+    for i in range(n):
+        row = {"t": float(ds[TIME].values[i])}
         for name in QUANTITIES:
             if name in ds.variables:
                 v = ds[name].values[i]

@@ -9,16 +9,17 @@ started from, and the other way round.
 Format ``periodic-velocity-field``, version 1 (xarray, engine netcdf4)
 ----------------------------------------------------------------------
 * dimensions ``x``, ``y``, ``z`` of size n each; coordinates x = i L/n (i = 0..n−1, the
-  same in y and z), units ``L``, optional (when present they must be this lattice);
+  same in y and z), of dimension L, optional (when present they must be this lattice);
   written without a CF ``axis`` (X/Y/Z would mean earth coordinates: the file passes
   ``compliance-checker --test cf:1.10`` without errors);
 * velocity: either the three variables ``u``, ``v``, ``w`` with dims (x, y, z), or one
   variable ``velocity`` with dims (component, x, y, z) and component of size 3; float64,
-  units ``L/T``; data in any dimension order (transposed by name);
+  of dimension L/T; data in any dimension order (transposed by name);
 * global attributes: ``box`` (L, the period; if absent, n times the x coordinate spacing,
   else the ``box`` argument of the reader), optional ``time`` (T) and free text;
 * :func:`write_velocity_field` writes ``u``, ``v``, ``w`` (x, y, z) with coordinates,
-  ``units`` and ``long_name`` on every variable, and the global attributes
+  ``units`` "1" and the dimension in ``case_units`` (:mod:`.cf`), and ``long_name`` on
+  every variable (the reader ignores units), and the global attributes
   ``Conventions`` (CF-1.10), ``title``, ``units_note``, ``format``, ``format_version``,
   ``box``, ``time`` and any others the caller gives (e.g. the case parameters).
 
@@ -36,6 +37,7 @@ import os
 import numpy as np
 
 from ..backend import to_host
+from .cf import variable_attrs
 from .files import atomic_path
 
 logger = logging.getLogger(__name__)
@@ -48,7 +50,8 @@ FIELD_FORMAT = "periodic-velocity-field"
 FIELD_FORMAT_VERSION = 1
 #: global attributes that :func:`write_velocity_field` sets itself
 _RESERVED = ("Conventions", "format", "format_version", "box", "time", "units_note")
-UNITS_NOTE = "L (length), T (time): the flow's units"
+UNITS_NOTE = ("numbers in the flow's units L (length) and T (time): each variable's units "
+              "is '1' and case_units its dimension in L and T")
 
 
 def lattice(n, box=2 * math.pi):
@@ -120,11 +123,11 @@ def write_velocity_field(path, u, box, t=0.0, overwrite=False, title=None, attrs
     # no CF ``axis`` X/Y/Z: CF (and the compliance checker) read X and Y as horizontal
     # earth coordinates that need latitude/longitude and Z as a vertical one that needs
     # ``positive``; the periodic box is neither
-    coords = {d: (d, x, {"units": "L", "long_name": f"{d} of the lattice point, i L/n"})
+    coords = {d: (d, x, variable_attrs("L", f"{d} of the lattice point, i L/n"))
               for d in ("x", "y", "z")}
     ds = xr.Dataset(
         {name: (("x", "y", "z"), np.ascontiguousarray(u[c], dtype=np.float64),
-                {"units": "L/T", "long_name": f"velocity component {c + 1} ({d})"})
+                variable_attrs("L/T", f"velocity component {c + 1} ({d})"))
          for c, (name, d) in enumerate(zip("uvw", "xyz"))},
         coords=coords)
     ds.attrs.update({

@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from .cf import TIME, with_current_names
 from .files import atomic_path
 
 logger = logging.getLogger(__name__)
@@ -109,14 +110,14 @@ def plot_run(run_dir, path=None):
         return None
     with xr.open_dataset(diag_path, engine="netcdf4") as d, \
             xr.open_dataset(snap_path, engine="netcdf4") as s:
-        d = d.load()
+        d, s = with_current_names(d.load()), with_current_names(s)
         y, x = s["tracer_x"].values[0], s["element_x"].values[0]   # read only these
-        t_snap, case = float(s["time"].values[0]), s.attrs.get("case", "")
+        t_snap, case = float(s[TIME].values[0]), s.attrs.get("case", "")
     # a figure without pyplot (no global state, no GUI backend, half the import time)
     # and with fixed margins: a layout engine would lay out every text twice
     fig = Figure(figsize=(15, 4.5))
     axes = [fig.add_axes(box) for box in _PANELS]
-    t = d["time"].values
+    t = d[TIME].values
     names = [str(n) for n in d["ring"].values] if "ring" in d.variables else []
     ax = axes[0]
     if names:

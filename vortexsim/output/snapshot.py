@@ -2,19 +2,19 @@ r"""Snapshots: one netCDF4 file per output time, each a complete checkpoint.
 
 Layout (xarray, engine netcdf4; ``xr.open_mfdataset("run/snapshot_*.nc")`` stacks them)::
 
-    dimensions: time (1), element (N), tracer (M), component (3), bound (2)
-    time (time)                          [T]      simulated time t
-    iteration (time)                     [1]      completed steps
-    dt_next (time)                       [T]      the next step's dt (adaptive state)
-    element_x (time, element, component) [L]      vortex element positions
-    element_alpha (…)                    [L^3/T]  vector strengths α = ω V
-    element_sigma (time, element)        [L]      core radii σ
-    element_volume (time, element)       [L^3]    element volumes V (NaN: not known)  (format 3)
-    element_group (time, element)        [1]      int64 group label (−1: none)        (format 3)
-    tracer_x (time, tracer, component)   [L]      passive tracer positions
-    sigma_range (time, bound)            [L]      min and max σ (exact running values)
-    fmm_depth (time)                     [1]      FMM tree depth in use (−1: none yet)
-    speed_last (time)                    [L/T]    max |u| of the last step (FMM root margin)
+    dimensions: t (1), element (N), tracer (M), component (3), bound (2)
+    t (t)                             [T]      simulated time
+    iteration (t)                     [1]      completed steps
+    dt_next (t)                       [T]      the next step's dt (adaptive state)
+    element_x (t, element, component) [L]      vortex element positions
+    element_alpha (…)                 [L^3/T]  vector strengths α = ω V
+    element_sigma (t, element)        [L]      core radii σ
+    element_volume (t, element)       [L^3]    element volumes V (NaN: not known)  (format 3)
+    element_group (t, element)        [1]      int64 group label (−1: none)        (format 3)
+    tracer_x (t, tracer, component)   [L]      passive tracer positions
+    sigma_range (t, bound)            [L]      min and max σ (exact running values)
+    fmm_depth (t)                     [1]      FMM tree depth in use (−1: none yet)
+    speed_last (t)                    [L/T]    max |u| of the last step (FMM root margin)
 
 and the global attribute ``groups_json`` (format 3) holds the element groups of the
 state, ``{"groups": [{"name", "start", "stop", "circulation", "axis"}, ...]}``: group i
@@ -23,13 +23,13 @@ snapshot restarts a run whose element set changed (remeshing in free space chang
 formats 1 and 2 hold x, alpha, sigma only, so that their restart keeps the volumes and
 groups of the case as built (and refuses another N).
 
-Every variable has ``units`` and ``long_name``, and ``time`` the CF ``standard_name``
-"time" and ``axis`` "T" (:data:`TIME_ATTRS`; these attributes are not covered by the
-checksum, so files written before them read the same).  ``compliance-checker --test
-cf:1.10`` reports one error on these files (and on the diagnostics and spectra): CF wants
-a time coordinate in ``<unit> since <epoch>``, while ours is the case's nondimensional
-time T, kept as plain numbers so that xarray does not decode it into dates.  The global
-attributes hold the CF ``Conventions``, ``history``, the case, the resolved configuration (TOML text in
+Every variable has ``units`` "1", its dimension in the case's units (the brackets
+above) in ``case_units``, and a ``long_name``; the time coordinate is ``t`` (format 4;
+``time`` before, read the same): :mod:`.cf` says why, and ``compliance-checker --test
+cf:1.10`` finds no error in these files.  Names and variable attributes are not covered
+by the checksum, so files of formats 1 to 3 verify under theirs.  The global
+attributes hold the CF ``Conventions``, ``history``, the case and its units
+(``length_unit``, ``time_unit``), the resolved configuration (TOML text in
 ``config``, exact JSON in ``config_json``), the vortexsim version, device, precision,
 kernel, method and tolerance, the output schedule of the run (``run_*``) and a SHA-256
 checksum (:func:`state_checksum`) of the state, ``config_json``, the schedule, (formats
@@ -61,6 +61,7 @@ import os
 import numpy as np
 
 from . import validate as check
+from .cf import TIME, time_attrs, unit_attrs, variable_attrs, with_current_names
 from .files import atomic_path
 from .validate import InvalidValue
 from ..state import ElementGroup, check_group_ranges
@@ -68,15 +69,16 @@ from ..state import ElementGroup, check_group_ranges
 logger = logging.getLogger(__name__)
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "SnapshotError", "Snapshot", "write_snapshot",
-           "read_snapshot", "state_checksum", "UNITS_NOTE", "TIME_ATTRS", "CHECKSUM_ATTRS"]
+           "read_snapshot", "state_checksum", "CHECKSUM_ATTRS"]
 
 FORMAT = "vortexsim snapshot"
-#: 3: also the element volumes, group labels and groups (``element_volume``,
+#: 4: the time coordinate named ``t`` and units "1" with ``case_units`` (:mod:`.cf`; the
+#: same contents and checksum as 3); 3: also the element volumes, group labels and groups (``element_volume``,
 #: ``element_group``, ``groups_json``; covered by the checksum); 2: the checksum also
 #: covers the global attributes :data:`CHECKSUM_ATTRS` (the config TOML text among them);
 #: 1: the state, ``config_json`` and the ``run_*`` schedule only.  All three are read
 #: (each verified under its own checksum).
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: the variables that format 3 adds
 _FORMAT_3_VARIABLES = ("element_volume", "element_group")
 #: the global attributes that the checksum of format 2 covers besides the state,
@@ -93,30 +95,23 @@ _MAX_OWED = 4
 #: deepest FMM tree a snapshot may name (63-bit Morton keys: 21 levels, MAX_BITS of
 #: vortexsim/kernels/morton.py, which this layer does not import)
 _MAX_FMM_DEPTH = 21
-UNITS_NOTE = ("Units are the case's: L (length) and T (time), e.g. L = ring radius and "
-              "T = R^2/Gamma for the ring cases; L^3/T is vorticity x volume.")
-#: attributes of the ``time`` coordinate of the snapshots, diagnostics and spectra (CF
-#: §4.4/§5.1: standard_name and axis of a time coordinate; units in the case's time T,
-#: see :data:`UNITS_NOTE`)
-TIME_ATTRS = {"units": "T", "standard_name": "time", "axis": "T",
-              "long_name": "simulated time"}
 
 #: name: (dims, units, long_name, state key)
 _VARIABLES = {
-    "element_x": (("time", "element", "component"), "L", "vortex element position"),
-    "element_alpha": (("time", "element", "component"), "L^3/T",
+    "element_x": ((TIME, "element", "component"), "L", "vortex element position"),
+    "element_alpha": ((TIME, "element", "component"), "L^3/T",
                       "vortex element vector strength (vorticity x volume)"),
-    "element_sigma": (("time", "element"), "L", "vortex element core radius"),
-    "element_volume": (("time", "element"), "L^3", "vortex element volume (NaN: not known)"),
-    "element_group": (("time", "element"), "1", "vortex element group: index into the "
+    "element_sigma": ((TIME, "element"), "L", "vortex element core radius"),
+    "element_volume": ((TIME, "element"), "L^3", "vortex element volume (NaN: not known)"),
+    "element_group": ((TIME, "element"), "1", "vortex element group: index into the "
                       "groups of groups_json (-1: none)"),
-    "tracer_x": (("time", "tracer", "component"), "L", "passive tracer position"),
-    "iteration": (("time",), "1", "number of completed time steps"),
-    "dt_next": (("time",), "T", "time step of the next step (adaptive time-step state)"),
-    "sigma_range": (("time", "bound"), "L", "smallest and largest core radius"),
-    "fmm_depth": (("time",), "1", "FMM tree depth in use, reused until the next refresh "
+    "tracer_x": ((TIME, "tracer", "component"), "L", "passive tracer position"),
+    "iteration": ((TIME,), "1", "number of completed time steps"),
+    "dt_next": ((TIME,), "T", "time step of the next step (adaptive time-step state)"),
+    "sigma_range": ((TIME, "bound"), "L", "smallest and largest core radius"),
+    "fmm_depth": ((TIME,), "1", "FMM tree depth in use, reused until the next refresh "
                   "(-1: none chosen yet)"),
-    "speed_last": (("time",), "L/T", "largest speed over the stages of the last step "
+    "speed_last": ((TIME,), "L/T", "largest speed over the stages of the last step "
                    "(sets the FMM root-cube margin of the next)"),
 }
 
@@ -268,21 +263,21 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
     }
     config_json = json.dumps(config)
     ds = xr.Dataset(
-        {name: (dims, data[name], {"units": units, "long_name": long})
+        {name: (dims, data[name], variable_attrs(units, long))
          for name, (dims, units, long) in _VARIABLES.items()},
-        coords={"time": ("time", np.array([state["t"]], dtype=np.float64),
-                         dict(TIME_ATTRS))})
+        coords={TIME: (TIME, np.array([state["t"]], dtype=np.float64),
+                       time_attrs("simulated time"))})
     ds["element_x"].attrs["ring_groups"] = json.dumps(config.get("groups", []))
     attrs = {
         "Conventions": "CF-1.10",
         "title": f"vortexsim snapshot of case {meta.get('case')} at t = {state['t']:.10g}",
         "history": history,
         "source": f"vortexsim {meta.get('vortexsim_version', '')}",
-        "units_note": UNITS_NOTE,
         "vortexsim_format": FORMAT,
         "vortexsim_format_version": FORMAT_VERSION,
         "snapshot_kind": kind,
         **{k: ("none" if v is None else v) for k, v in meta.items()},
+        **unit_attrs(meta),
         "config_json": config_json,
         "groups_json": _groups_json(state["groups"]),
         **_schedule_attrs(schedule),
@@ -290,7 +285,7 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
     attrs["checksum_sha256"] = state_checksum(
         state, config_json, _schedule_from_attrs(_schedule_attrs(schedule)), attrs)
     ds.attrs.update(attrs)
-    encoding = {name: {"_FillValue": None} for name in list(ds.data_vars) + ["time"]}
+    encoding = {name: {"_FillValue": None} for name in list(ds.data_vars) + [TIME]}
     with atomic_path(path) as tmp:
         ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=encoding)
     logger.debug("wrote %s (%s, t = %.6g, iteration %d)", path, kind, state["t"],
@@ -377,7 +372,8 @@ def read_snapshot(path):
     # a newer format may have other contents: its version is reported first
     version = _format_version(path, attrs) if "vortexsim_format_version" in attrs else None
     since_3 = () if version is not None and version < 3 else _FORMAT_3_VARIABLES
-    missing = [v for v in list(_VARIABLES) + ["time"] if v not in ds.variables and
+    ds = with_current_names(ds)                 # "time" in formats 1 to 3
+    missing = [v for v in list(_VARIABLES) + [TIME] if v not in ds.variables and
                (v not in _FORMAT_3_VARIABLES or v in since_3)] + \
         [a for a in ("vortexsim_format_version", "config_json", "checksum_sha256") +
          (("groups_json",) if since_3 else ()) if a not in attrs]
@@ -451,7 +447,7 @@ def _parse(ds, attrs, version):
     m = check.integer("n_tracers of config_json", config.get("n_tracers"), minimum=0)
     shapes = {"element_x": ((1, n, 3), "f"), "element_alpha": ((1, n, 3), "f"),
               "element_sigma": ((1, n), "f"), "tracer_x": ((1, m, 3), "f"),
-              "time": ((1,), "f"), "iteration": ((1,), "iu"), "dt_next": ((1,), "f"),
+              TIME: ((1,), "f"), "iteration": ((1,), "iu"), "dt_next": ((1,), "f"),
               "sigma_range": ((1, 2), "f"), "fmm_depth": ((1,), "iu"),
               "speed_last": ((1,), "f")}
     if version >= 3:
@@ -460,7 +456,7 @@ def _parse(ds, attrs, version):
          for name, (shape, kinds) in shapes.items()}
     speed = v["speed_last"][0]
     state = {
-        "t": float(v["time"][0]),
+        "t": float(v[TIME][0]),
         "iteration": check.integer("iteration", v["iteration"][0]),
         "dt": float(v["dt_next"][0]),
         "sigma_range": [float(x) for x in v["sigma_range"][0]],

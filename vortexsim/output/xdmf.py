@@ -56,6 +56,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from ..config import ConfigError
+from .cf import OLD_TIME, TIME
 from .files import atomic_path
 from .snapshot import FORMAT
 from .writers import snapshot_files
@@ -112,12 +113,13 @@ def _snapshot_layout(path):
             kind = "Float" if var.dtype.kind == "f" else ("Int" if var.dtype.kind == "i"
                                                            else "UInt")
             out[var_name] = (tuple(int(n) for n in var.shape), kind, var.dtype.itemsize)
-        for need in ("time", "element_x", "tracer_x"):
+        time_name = TIME if TIME in out else OLD_TIME       # "time" in formats 1 to 3
+        for need in (time_name, "element_x", "tracer_x"):
             if need not in out:
                 raise XdmfError(f"snapshot {path} has no variable {need!r}; it is "
                                 "truncated or foreign: remove it and export again.")
         try:
-            t = float(ds.variables["time"][:].reshape(-1)[0])
+            t = float(ds.variables[time_name][:].reshape(-1)[0])
         except Exception:  # noqa: BLE001
             t = math.nan
         if not math.isfinite(t):

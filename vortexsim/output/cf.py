@@ -1,0 +1,81 @@
+r"""How vortexsim's files meet the CF conventions (1.10): units, the time coordinate,
+the case's scales.
+
+vortexsim computes in the case's units, L (length) and T (time): the ring cases take
+the ring radius R as L and R²/Γ as T, the periodic cases L = box/(2π) and T = 1/(U k).
+CF asks for UDUNITS unit strings, in which "L" is a litre and "T" a tesla, so
+
+* every variable's ``units`` is ``"1"`` (UDUNITS' dimensionless number) and its
+  dimension in the case's units goes to ``case_units`` (e.g. ``"L^3/T"`` for a vector
+  strength, vorticity × volume); a pure number has ``units = "1"`` and no
+  ``case_units`` (:func:`variable_attrs`);
+* the global attributes ``length_unit`` and ``time_unit`` say what L and T are in the
+  run's case (from the case registry, :func:`vortexsim.cases.registry.register_case`),
+  and ``units_note`` says how to read the two attributes above;
+* the time coordinate is named ``t`` (:data:`TIME`), with ``long_name`` "time" and
+  ``case_units`` "T".  CF (§4.4) wants a coordinate that the checker takes for time (one
+  named ``time``, or with standard_name "time" or axis "T") in ``<unit> since
+  <epoch>``, which xarray would decode into dates; a nondimensional time has no epoch,
+  so ours is a plain coordinate that xarray keeps as numbers.
+
+Files of format 3 and older named the coordinate and dimension ``time`` and wrote the
+case's unit strings into ``units``; :func:`with_current_names` gives their datasets the
+current names, so that restarts and the readers take both.
+"""
+from __future__ import annotations
+
+__all__ = ["TIME", "OLD_TIME", "UNITS_NOTE", "GENERIC_UNITS", "variable_attrs", "time_attrs",
+           "unit_attrs", "unit_label",
+           "with_current_names"]
+
+#: the name of the time dimension and coordinate (format 4 on)
+TIME = "t"
+#: its name in files of format 3 and older
+OLD_TIME = "time"
+#: (length_unit, time_unit) of a run whose case does not say (the case registry's
+#: ``units`` give each named case its own)
+GENERIC_UNITS = ("L, the unit of the case's lengths", "T, the unit of the case's times")
+UNITS_NOTE = ("Quantities are numbers in the case's units: L (length) and T (time), said "
+              "by the global attributes length_unit and time_unit. Each variable's units "
+              "is '1' (dimensionless, UDUNITS) and its attribute case_units gives its "
+              "dimension in L and T, e.g. L^3/T for vorticity x volume.")
+
+
+def variable_attrs(units, long_name):
+    """``{"units": "1", "case_units": units, "long_name": long_name}`` for a quantity of
+    dimension ``units`` in the case's L and T (``"1"``, ``"-"`` or ``""``: a pure number,
+    no ``case_units``)."""
+    attrs = {"units": "1", "long_name": long_name}
+    if units not in ("1", "-", ""):
+        attrs["case_units"] = units
+    return attrs
+
+
+def unit_attrs(meta):
+    """The global attributes ``length_unit``, ``time_unit`` and ``units_note`` of a file
+    of the run whose global attributes are ``meta`` (the case's units when it gives
+    them, else :data:`GENERIC_UNITS`)."""
+    return {"length_unit": str(meta.get("length_unit") or GENERIC_UNITS[0]),
+            "time_unit": str(meta.get("time_unit") or GENERIC_UNITS[1]),
+            "units_note": UNITS_NOTE}
+
+
+def time_attrs(long_name="time"):
+    """The attributes of the time coordinate :data:`TIME` (dimension T of the case)."""
+    return variable_attrs("T", long_name)
+
+
+def with_current_names(ds):
+    """``ds`` (an xarray Dataset of a snapshot, diagnostics or spectra file) with the time
+    dimension and coordinate named :data:`TIME`: files of format 3 and older call them
+    :data:`OLD_TIME`.  A dataset that already has :data:`TIME` is returned unchanged."""
+    if TIME in ds.variables or TIME in ds.dims:
+        return ds
+    names = {OLD_TIME: TIME} if (OLD_TIME in ds.variables or OLD_TIME in ds.dims) else {}
+    return ds.rename(names) if names else ds
+
+
+def unit_label(attrs):
+    """The dimension of a variable in the case's units, for labels: its ``case_units``,
+    else its ``units`` (files of format 3 and older held the case's units there)."""
+    return str(attrs.get("case_units", attrs.get("units", "")))
