@@ -97,13 +97,19 @@ def cli_cases(out):
         for f in files:
             with xr.open_dataset(f) as ds:
                 for v in ("element_x", "element_alpha", "tracer_x", "time", "dt_next"):
-                    out[f"cli/{case}/{os.path.basename(f)}/{v}"] = ds[v].values
+                    out[f"cli/{case}/{os.path.basename(f)}/{v}"] = ds[_name(ds, v)].values
         with xr.open_dataset(d + "/r/diagnostics.nc") as ds:
             for v in ds.data_vars:
                 if ds[v].dtype.kind in "fi":
                     out[f"cli/{case}/diag/{v}"] = ds[v].values
-            out[f"cli/{case}/diag/time"] = ds["time"].values
+            out[f"cli/{case}/diag/time"] = ds[_name(ds, "time")].values
         print(f"cli/{case}", flush=True)
+
+
+def _name(ds, name):
+    """``name`` in ``ds``; the time coordinate is ``t`` from file format 4 on, ``time``
+    before (the keys of the saved arrays keep "time" so that both versions compare)."""
+    return "t" if name == "time" and "t" in ds.variables else name
 
 
 def main():

@@ -30,6 +30,8 @@ import os
 
 import numpy as np
 
+from vortexsim.output.cf import TIME, with_current_names
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WINDOWS = ((5.0, 7.8), (7.8, 10.0))
 
@@ -73,8 +75,8 @@ def main(argv=None):
                   " / ".join(fmt(peak(ts, ds, *w)) for w in WINDOWS) +
                   f"; E({ts[-1]:g}) = {es[-1]:.5f}")
             last = spectral
-        d = xr.open_dataset(path)
-        t = d["time"].values
+        d = with_current_names(xr.open_dataset(path))   # "time" in files of format <= 3
+        t = d[TIME].values
         ep, zp = d["particle_energy"].values, d["particle_dissipation"].values
         dev = np.abs(ep / np.interp(t, ts, es) - 1)
         print(f"{os.path.basename(path)}: ν⟨ω_p·ω⟩ " +

@@ -16,6 +16,7 @@ import xarray as xr
 import vortexsim
 from vortexsim.cli import main
 from vortexsim.output import open_netcdf, read_snapshot
+from vortexsim.output.snapshot import FORMAT_VERSION
 from snapshot_tools import content_checksum
 
 # free space, each ring remeshed on its own lattice: N = 32, then 580, 748, 836, ...
@@ -98,7 +99,7 @@ def test_cli_restart_after_a_remeshing_is_bitwise(remeshed_run, tmp_path):
     assert len(snaps) >= 3
     middle = snaps[1]
     snap = read_snapshot(remeshed_run / middle)
-    assert snap.attrs["vortexsim_format_version"] == 3
+    assert snap.attrs["vortexsim_format_version"] == FORMAT_VERSION
     assert len(snap.state["elements"]["x"]) != 32          # remeshed: not the case's N
     run_dir = tmp_path / "run"
     shutil.copytree(remeshed_run, run_dir)
@@ -141,8 +142,8 @@ def test_format_2_files_still_restart(tmp_path, capsys):
     with xr.open_dataset(ref / last) as x, xr.open_dataset(tmp_path / "cont" / last) as y:
         for v in ("element_x", "element_alpha", "element_sigma", "tracer_x"):
             assert x[v].values.tobytes() == y[v].values.tobytes(), v
-    with netCDF4.Dataset(tmp_path / "cont" / last) as d:      # the restart writes format 3
-        assert d.getncattr("vortexsim_format_version") == 3
+    with netCDF4.Dataset(tmp_path / "cont" / last) as d:      # the restart writes the newest
+        assert d.getncattr("vortexsim_format_version") == FORMAT_VERSION
 
 
 def test_format_2_snapshot_of_a_remeshed_run_is_refused(remeshed_run, tmp_path, capsys):
