@@ -604,3 +604,23 @@ def test_property_no_self_velocity(seed, kernel):
                                kernel=kernel)
     np.testing.assert_array_equal(u, 0.0)
     np.testing.assert_array_equal(grad, 0.0)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian4", "gaussian6"])
+def test_high_order_gaussians_outside_the_periodic_spectral_sum_are_refused(kernel):
+    """The high-order Gaussians exist only in the periodic spectral sum: the direct sum,
+    the FMM and the periodic FMM refuse them in one clear line."""
+    from vortexsim.fmm.evaluator import FMM
+
+    x = np.random.default_rng(0).random((20, 3))
+    alpha = np.random.default_rng(1).standard_normal((20, 3))
+    alpha -= alpha.mean(axis=0)
+    for method in ("direct", "fmm"):
+        with pytest.raises(ValueError, match="only by the periodic spectral sum"):
+            vortexsim.induced_velocity(x, alpha, 0.1, kernel=kernel, method=method,
+                                       device="cpu")
+    with pytest.raises(ValueError, match=kernel):
+        vortexsim.induced_velocity(x, alpha, 0.1, kernel=kernel, method="fmm", box=1.0,
+                                   device="cpu")
+    with pytest.raises(ValueError, match=kernel):
+        FMM(kernel, device="cpu")
