@@ -88,8 +88,9 @@ def test_a_ring_moved_at_constant_speed_gives_that_speed(tmp_path):
     run = _write(tmp_path / "run", _rows(times))
     rings = track_rings(run)
     assert list(rings["ring"].values) == ["front", "rear"]
-    assert rings["speed"].attrs["case_units"] == "L/T" and rings["centre"].attrs["case_units"] == "L"
-    assert rings["radius"].attrs["case_units"] == "L" and rings["position"].attrs["case_units"] == "L"
+    assert {name: rings[name].attrs.get("case_units") for name in rings.data_vars} == {
+        "centre": "L", "axis": None, "radius": "L", "position": "L", "velocity": "L/T",
+        "speed": "L/T"}
     for j, (_, speed, axis, r0, dr) in enumerate(RINGS):
         s = rings["speed"].values[:, j]
         np.testing.assert_allclose(s[1:-1], speed, rtol=0, atol=1e-12)

@@ -957,8 +957,8 @@ def cmd_cases(args, argv):
         for preset, values in (load_presets(path) if path else {}).items():
             settings = " ".join(f"{k}={v}" for k, v in values.items())
             print(f"{'':<{width}}  --preset {preset}: {settings}")
-    print(f"\nRun one with: vortexsim run NAME [--preset NAME] [--set key=value]; copy a case "
-          f"file to make your own.")
+    print("\nRun one with: vortexsim run NAME [--preset NAME] [--set key=value]; copy a case "
+          "file to make your own.")
     return EXIT_OK
 
 

@@ -9,8 +9,8 @@ import numpy as np
 
 from .modules import elementwise_kernel
 
-__all__ = ["morton_keys", "grid_cells", "spread_bits", "bounding_cube", "column_range", "column_sums",
-           "cube_edge"]
+__all__ = ["morton_keys", "grid_cells", "spread_bits", "bounding_cube", "column_range",
+           "column_sums", "cube_edge"]
 
 MAX_BITS = 21   # 3 × 21 = 63 bits fit a uint64
 
