@@ -14,6 +14,7 @@ import math
 import numpy as np
 from scipy.special import gammaincc
 
+from ..kernels.morton import column_range
 from ..spectral import wrap
 from ..state import host_element_arrays
 
@@ -109,8 +110,8 @@ def _cell_grid(x, reach, box, xp):
     """Sort the elements into cells of edge ≥ ``reach`` (only occupied cells are kept:
     memory O(N) whatever the extent)."""
     if box is None:
-        lo = x.min(axis=0)
-        extent = x.max(axis=0) - lo
+        lo, hi = column_range(x, xp)             # by row blocks (fast on the GPU)
+        extent = hi - lo
         cells = extent / reach
         if float(cells.max()) >= _MAX_CELLS_PER_AXIS:
             raise ValueError(
