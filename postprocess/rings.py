@@ -42,7 +42,7 @@ def track_rings(source):
     centre = np.asarray(diag["ring_centre"].values, dtype=np.float64)
     axis = np.asarray(diag["ring_axis"].values, dtype=np.float64)
     velocity = np.gradient(centre, t, axis=0, edge_order=2 if t.size > 2 else 1)
-    coords = {TIME: (TIME, t, time_attrs("simulated time"))}
+    coords = {TIME: (TIME, t, time_attrs())}
     if "ring" in diag.coords:
         coords["ring"] = diag["ring"].values
     dims3, dims2 = (TIME, "ring", "component"), (TIME, "ring")

@@ -345,8 +345,6 @@ class Simulation:
         # one device→host transfer: [finite, max|u|², max‖∇u‖², box of x1, box of y1]
         finite = xp.isfinite(x1).all() & xp.isfinite(alpha1).all() & xp.isfinite(y1).all() \
             & xp.isfinite(sigma1).all()
-        # the boxes by row blocks (column_range): a GPU min/max over axis 0 of a tall
-        # array runs one thread block per column, ~1 ms each for 2^20 tracers
         parts = [xp.asarray(finite, dtype=xp.float64).reshape(1), self.rhs.stage_max,
                  *column_range(x1, xp)]
         if y1.shape[0]:

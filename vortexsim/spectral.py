@@ -92,8 +92,7 @@ def check_periodic_sources(alpha, what="the elements"):
     a = xp.asarray(a, dtype=xp.float64)
     if a.size == 0:
         return
-    # both sums in one transfer; column sums by row blocks (a tall axis-0 sum is one GPU
-    # thread block per column: ~2 ms at 2^20 elements)
+    # both sums in one transfer
     net, scale = (float(v) for v in np.asarray(
         to_host(xp.stack([xp.abs(column_sums(a)).max(), xp.abs(a).sum()]))))
     if scale > 0 and net > tol * scale:

@@ -65,8 +65,8 @@ def morton_keys(points, lo, width, bits, xp):
 def _row_blocks(points):
     """(head, tail) of a tall (M, c) array: ``head`` (k, M // k, c) in k = 1024 blocks of
     rows (k = 1 below 2^16 rows), ``tail`` the M mod k rows left over (None when none).
-    A GPU reduction over axis 0 of a tall array runs one thread block per column;
-    reducing ``head`` over axis 1 first spreads it over k blocks."""
+    CuPy reduces a tall array over axis 0 with one thread block per column (~1–2 ms at
+    2^20 rows on an H100); reducing ``head`` over axis 1 first spreads it over k blocks."""
     m = points.shape[0]
     k = 1024 if m >= 1 << 16 else 1
     head = points[: m - m % k].reshape(k, -1, points.shape[1])
@@ -85,8 +85,8 @@ def column_range(points, xp):
 
 def column_sums(values):
     """Per-column sums (c,) of a tall (M ≥ 1, c) array, reduced in two passes over blocks
-    of rows (:func:`_row_blocks`; the order of the additions differs from ``sum(axis=0)``,
-    so use it where round-off order does not matter, e.g. a check)."""
+    of rows (:func:`_row_blocks`): a fixed order of the additions, so deterministic, but
+    not ``sum(axis=0)``'s (they differ in round-off)."""
     head, tail = _row_blocks(values)
     total = head.sum(axis=1).sum(axis=0)
     return total if tail is None else total + tail.sum(axis=0)

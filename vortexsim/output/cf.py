@@ -12,8 +12,8 @@ CF asks for UDUNITS unit strings, in which "L" is a litre and "T" a tesla, so
 * the global attributes ``length_unit`` and ``time_unit`` say what L and T are in the
   run's case (from the case registry, :func:`vortexsim.cases.registry.register_case`),
   and ``units_note`` says how to read the two attributes above;
-* the time coordinate is named ``t`` (:data:`TIME`), with ``long_name`` "time" and
-  ``case_units`` "T".  CF (§4.4) wants a coordinate that the checker takes for time (one
+* the time coordinate is named ``t`` (:data:`TIME`), with ``long_name`` "simulated
+  time" and ``case_units`` "T".  CF (§4.4) wants a coordinate that the checker takes for time (one
   named ``time``, or with standard_name "time" or axis "T") in ``<unit> since
   <epoch>``, which xarray would decode into dates; a nondimensional time has no epoch,
   so ours is a plain coordinate that xarray keeps as numbers.
@@ -25,8 +25,7 @@ current names, so that restarts and the readers take both.
 from __future__ import annotations
 
 __all__ = ["TIME", "OLD_TIME", "UNITS_NOTE", "GENERIC_UNITS", "variable_attrs", "time_attrs",
-           "unit_attrs", "unit_label",
-           "with_current_names"]
+           "unit_attrs", "unit_label", "with_current_names"]
 
 #: the name of the time dimension and coordinate (format 4 on)
 TIME = "t"
@@ -60,19 +59,19 @@ def unit_attrs(meta):
             "units_note": UNITS_NOTE}
 
 
-def time_attrs(long_name="time"):
+def time_attrs():
     """The attributes of the time coordinate :data:`TIME` (dimension T of the case)."""
-    return variable_attrs("T", long_name)
+    return variable_attrs("T", "simulated time")
 
 
 def with_current_names(ds):
     """``ds`` (an xarray Dataset of a snapshot, diagnostics or spectra file) with the time
     dimension and coordinate named :data:`TIME`: files of format 3 and older call them
     :data:`OLD_TIME`.  A dataset that already has :data:`TIME` is returned unchanged."""
-    if TIME in ds.variables or TIME in ds.dims:
+    if TIME in ds.variables or TIME in ds.dims or not (OLD_TIME in ds.variables
+                                                       or OLD_TIME in ds.dims):
         return ds
-    names = {OLD_TIME: TIME} if (OLD_TIME in ds.variables or OLD_TIME in ds.dims) else {}
-    return ds.rename(names) if names else ds
+    return ds.rename({OLD_TIME: TIME})
 
 
 def unit_label(attrs):

@@ -99,7 +99,7 @@ _DIMS = {"scalar": (TIME,), "vector": (TIME, "component"),
 def _time_coordinate(rows):
     """The time coordinate of a file of ``rows`` (the rows' ``t``)."""
     return (TIME, np.array([r["t"] for r in rows], dtype=np.float64),
-            time_attrs("simulated time"))
+            time_attrs())
 
 
 def _file_attrs(title, file_format, meta, history):

@@ -73,10 +73,11 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "SnapshotError", "Snapshot", "write_snaps
 
 FORMAT = "vortexsim snapshot"
 #: 4: the time coordinate named ``t`` and units "1" with ``case_units`` (:mod:`.cf`; the
-#: same contents and checksum as 3); 3: also the element volumes, group labels and groups (``element_volume``,
-#: ``element_group``, ``groups_json``; covered by the checksum); 2: the checksum also
+#: same contents and checksum as 3); 3: also the element volumes, group labels and groups
+#: (``element_volume``, ``element_group``, ``groups_json``; covered by the checksum); 2:
+#: the checksum also
 #: covers the global attributes :data:`CHECKSUM_ATTRS` (the config TOML text among them);
-#: 1: the state, ``config_json`` and the ``run_*`` schedule only.  All three are read
+#: 1: the state, ``config_json`` and the ``run_*`` schedule only.  All four are read
 #: (each verified under its own checksum).
 FORMAT_VERSION = 4
 #: the variables that format 3 adds
@@ -266,7 +267,7 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
         {name: (dims, data[name], variable_attrs(units, long))
          for name, (dims, units, long) in _VARIABLES.items()},
         coords={TIME: (TIME, np.array([state["t"]], dtype=np.float64),
-                       time_attrs("simulated time"))})
+                       time_attrs())})
     ds["element_x"].attrs["ring_groups"] = json.dumps(config.get("groups", []))
     attrs = {
         "Conventions": "CF-1.10",

@@ -110,7 +110,7 @@ def _cell_grid(x, reach, box, xp):
     """Sort the elements into cells of edge ≥ ``reach`` (only occupied cells are kept:
     memory O(N) whatever the extent)."""
     if box is None:
-        lo, hi = column_range(x, xp)             # by row blocks (fast on the GPU)
+        lo, hi = column_range(x, xp)
         extent = hi - lo
         cells = extent / reach
         if float(cells.max()) >= _MAX_CELLS_PER_AXIS:

@@ -113,8 +113,7 @@ class Stretching(Term):
     def alpha_rate(self, stage):
         rate = stretching_rhs(stage.alpha, stage.grad_u, self.scheme)
         if self.zero_sum:
-            rate = rate - column_sums(rate) / rate.shape[0]     # by row blocks: a tall
-            # axis-0 mean on the GPU is one thread block per column
+            rate = rate - column_sums(rate) / rate.shape[0]
         return rate
 
 
