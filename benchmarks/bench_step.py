@@ -25,7 +25,8 @@ the trajectory, e.g. as the tracers spread.
 
 Options: --n-phi (129), --layers (7), --layer-spacing (0.5), --sigma (0.05), --tracers
 (total, 2^20), --dt (0.01), --method (fmm), --tol (1e-6), --precision (float64),
---warmup (2), --steps (5), --rounds (3), --cprofile TOP (cProfile one more step and print
+--depth D (pin the tree depth of the timed steps), --warmup (2), --steps (5), --rounds
+(3), --cprofile TOP (cProfile one more step and print
 the TOP functions by own time), --ncu (one more step between cudaProfilerStart/Stop),
 --ncu-summary CSV, --device gpu|cpu, --out PATH, --label TEXT.
 
@@ -75,6 +76,8 @@ def main(argv=None):
     p.add_argument("--precision", choices=("float64", "float32"), default="float64")
     p.add_argument("--advance", type=float, default=0.0, metavar="T")
     p.add_argument("--advance-dt", type=float, default=0.1)
+    p.add_argument("--depth", type=int, default=None,
+                   help="pin the FMM tree depth of the timed steps (default: the model's)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
@@ -99,6 +102,8 @@ def main(argv=None):
         sim.run(steps=int(round(args.advance / args.advance_dt)))
         sim.dt = args.dt
         print(f"advanced to t = {sim.t:g}", flush=True)
+    if args.depth is not None:                        # no refresh: the depth stays pinned
+        sim.planner.refresh, sim.planner.depth = 1 << 40, args.depth
     sim.run(steps=args.warmup)                       # compilation, caches, the tree depth
     T.synchronize(dev)
     timer = T.times_on(dev)
@@ -119,7 +124,8 @@ def main(argv=None):
     payload = dict(case="leapfrog", t_start=float(sim.t), n_phi=args.n_phi, layers=args.layers,
                    layer_spacing=args.layer_spacing, sigma=args.sigma, n_elements=n_el,
                    n_tracers=n_tr, dt=args.dt, method=args.method, tol=args.tol,
-                   precision=args.precision, warmup=args.warmup, step_ms=(flat * 1e3).tolist(),
+                   precision=args.precision, depth=sim.planner.depth, warmup=args.warmup,
+                   step_ms=(flat * 1e3).tolist(),
                    step_ms_median=med, step_ms_min=low, target_ms=TARGET_MS, met=met,
                    round_medians_ms=[float(np.median(t)) * 1e3 for t in times])
     summary = [dict(what=what, ms=med, err_u=None, err_grad=None, met=met,

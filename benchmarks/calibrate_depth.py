@@ -4,7 +4,7 @@ What it measures: for point sets that a run meets, the time of one FMM evaluatio
 each admissible depth of the level-uniform tree (``FMM.evaluate(..., depth=d)``, median
 of ``--repeats`` after a warm-up; the step's call: targets = elements then tracers, ∇u
 at the elements), one profiled evaluation's stages at each depth, the near-field pair
-counts and occupied boxes per depth (``near_pairs_by_depth``), and the depth the cost
+counts and occupied boxes per depth (``depth_counts``), and the depth the cost
 model (``Planner.cheapest_depth``) picks.  The point sets:
 
 * ``uniform``: bench_fmm's ``uniform-gauss-1e-6`` (2^20 points, σ = h, no tracers);
@@ -82,7 +82,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     from vortexsim.backend import Device
     from vortexsim.fmm.evaluator import FMM
-    from vortexsim.fmm.plan import near_pairs_by_depth, stretched_width
+    from vortexsim.fmm.plan import depth_counts
     from vortexsim.fmm.tree import root_cube
     from vortexsim.fmm.near import near_field_reach
 
@@ -103,9 +103,9 @@ def main(argv=None):
         width = float(width)
         reach = near_field_reach("gaussian", 1e-6, float(sigma.max()))
         depth_max, min_leaf = fmm.planner.depth_limit(width, reach)
-        pairs, occupied = near_pairs_by_depth(X, pts, lo, stretched_width(width, depth_max,
-                                                                          min_leaf),
-                                              depth_max, fmm.near_radius, xp)
+        pairs, rows = depth_counts(X, pts, lo, width, depth_max, min_leaf, fmm.near_radius,
+                                   xp)
+        occupied = [rows[d, d] for d in range(depth_max + 1)]
         depths = args.depths or list(range(2, depth_max + 1))
         print(f"{name}: N = {x.shape[0]}, M = {0 if y is None else y.shape[0]}, cube "
               f"{width:.3f}, model picks depth {chosen}; pairs {np.asarray(pairs).tolist()}, "

@@ -15,7 +15,9 @@ Usage::
         --tracers 256 --t-end 0.4 --block 2                                # smoke test
 
 Options: --n-phi (129), --layers (7), --tracers (2^20), --dt (0.1), --t-end (20),
---block (20), --device, --out, --label.
+--block (20), --depth D (pin the tree depth of every step), --device, --out, --label.
+Each row also holds the depth model's inputs at the block's end (near-field pairs and
+occupied leaves per depth, ``depth_counts``).
 
 Output: JSON (default ``benchmarks/results/step_trajectory_DATE[_LABEL].json``) with one
 row per block, and a table printed last.
@@ -31,6 +33,39 @@ import numpy as np
 import _timing as T
 
 
+def pin_depth(sim, depth):
+    """Make every step of ``sim`` use tree depth ``depth`` (the model's choice is skipped)."""
+    choose = sim.planner.step
+
+    def pinned(iteration, dt):
+        plan, margin = choose(iteration, dt)
+        plan.depth = depth
+        return plan, margin
+    sim.planner.step = pinned
+
+
+def point_counts(sim):
+    """The depth model's inputs at the current state: near-field pairs and occupied leaves
+    of the level-uniform trees of depth 0..the deepest admissible, each on its own root
+    cube (lists)."""
+    from vortexsim.fmm.near import near_field_reach
+    from vortexsim.fmm.plan import depth_counts
+    from vortexsim.fmm.tree import root_cube
+    fmm = getattr(sim.summation, "fmm", None)
+    if fmm is None:
+        return [], []
+    xp = sim.device.xp
+    x, y = sim.elements.x, sim.tracers.x
+    pts = xp.concatenate([x, y])
+    lo, width = root_cube(x, pts, xp)
+    width = float(width)
+    reach = near_field_reach("gaussian", fmm.tol, float(sim.elements.sigma.max()))
+    depth_max, min_leaf = fmm.planner.depth_limit(width, reach)
+    pairs, rows = depth_counts(x, pts, lo, width, depth_max, min_leaf, fmm.near_radius, xp)
+    occupied = [rows[d, d] for d in range(depth_max + 1)]
+    return [float(v) for v in pairs], [int(v) for v in occupied]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n-phi", type=int, default=129)
@@ -39,6 +74,8 @@ def main(argv=None):
     p.add_argument("--dt", type=float, default=0.1)
     p.add_argument("--t-end", type=float, default=20.0)
     p.add_argument("--block", type=int, default=20)
+    p.add_argument("--depth", type=int, default=None,
+                   help="pin the FMM tree depth of every step (default: the model's)")
     T.add_common_options(p, "step_trajectory")
     args = p.parse_args(argv)
     import vortexsim
@@ -47,6 +84,8 @@ def main(argv=None):
                               layer_spacing=0.5, sigma=0.05,
                               tracers_per_ring=args.tracers // 2, dt=args.dt, device=dev,
                               method="fmm", tol=1e-6, progress=False)
+    if args.depth is not None:
+        pin_depth(sim, args.depth)
     sim.run(steps=2)                                 # compilation, caches
     rows = []
     n_steps = int(round(args.t_end / args.dt))
@@ -63,9 +102,11 @@ def main(argv=None):
         depth = getattr(planner, "depth", None)
         box = getattr(planner, "box", None)
         edge = float(np.max(box[1] - box[0])) if box is not None else float("nan")
-        rows.append(dict(t=float(sim.t), steps=k, ms_per_step=ms, depth=depth, cube=edge))
-        print(f"t = {sim.t:5.1f}: {ms:6.1f} ms/step, depth {depth}, cube {edge:.2f}",
-              flush=True)
+        pairs, occupied = point_counts(sim)
+        rows.append(dict(t=float(sim.t), steps=k, ms_per_step=ms, depth=depth, cube=edge,
+                         pairs=pairs, occupied=occupied))
+        print(f"t = {sim.t:5.1f}: {ms:6.1f} ms/step, depth {depth}, cube {edge:.2f}, "
+              f"pairs {[f'{v:.3g}' for v in pairs]}, occupied {occupied}", flush=True)
     total = sum(r["ms_per_step"] * r["steps"] for r in rows) / 1e3
     T.write_json(args, "step_trajectory", dev, dict(rows=rows, total_s=total),
                  [dict(what=f"leapfrog steps t=0..{args.t_end:g}", ms=total * 1e3,

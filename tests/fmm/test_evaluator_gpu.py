@@ -469,3 +469,22 @@ def test_gpu_adaptive_tree_equals_cpu(kernel, tol):
         assert gpu.config.tree == cpu.config.tree == "adaptive"
         assert gpu.config.depth == cpu.config.depth >= 7
         assert _rel(ug, uc) <= 1e-10 and _rel(gg, gc) <= 1e-10
+
+
+def test_gpu_unit_m2l_cores_and_classes_equal_the_host_ones():
+    """The M2L cores and the per-class gather tables made on the GPU (first use of a
+    deeper level mid-run) equal those made on the host."""
+    import cupy as cp
+    from vortexsim.fmm import expansions as E
+    host, dev = E.unit_m2l_cores(8), E.unit_m2l_cores(8, 3, cp)
+    np.testing.assert_allclose(cp.asnumpy(dev), host, rtol=0, atol=1e-12 * np.abs(host).max())
+    gpu_m2l, cpu_m2l = (FMM("gaussian", device=d, near_radius=1, separation=1).stages.m2l
+                        for d in ("gpu", "cpu"))
+    for periodic in (False, True):
+        for level in (2, 3):
+            got = gpu_m2l.classes(level, 1, periodic)
+            ref = cpu_m2l.classes(level, 1, periodic)
+            assert len(got) == len(ref) == 8
+            for (o1, g1), (o2, g2) in zip(got, ref):
+                np.testing.assert_array_equal(o1, o2)
+                np.testing.assert_array_equal(cp.asnumpy(g1), g2)

@@ -64,3 +64,51 @@ def test_fmm_imports_without_cupy():
     code = ("import sys, vortexsim.fmm.evaluator, vortexsim.fmm.cuda; "
             "sys.exit('cupy' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_depth_counts_count_each_tree_on_its_own_cube():
+    """depth_counts gives every depth the pairs and occupancy of a tree on that depth's
+    own (stretched only where needed) cube, not of the deepest tree's cube."""
+    from vortexsim.fmm.plan import depth_counts, near_pairs_by_depth, stretched_width
+    rng = np.random.default_rng(5)
+    x = rng.random((600, 3)) * np.array([1.0, 1.0, 3.0])          # a tall cloud
+    y = np.concatenate([x, rng.random((900, 3)) * np.array([1.0, 1.0, 3.0])])
+    lo, width, min_leaf = np.zeros(3), 3.0, 0.15
+    depth_max = 5                          # 3 / 2^5 < 0.15: the deepest tree is stretched
+    pairs, occ = depth_counts(x, y, lo, width, depth_max, min_leaf, 1, np)
+    assert pairs.shape == (depth_max + 1,) and occ.shape == (depth_max + 1,) * 2
+    for d in range(depth_max + 1):
+        w = stretched_width(width, d, min_leaf)
+        ref_pairs, ref_occ = near_pairs_by_depth(x, y, lo, w, d, 1, np)
+        assert pairs[d] == ref_pairs[d]
+        np.testing.assert_array_equal(occ[d, :d + 1], ref_occ)
+    # the shallower trees' leaves are narrower than on the stretched cube: fewer pairs
+    wide, _ = near_pairs_by_depth(x, y, lo, stretched_width(width, depth_max, min_leaf),
+                                  depth_max, 1, np)
+    assert pairs[depth_max - 1] < wide[depth_max - 1]
+
+
+def test_sparse_far_field_model_deepens_trees_of_stretched_clouds():
+    """On the GPU's sparse M2L the far field costs what the occupied boxes cost: for a
+    cloud that fills few boxes of a deep level the model takes the deeper tree, which
+    the dense model (every box translated) never does; a uniform cloud keeps its depth."""
+    from vortexsim.fmm import expansions as E
+    from vortexsim.fmm.plan import Planner
+    planner = Planner("gaussian", 1e-6, 16, False, 1, 1, None, 20e9, "gpu", "float64")
+    green = E.green_function("gaussian", 0.05)
+    # depth 4 → 5 cuts the near pairs 4.6× while only 1 600 of 32 768 leaves hold points
+    # (the leapfrog case at t = 20 on the H100, benchmarks/RESULTS.md)
+    pairs = np.array([2.5e10, 2.5e10, 2.5e10, 1.6e10, 6.3e9, 1.36e9])
+    occ = np.zeros((6, 6))
+    for d in range(6):
+        occ[d, :d + 1] = [1, 2, 16, 70, 313, 1598][:d + 1]
+    assert planner.cheapest_depth(pairs, green) == 4                # dense model
+    assert planner.cheapest_depth(pairs, green, occ) == 5
+    # a cube full of points: the same pair ratio, every box occupied, stays at depth 4
+    full = np.zeros((6, 6))
+    for d in range(6):
+        full[d, :d + 1] = 8.0 ** np.arange(d + 1)
+    uniform = np.array([1e12, 1e12, 2.7e11, 4.5e10, 6.5e9, 5.5e9])
+    assert planner.cheapest_depth(uniform, green, full) == 4
+    cpu = dataclasses.replace(planner, device_kind="cpu")      # no sparse M2L on the CPU
+    assert cpu.cheapest_depth(pairs, green, occ) == cpu.cheapest_depth(pairs, green)

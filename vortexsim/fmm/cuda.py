@@ -238,7 +238,7 @@ class CudaDownward(Downward):
         B, n_out = Ll.shape[0], idx.shape[1]
         C = xp.empty((B, n_out))
         get_function("fmm.cu", "l2p_coefficients")(
-            ((B * n_out + 255) // 256,), (256,),
+            (B,), (256,),
             (Ll, idx, fu, fg, np.float64(1.0 / w), np.int32(n * 3), np.int32(n_out),
              np.int64(B), tgt_start, C))
         centres = xp.ascontiguousarray(centres)

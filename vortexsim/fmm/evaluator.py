@@ -60,8 +60,8 @@ from .periodic import (PERIODIC_LEAF_SLACK, PERIODIC_MIN_DEPTH, check_box, ghost
 from .plan import (ADAPTIVE_LEAF_SIZE, AUTO_TREE_FACTOR, CAPACITY_SLACK, CHUNK_BYTES,
                    COST_RATES, FLOAT32_TOL_MIN, WIDE_BELOW, WIDE_CPU_BELOW, FMMConfig,
                    M2LPlan, Plan, Planner, check_tol, default_near_radius, default_separation,
-                   default_memory_budget, fmm_delivers, gradient_count, near_pairs_by_depth,
-                   order_for_tol, shallow_order, stretched_width, target_sets)
+                   default_memory_budget, depth_counts, fmm_delivers, gradient_count,
+                   near_pairs_by_depth, order_for_tol, shallow_order, stretched_width, target_sets)
 from .stages import make_stages
 from .timing import Clock
 from .tree import build_tree, check_cube, choose_depth, root_cube, with_targets
@@ -478,17 +478,17 @@ class FMM:
         elif self.leaf_size is not None:
             depth = choose_depth(n, m, self.leaf_size, max_depth=depth_max)
         else:
-            # one small device-to-host transfer: the near-field pair counts per depth
-            width_max = stretched_width(width, depth_max, min_leaf)
-            pairs, occupied = near_pairs_by_depth(x, y, lo, width_max, depth_max,
-                                                  self.near_radius, xp)
+            # one or two small device-to-host transfers: the near-field pair counts and
+            # occupied boxes per depth
+            pairs, occupied = depth_counts(x, y, lo, width, depth_max, min_leaf,
+                                           self.near_radius, xp)
             clock.lap("depth")
             if self.tree == "auto":
                 adaptive_depth, adaptive_width = self.adaptive_root(width, reach)
                 if planner.prefers_adaptive(pairs, m, adaptive_depth, green):
                     return adaptive(adaptive_depth, adaptive_width)
-            depth = planner.cheapest_depth(pairs, green)
-            occupied_leaves = float(occupied[depth])
+            depth = planner.cheapest_depth(pairs, green, occupied)
+            occupied_leaves = float(occupied[depth, depth])
         # a root cube stretched so that the leaves are no narrower than the reach
         width = stretched_width(width, depth, min_leaf)
         step = (m2l_capacity if sync_free and m2l_capacity is not None

@@ -42,7 +42,7 @@ import typing
 from . import expansions as E
 from .downward import TargetPart
 from .near import gaussian_field_rho, near_field_reach
-from .plan import near_pairs_by_depth, stretched_width
+from .plan import depth_counts, stretched_width
 from .tree import build_tree, choose_depth, root_cube
 
 __all__ = ["Fields", "CoresNotUniform", "field_reach", "field_greens", "evaluate_fields"]
@@ -130,14 +130,13 @@ def evaluate_fields(fmm, x, alpha, sigma, y, sigma_t, clock, symmetric=False):
     if fmm.leaf_size is not None:
         depth = choose_depth(n, m, fmm.leaf_size, max_depth=depth_max)
     else:
-        pairs, occupied = near_pairs_by_depth(
-            x, y, lo, stretched_width(width, depth_max, min_leaf), depth_max,
-            planner.near_radius, xp)
+        pairs, occupied = depth_counts(x, y, lo, width, depth_max, min_leaf,
+                                       planner.near_radius, xp)
         # the symmetric pass meets half the pairs, each at about twice the velocity's cost
         # (erf, exp): the velocity's model as it is (H100: halving the pairs chose
         # shallower trees that were slower)
-        depth = planner.cheapest_depth(pairs, green_u)
-        occ = float(occupied[depth])
+        depth = planner.cheapest_depth(pairs, green_u, occupied)
+        occ = float(occupied[depth, depth])
     width = stretched_width(width, depth, min_leaf)
     P = planner.order_at(depth)
     tree = build_tree(x, y, depth, xp, lo=lo, width=width, check=False)

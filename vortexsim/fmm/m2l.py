@@ -38,11 +38,12 @@ def interacts(parity, d, sep, parent_radius=1):
             & (np.abs(d).max(axis=-1) >= sep))
 
 
-def class_cores(K, offsets):
-    """Columns of the unit cores K (r, 343 r) for ``offsets``, k-major: (r, r · |offsets|)."""
+def class_cores(K, offsets, xp=np):
+    """Columns of the unit cores K (r, 343 r) for ``offsets``, k-major: (r, r · |offsets|)
+    (``xp``: K's array namespace)."""
     r = K.shape[0]
-    Kc = K.reshape(r, -1, r)[:, offsets, :]                   # (r, |O|, r): [row, q, k]
-    return np.ascontiguousarray(Kc.transpose(0, 2, 1).reshape(r, r * len(offsets)))
+    Kc = K.reshape(r, -1, r)[:, xp.asarray(offsets), :]      # (r, |O|, r): [row, q, k]
+    return xp.ascontiguousarray(Kc.transpose(0, 2, 1).reshape(r, r * len(offsets)))
 
 
 def apply_to_boxes(A, X, xp):
@@ -154,12 +155,15 @@ class M2L:
         translated with the operator of the unwrapped offset: one of its images.
         """
         def build():
-            nbr = neighbor_table(level, self.offset_radius, np, periodic)
+            # made on the evaluator's device: on the host the table of level 5 (32 768 ×
+            # 343 keys) took ~1-3 s, paid by the first step that deepens the tree
+            xp = self.device.xp
+            nbr = neighbor_table(level, self.offset_radius, xp, periodic)
             zero = 8 ** level
             classes = []
             for p, offsets in enumerate(self.class_offsets(sep)):
-                g = nbr[p::8][:, offsets]
-                classes.append((offsets, self.device.xp.asarray(np.where(g >= 0, g, zero))))
+                g = nbr[p::8][:, xp.asarray(offsets)]
+                classes.append((offsets, xp.ascontiguousarray(xp.where(g >= 0, g, zero))))
             return classes
         return self.cache.get(("m2l_classes", level, sep, periodic), build)
 
@@ -288,8 +292,8 @@ class M2L:
         radius = self.offset_radius
         if self.separation == 1 or self.cache_all_cores:
             yield slice(None), self.cache.get(
-                ("m2l_class_cores", P, sep, p, mdt), lambda: xp.asarray(
-                    class_cores(E.unit_m2l_cores(P, radius), offsets), dtype=mdt))
+                ("m2l_class_cores", P, sep, p, mdt), lambda: class_cores(
+                    E.unit_m2l_cores(P, radius, xp), offsets, xp).astype(mdt, copy=False))
             return
         step = self.core_group
         for q in range(0, len(offsets), step):
@@ -416,14 +420,14 @@ class M2L:
         class and row block (int32 arrays)."""
         def build():
             xp = self.device.xp
-            K = E.unit_m2l_cores(P, 3)
+            K = E.unit_m2l_cores(P, 3, xp)
             r = K.shape[0]
             # transposed cores by offset: Kt[j, o, i] = K[i, o r + j] (one strided copy)
             Kt3 = K.reshape(r, len(OFFSETS_3), r).transpose(2, 1, 0)
 
             def stacked(offsets):              # [K_o1ᵀ K_o2ᵀ …] (r, |offsets| r), C order
-                return xp.asarray(np.ascontiguousarray(
-                    Kt3[:, offsets, :]).reshape(r, len(offsets) * r), dtype=mdt)
+                return xp.ascontiguousarray(Kt3[:, xp.asarray(offsets), :]).reshape(
+                    r, len(offsets) * r).astype(mdt, copy=False)
             bits = np.array([[p & 1, (p >> 1) & 1, (p >> 2) & 1] for p in range(8)])
             offidx = -np.ones((8, len(OFFSETS_3)), dtype=np.int64)
             Kt = []

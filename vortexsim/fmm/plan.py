@@ -35,7 +35,8 @@ __all__ = ["Plan", "Planner", "FMMConfig", "M2LPlan", "order_for_tol", "shallow_
            "fmm_delivers", "near_pairs_by_depth", "stretched_width", "gradient_count",
            "target_sets", "default_separation", "default_near_radius",
            "default_memory_budget", "host_memory", "WIDE_BELOW", "WIDE_CPU_BELOW",
-           "FLOAT32_TOL_MIN", "COST_RATES", "ADAPTIVE_LEAF_SIZE", "AUTO_TREE_FACTOR",
+           "FLOAT32_TOL_MIN", "COST_RATES", "LEAF_BOX_COST", "depth_counts",
+           "ADAPTIVE_LEAF_SIZE", "AUTO_TREE_FACTOR",
            "CAPACITY_SLACK", "CHUNK_BYTES"]
 
 #: (tol, P): the expansion order of the standard separation for tol down to that row,
@@ -66,6 +67,12 @@ COST_RATES = {("gpu", "float64"): (1.1e11, 2.0e13, 1.9e-8),
               ("gpu", "float32"): (3.5e11, 1.5e13, 1.9e-8),
               ("cpu", "float64"): (2.0e7, 3.0e10, 2e-6),
               ("cpu", "float32"): (2.0e7, 3.0e10, 2e-6)}
+#: the GPU's sparse far field (:meth:`Planner.cheapest_depth`): cost [s] per box of the
+#: leaf level that the level-uniform tree handles whether it holds points or not (the
+#: dense M2M into and L2L out of the leaf level, the zeroed expansion arrays).  H100,
+#: leapfrog at t = 20 (cube 10.45): depth 5 cost ~3 ms per evaluation more than depth 4
+#: at equal near-field pairs, for 28 672 more leaf boxes (benchmarks/RESULTS.md)
+LEAF_BOX_COST = 7e-8
 #: default leaf_size of the adaptive tree (most points a leaf box may hold), per device
 #: kind (the fastest measured on the clustered benchmark)
 ADAPTIVE_LEAF_SIZE = {"gpu": 512, "cpu": 64}
@@ -237,6 +244,31 @@ def near_pairs_by_depth(x, y, lo, width, depth_max, radius, xp):
     return out[0], out[1]
 
 
+def depth_counts(x, y, lo, width, depth_max, min_leaf, radius, xp):
+    """The cost model's inputs for trees of depth 0..depth_max, each on its own root cube:
+    ``stretched_width(width, L, min_leaf)`` (wider than ``width`` only where the leaves
+    would be narrower than ``min_leaf``, i.e. at most at depth_max).
+
+    Returns (pairs, occupied): pairs (depth_max + 1,) the near-field pair counts and
+    occupied (depth_max + 1, depth_max + 1) the boxes holding targets at each level of
+    each tree (row L, levels 0..L), host float64.  One or two
+    :func:`near_pairs_by_depth` calls (one transfer each): counting every depth on the
+    deepest tree's stretched cube would give the shallower trees leaves up to twice too
+    wide, eight times the pairs.
+    """
+    width_max = stretched_width(width, depth_max, min_leaf)
+    pairs, occ = near_pairs_by_depth(x, y, lo, width_max, depth_max, radius, xp)
+    rows = np.tile(occ, (depth_max + 1, 1))
+    if depth_max > 0:
+        narrow = stretched_width(width, depth_max - 1, min_leaf)
+        if narrow < width_max:
+            shallow, occ_shallow = near_pairs_by_depth(x, y, lo, narrow, depth_max - 1,
+                                                       radius, xp)
+            pairs = np.concatenate([shallow, pairs[-1:]])
+            rows[:-1, :-1] = occ_shallow
+    return pairs, rows
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class FMMConfig:
     """Parameters of one FMM evaluation (derived from kernel, tol and the inputs)."""
@@ -367,26 +399,45 @@ class Planner:
             depth_max = min(depth_max, max(0, math.ceil(math.log2(width / min_leaf))))
         return depth_max, min_leaf
 
-    def cheapest_depth(self, pairs, green):
+    def cheapest_depth(self, pairs, green, occupied=None):
         """Leaf level with the least modelled cost, given the near-field pair counts.
 
         ``pairs[L]`` (L = 0..depth_max) is the number of near-field pairs of a tree of
-        depth L for the actual points (:func:`near_pairs_by_depth`); the cost is
-        near(L) = pairs[L] at the device's pair rate + 8^L (2r+1)³ leaf visits, plus
-        far(L) = Σ_{l=2..L} 8^l × 189 M2L box pairs (875 with the wide separation) × 6 c²
-        flops at its GEMM rate, with
-        c = (P+1)² for the compressed 1/r far field and c = n(P) for the regularized one
-        (the level-uniform tree translates empty boxes too).  P2M and L2P cost the same
-        at every depth and are left out.  Ties go to the deeper tree.
+        depth L for the actual points; ``occupied``, optional, (depth_max + 1, depth_max
+        + 1): row L the boxes holding targets at each level 0..L of that tree (both from
+        :func:`depth_counts`).  The cost is the near field, pairs[L] at the device's pair
+        rate plus one fixed cost per (target leaf, stencil box) visit, plus the far field:
+
+        * the GPU's sparse M2L (``occupied`` given, 1/r far field, standard separation):
+          Σ_{l=2..L} occupied[L, l] × 189 M2L box pairs × 6 c² flops at its GEMM rate,
+          plus :data:`LEAF_BOX_COST` per box of the leaf level, occupied or not (the
+          near field visits only the occupied[L, L] leaves with targets).  A cloud that
+          stretches the root cube (rings that travel, tracers left behind) leaves most
+          deep boxes empty, so a deeper tree pays there;
+        * otherwise the level-uniform tree translates every box: Σ_{l=2..L} 8^l × 189
+          (875 with the wide separation) × 6 c² flops, and visits all 8^L leaves;
+
+        with c = (P+1)² for the compressed 1/r far field and c = n(P) for the regularized
+        one.  P2M and L2P cost the same at every depth and are left out.  Ties go to the
+        deeper tree.
         """
         near_rate, gemm_rate, visit = COST_RATES[(self.device_kind, self.precision)]
         stencil = (2 * self.near_radius + 1) ** 3
         c = (self.order + 1) ** 2 if green.harmonic else E.multi_indices(self.order).n
+        per_box = self.list_length * 6 * c * c / gemm_rate
+        sparse = (occupied is not None and self.device_kind == "gpu"
+                  and self.separation == 1 and green.harmonic)
         best, best_cost = 0, math.inf
         for depth, npairs in enumerate(pairs):
-            far = (sum(8.0 ** level for level in range(2, depth + 1)) * self.list_length
-                   * 6 * c * c / gemm_rate)
-            cost = float(npairs) / near_rate + 8.0 ** depth * stencil * visit + far
+            if sparse:
+                occ = occupied[depth]
+                far = float(sum(occ[2:depth + 1])) * per_box + (
+                    8.0 ** depth * LEAF_BOX_COST if depth >= 2 else 0.0)
+                visits = float(occ[depth]) * stencil * visit
+            else:
+                far = sum(8.0 ** level for level in range(2, depth + 1)) * per_box
+                visits = 8.0 ** depth * stencil * visit
+            cost = float(npairs) / near_rate + visits + far
             if cost <= best_cost:
                 best, best_cost = depth, cost
         return best
