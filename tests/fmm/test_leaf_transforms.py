@@ -1,5 +1,5 @@
 """Leaf transforms on the occupied boxes only (vortexsim/fmm/operators.py: occupied_boxes,
-leaf_boxes, Operators.compress/decompress with boxes) .  CPU; the CuPy twin is marked ``gpu``."""
+leaf_boxes, Operators.compress/decompress with boxes, the leaf level's M2M and L2L).  CPU; the CuPy twin is marked ``gpu``."""
 import numpy as np
 import pytest
 
@@ -68,6 +68,38 @@ def test_sparse_compress_and_decompress_equal_dense(capacity):
     assert got.flags.c_contiguous
 
 
+def _dense_m2m_l2l(ops, Mh, Lp, Lh):
+    """The dense M2M out of and L2L into a leaf level (upward.py, downward.py)."""
+    Tc, Rc = ops.compressed_shift(P)
+    r, B = Mh.shape[0], Mh.shape[1]
+    bp = B // 8
+    up = (Tc @ Mh.reshape(r, bp, 8, 3).transpose(2, 0, 1, 3).reshape(8 * r, bp * 3))
+    down = Lh + (Rc @ Lp.reshape(r, bp * 3)).reshape(8, r, bp, 3).transpose(1, 2, 0, 3) \
+        .reshape(r, B, 3)
+    return up.reshape(r, bp, 3), down
+
+
+@pytest.mark.parametrize("capacity", [None, 3, 12, 20])
+def test_sparse_leaf_m2m_and_l2l_equal_dense(capacity):
+    """The leaf level's M2M on the occupied leaves' parents and L2L into the listed
+    leaves give the dense passes' values there, spilled boxes included (capacity < 12:
+    boxes beyond the list); M2M parents without occupied children are zero."""
+    rng = np.random.default_rng(8)
+    ops = Operators(Device("cpu"), Cache(Device("cpu")))
+    start = _csr(rng, 512, 12)
+    occ = start[1:] > start[:-1]
+    r = (P + 1) ** 2
+    Mh = rng.normal(size=(r, 512, 3)) * occ[None, :, None]
+    Lp, Lh = rng.normal(size=(r, 64, 3)), rng.normal(size=(r, 512, 3))
+    up, down = _dense_m2m_l2l(ops, Mh, Lp, Lh)
+    boxes = occupied_boxes(start, np, capacity)
+    got_up = ops.m2m_from_leaves(Mh, P, boxes)
+    np.testing.assert_allclose(got_up, up, rtol=0, atol=1e-13 * np.abs(up).max())
+    got_down = ops.l2l_to_leaves(Lp, Lh.copy(), P, boxes)
+    np.testing.assert_allclose(got_down[:, occ], down[:, occ], rtol=0,
+                               atol=1e-13 * np.abs(down).max())
+
+
 def test_leaf_boxes_only_for_sparse_levels():
     rng = np.random.default_rng(0)
     sparse, dense = _csr(rng, 512, 40), _csr(rng, 512, 400)
@@ -113,3 +145,27 @@ def test_gpu_sparse_transforms_with_spills_equal_numpy(capacity):
     ref_l = host.decompress(Lh, P, occupied_boxes(start, np))
     np.testing.assert_allclose(got_m, ref_m, rtol=0, atol=1e-13 * np.abs(ref_m).max())
     np.testing.assert_allclose(got_l, ref_l, rtol=0, atol=1e-13 * np.abs(ref_l).max())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")
+@pytest.mark.parametrize("capacity", [3, 12, 20])
+def test_gpu_sparse_leaf_m2m_and_l2l_with_spills_equal_dense(capacity):
+    """The GPU's leaf-level M2M and L2L, their spill kernels (m2m_spilled, l2l_spilled)
+    included, against NumPy's dense passes."""
+    import cupy as cp
+    rng = np.random.default_rng(8)
+    host = Operators(Device("cpu"), Cache(Device("cpu")))
+    dev = Operators(Device("gpu"), Cache(Device("gpu")))
+    start = _csr(rng, 512, 12)
+    occ = start[1:] > start[:-1]
+    r = (P + 1) ** 2
+    Mh = rng.normal(size=(r, 512, 3)) * occ[None, :, None]
+    Lp, Lh = rng.normal(size=(r, 64, 3)), rng.normal(size=(r, 512, 3))
+    up, down = _dense_m2m_l2l(host, Mh, Lp, Lh)
+    boxes = occupied_boxes(cp.asarray(start), cp, capacity)
+    got_up = cp.asnumpy(dev.m2m_from_leaves(cp.asarray(Mh), P, boxes))
+    got_down = cp.asnumpy(dev.l2l_to_leaves(cp.asarray(Lp), cp.asarray(Lh), P, boxes))
+    np.testing.assert_allclose(got_up, up, rtol=0, atol=1e-13 * np.abs(up).max())
+    np.testing.assert_allclose(got_down[:, occ], down[:, occ], rtol=0,
+                               atol=1e-13 * np.abs(down).max())

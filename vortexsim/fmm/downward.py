@@ -69,13 +69,16 @@ class Downward:
             # compressed locals L̂ (r, 8^level, 3): L2L at r² per child, then L̃ = U L̂
             _, Rc = ops.compressed_shift(P)
             r = Rc.shape[1]
+            boxes = leaf_boxes(tree.tgt_start, self.device.xp, leaf_count)
             for level in range(top + 1, L + 1):
+                if level == L and boxes is not None:   # a sparse leaf level: its listed leaves
+                    ops.l2l_to_leaves(locals_[level - 1], locals_[level], P, boxes)
+                    continue
                 bp = 8 ** (level - 1)
                 Y = Rc @ locals_[level - 1].reshape(r, bp * 3)     # (8r, bp·3)
                 locals_[level] += Y.reshape(8, r, bp, 3).transpose(1, 2, 0, 3) \
                     .reshape(r, 8 * bp, 3)
-            Ll = ops.decompress(locals_[L], P,
-                                leaf_boxes(tree.tgt_start, self.device.xp, leaf_count))
+            Ll = ops.decompress(locals_[L], P, boxes)
         else:
             _, R = ops.shift(P)
             for level in range(top + 1, L + 1):                    # L2L: one GEMM per level

@@ -131,6 +131,66 @@ class Operators:
              np.int64(x_strides[1]), out, np.int64(out_strides[0]),
              np.int64(out_strides[1]), spill, np.int64(B)))
 
+    def m2m_from_leaves(self, Mh, P, boxes):
+        """M2M out of the leaf level on the occupied leaves' parents only: compressed
+        multipoles (r, B/8, 3) of the parents from the leaves' Mh (r, B, 3) (1/r far
+        field, :meth:`compressed_shift`).
+
+        ``boxes``: the :func:`occupied_boxes` pair ``(idx, spill)`` of the leaves
+        holding sources; every other parent has only empty children, so zero.  The
+        listed leaves' parents are translated in one GEMM (a parent listed twice is
+        translated twice, the same way); parents of spilled leaves by one CUDA block
+        each (``m2m_spilled``), or on the CPU by the same GEMM."""
+        xp = self.device.xp
+        Tc, _ = self.compressed_shift(P)
+        r, B = Mh.shape[0], Mh.shape[1]
+        out = xp.zeros((r, B // 8, 3))
+
+        def into(parents):                  # the parents (k,): their 8 children, one GEMM
+            k = parents.shape[0]
+            kids = (parents[:, None] * 8 + xp.arange(8)).ravel()
+            X = Mh[:, kids, :].reshape(r, k, 8, 3).transpose(2, 0, 1, 3).reshape(8 * r, k * 3)
+            out[:, parents] = (Tc @ X).reshape(r, k, 3)
+        idx, spill = boxes
+        into(idx // 8)
+        if spill is not None:
+            if not self.device.is_gpu:
+                into(np.unique(np.flatnonzero(spill) // 8))
+            else:
+                from ..kernels.modules import get_function  # noqa: PLC0415
+                get_function("fmm.cu", "m2m_spilled")(
+                    (B // 8,), (128,), (xp.ascontiguousarray(Tc), np.int32(r),
+                                        xp.ascontiguousarray(Mh), out, spill,
+                                        np.int64(B // 8)))
+        return out
+
+    def l2l_to_leaves(self, Lp, Lh, P, boxes):
+        """L2L into the leaf level on the listed leaves only: adds R_c L̂_parent into the
+        compressed leaf locals Lh (r, B, 3) (in place) from the parents' Lp (r, B/8, 3)
+        at the boxes of ``boxes``, the :func:`occupied_boxes` pair ``(idx, spill)`` of
+        the leaves holding targets (the others are never read).  One GEMM gives each
+        listed leaf's parent all 8 children, of which the leaf's is kept; spilled leaves
+        take one CUDA block each (``l2l_spilled``), or on the CPU the same GEMM."""
+        xp = self.device.xp
+        _, Rc = self.compressed_shift(P)
+        r, B = Lh.shape[0], Lh.shape[1]
+
+        def into(b):                        # the leaves b (k,)
+            k = b.shape[0]
+            Y = (Rc @ Lp[:, b // 8, :].reshape(r, k * 3)).reshape(8, r, k, 3)
+            Lh[:, b, :] += Y[b % 8, :, xp.arange(k), :].transpose(1, 0, 2)
+        idx, spill = boxes
+        into(idx)
+        if spill is not None:
+            if not self.device.is_gpu:
+                into(np.flatnonzero(spill))
+            else:
+                from ..kernels.modules import get_function  # noqa: PLC0415
+                get_function("fmm.cu", "l2l_spilled")(
+                    (B,), (128,), (xp.ascontiguousarray(Rc), np.int32(r),
+                                   xp.ascontiguousarray(Lp), Lh, spill, np.int64(B)))
+        return Lh
+
     def compressed_shift(self, P):
         """M2M and L2L of the 1/r far field on compressed expansions (cached).
 

@@ -47,6 +47,9 @@ class Upward:
             Tc, _ = ops.compressed_shift(P)
             r = Tc.shape[0]
             for level in range(L, top, -1):                        # M2M: one GEMM per level
+                if level == L and boxes is not None:   # a sparse leaf level: its parents
+                    out[level - 1] = ops.m2m_from_leaves(out[level], P, boxes)
+                    continue
                 bp = 8 ** (level - 1)
                 X = out[level].reshape(r, bp, 8, 3).transpose(2, 0, 1, 3).reshape(8 * r, bp * 3)
                 out[level - 1] = (Tc @ X).reshape(r, bp, 3)

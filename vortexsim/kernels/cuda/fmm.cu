@@ -418,3 +418,63 @@ __global__ void transform_spilled(const double* __restrict__ A, int rows, int co
         o[2] = s2;
     }
 }
+
+// Sparse M2M out of the leaf level, the parents the listed boxes missed: for each parent
+// box p with a spilled child (spill (8·n_parents,) over the children), out[:, p, :] =
+// Σ_c T_c M[:, 8p + c, :] with T (r, 8r) = [T_0 … T_7] and M (r, 8·n_parents, 3), out
+// (r, n_parents, 3), coefficient-major.  One block per parent, one thread per row.
+__global__ void m2m_spilled(const double* __restrict__ T, int r, const double* __restrict__ M,
+                            double* __restrict__ out, const bool* __restrict__ spill,
+                            long long n_parents)
+{
+    const long long p = blockIdx.x;
+    if (p >= n_parents) return;
+    bool any = false;
+    for (int c = 0; c < 8; ++c) any = any || spill[8 * p + c];
+    if (!any) return;
+    const long long nb = 8 * n_parents;
+    for (int i = threadIdx.x; i < r; i += blockDim.x) {
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
+        for (int c = 0; c < 8; ++c) {
+            const double* row = T + (long long)i * 8 * r + (long long)c * r;
+            for (int j = 0; j < r; ++j) {
+                const double* m = M + ((long long)j * nb + 8 * p + c) * 3;
+                s0 += row[j] * m[0];
+                s1 += row[j] * m[1];
+                s2 += row[j] * m[2];
+            }
+        }
+        double* o = out + ((long long)i * n_parents + p) * 3;
+        o[0] = s0;
+        o[1] = s1;
+        o[2] = s2;
+    }
+}
+
+// Sparse L2L into the leaf level, the boxes beyond a list: for each leaf b with spill[b],
+// L[:, b, :] += R_c Lp[:, b/8, :] with c = b mod 8, R (8r, r) = [R_0; …; R_7], L (r,
+// n_boxes, 3) and Lp (r, n_boxes/8, 3) coefficient-major.  One block per leaf, one
+// thread per row.
+__global__ void l2l_spilled(const double* __restrict__ R, int r, const double* __restrict__ Lp,
+                            double* __restrict__ L, const bool* __restrict__ spill,
+                            long long n_boxes)
+{
+    const long long b = blockIdx.x;
+    if (b >= n_boxes || !spill[b]) return;
+    const long long p = b >> 3, np_ = n_boxes >> 3;
+    const int c = (int)(b & 7);
+    for (int i = threadIdx.x; i < r; i += blockDim.x) {
+        const double* row = R + ((long long)c * r + i) * r;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
+        for (int j = 0; j < r; ++j) {
+            const double* l = Lp + ((long long)j * np_ + p) * 3;
+            s0 += row[j] * l[0];
+            s1 += row[j] * l[1];
+            s2 += row[j] * l[2];
+        }
+        double* o = L + ((long long)i * n_boxes + b) * 3;
+        o[0] += s0;
+        o[1] += s1;
+        o[2] += s2;
+    }
+}
