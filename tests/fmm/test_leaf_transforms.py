@@ -68,6 +68,19 @@ def test_sparse_compress_and_decompress_equal_dense(capacity):
     assert got.flags.c_contiguous
 
 
+def _leaf_pass_case():
+    """A leaf level of 512 boxes, 12 occupied: (start, occupied mask, leaf multipoles Mh,
+    parent locals Lp, leaf locals Lh, the dense M2M's parents, the dense L2L's leaves)."""
+    rng = np.random.default_rng(8)
+    start = _csr(rng, 512, 12)
+    occ = start[1:] > start[:-1]
+    r = (P + 1) ** 2
+    Mh = rng.normal(size=(r, 512, 3)) * occ[None, :, None]
+    Lp, Lh = rng.normal(size=(r, 64, 3)), rng.normal(size=(r, 512, 3))
+    up, down = _dense_m2m_l2l(Operators(Device("cpu"), Cache(Device("cpu"))), Mh, Lp, Lh)
+    return start, occ, Mh, Lp, Lh, up, down
+
+
 def _dense_m2m_l2l(ops, Mh, Lp, Lh):
     """The dense M2M out of and L2L into a leaf level (upward.py, downward.py)."""
     Tc, Rc = ops.compressed_shift(P)
@@ -84,14 +97,8 @@ def test_sparse_leaf_m2m_and_l2l_equal_dense(capacity):
     """The leaf level's M2M on the occupied leaves' parents and L2L into the listed
     leaves give the dense passes' values there, spilled boxes included (capacity < 12:
     boxes beyond the list); M2M parents without occupied children are zero."""
-    rng = np.random.default_rng(8)
     ops = Operators(Device("cpu"), Cache(Device("cpu")))
-    start = _csr(rng, 512, 12)
-    occ = start[1:] > start[:-1]
-    r = (P + 1) ** 2
-    Mh = rng.normal(size=(r, 512, 3)) * occ[None, :, None]
-    Lp, Lh = rng.normal(size=(r, 64, 3)), rng.normal(size=(r, 512, 3))
-    up, down = _dense_m2m_l2l(ops, Mh, Lp, Lh)
+    start, occ, Mh, Lp, Lh, up, down = _leaf_pass_case()
     boxes = occupied_boxes(start, np, capacity)
     got_up = ops.m2m_from_leaves(Mh, P, boxes)
     np.testing.assert_allclose(got_up, up, rtol=0, atol=1e-13 * np.abs(up).max())
@@ -154,15 +161,8 @@ def test_gpu_sparse_leaf_m2m_and_l2l_with_spills_equal_dense(capacity):
     """The GPU's leaf-level M2M and L2L, their spill kernels (m2m_spilled, l2l_spilled)
     included, against NumPy's dense passes."""
     import cupy as cp
-    rng = np.random.default_rng(8)
-    host = Operators(Device("cpu"), Cache(Device("cpu")))
     dev = Operators(Device("gpu"), Cache(Device("gpu")))
-    start = _csr(rng, 512, 12)
-    occ = start[1:] > start[:-1]
-    r = (P + 1) ** 2
-    Mh = rng.normal(size=(r, 512, 3)) * occ[None, :, None]
-    Lp, Lh = rng.normal(size=(r, 64, 3)), rng.normal(size=(r, 512, 3))
-    up, down = _dense_m2m_l2l(host, Mh, Lp, Lh)
+    start, occ, Mh, Lp, Lh, up, down = _leaf_pass_case()
     boxes = occupied_boxes(cp.asarray(start), cp, capacity)
     got_up = cp.asnumpy(dev.m2m_from_leaves(cp.asarray(Mh), P, boxes))
     got_down = cp.asnumpy(dev.l2l_to_leaves(cp.asarray(Lp), cp.asarray(Lh), P, boxes))

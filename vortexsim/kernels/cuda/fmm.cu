@@ -391,6 +391,25 @@ stencil_pair_count(const long long* __restrict__ cs, const long long* __restrict
     }
 }
 
+// s[0..2] += Σ_j a[j] x_j for the 3-vectors x_j at x + j·x_row (the spill kernels' rows).
+__device__ __forceinline__ void row_times_vectors(const double* __restrict__ a, int n,
+                                                  const double* __restrict__ x,
+                                                  long long x_row, double s[3])
+{
+    for (int j = 0; j < n; ++j) {
+        const double* v = x + j * x_row;
+        s[0] += a[j] * v[0];
+        s[1] += a[j] * v[1];
+        s[2] += a[j] * v[2];
+    }
+}
+
+// o[0..2] = s (or += s with `add`).
+__device__ __forceinline__ void put3(double* __restrict__ o, const double s[3], bool add)
+{
+    for (int k = 0; k < 3; ++k) o[k] = add ? o[k] + s[k] : s[k];
+}
+
 // Leaf transforms of the boxes a sync-free step's list left out (Operators.compress
 // and decompress with a capacity): out[b] = A X[b] for each box b with spill[b], one
 // block per box, one thread per row of A (rows × cols, row-major).  Box b, row j,
@@ -404,18 +423,9 @@ __global__ void transform_spilled(const double* __restrict__ A, int rows, int co
     const long long b = blockIdx.x;
     if (b >= n_boxes || !spill[b]) return;
     for (int i = threadIdx.x; i < rows; i += blockDim.x) {
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
-        for (int j = 0; j < cols; ++j) {
-            const double a = A[(long long)i * cols + j];
-            const double* x = X + b * x_box + j * x_row;
-            s0 += a * x[0];
-            s1 += a * x[1];
-            s2 += a * x[2];
-        }
-        double* o = out + b * o_box + i * o_row;
-        o[0] = s0;
-        o[1] = s1;
-        o[2] = s2;
+        double s[3] = {0.0, 0.0, 0.0};
+        row_times_vectors(A + (long long)i * cols, cols, X + b * x_box, x_row, s);
+        put3(out + b * o_box + i * o_row, s, false);
     }
 }
 
@@ -434,20 +444,11 @@ __global__ void m2m_spilled(const double* __restrict__ T, int r, const double* _
     if (!any) return;
     const long long nb = 8 * n_parents;
     for (int i = threadIdx.x; i < r; i += blockDim.x) {
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
-        for (int c = 0; c < 8; ++c) {
-            const double* row = T + (long long)i * 8 * r + (long long)c * r;
-            for (int j = 0; j < r; ++j) {
-                const double* m = M + ((long long)j * nb + 8 * p + c) * 3;
-                s0 += row[j] * m[0];
-                s1 += row[j] * m[1];
-                s2 += row[j] * m[2];
-            }
-        }
-        double* o = out + ((long long)i * n_parents + p) * 3;
-        o[0] = s0;
-        o[1] = s1;
-        o[2] = s2;
+        double s[3] = {0.0, 0.0, 0.0};
+        for (int c = 0; c < 8; ++c)
+            row_times_vectors(T + (long long)i * 8 * r + (long long)c * r, r,
+                              M + (8 * p + c) * 3, nb * 3, s);
+        put3(out + ((long long)i * n_parents + p) * 3, s, false);
     }
 }
 
@@ -464,17 +465,8 @@ __global__ void l2l_spilled(const double* __restrict__ R, int r, const double* _
     const long long p = b >> 3, np_ = n_boxes >> 3;
     const int c = (int)(b & 7);
     for (int i = threadIdx.x; i < r; i += blockDim.x) {
-        const double* row = R + ((long long)c * r + i) * r;
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
-        for (int j = 0; j < r; ++j) {
-            const double* l = Lp + ((long long)j * np_ + p) * 3;
-            s0 += row[j] * l[0];
-            s1 += row[j] * l[1];
-            s2 += row[j] * l[2];
-        }
-        double* o = L + ((long long)i * n_boxes + b) * 3;
-        o[0] += s0;
-        o[1] += s1;
-        o[2] += s2;
+        double s[3] = {0.0, 0.0, 0.0};
+        row_times_vectors(R + ((long long)c * r + i) * r, r, Lp + p * 3, np_ * 3, s);
+        put3(L + ((long long)i * n_boxes + b) * 3, s, true);
     }
 }
