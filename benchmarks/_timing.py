@@ -77,6 +77,37 @@ def synchronize(device):
         cp.cuda.Device().synchronize()
 
 
+def depth_model_inputs(fmm, x, targets, sigma_max, xp):
+    """What ``fmm``'s depth model sees for sources x and targets (device arrays, [L]) with
+    core radii up to ``sigma_max`` [L], on the bounding cube as ``FMM.evaluate`` takes it:
+    (cube edge [L], deepest admissible depth, near-field pairs per depth (list), leaves
+    holding targets per depth (list)), each depth on its own root cube
+    (``vortexsim.fmm.plan.depth_counts``)."""
+    from vortexsim.fmm.near import near_field_reach  # noqa: PLC0415
+    from vortexsim.fmm.plan import depth_counts  # noqa: PLC0415
+    from vortexsim.fmm.tree import root_cube  # noqa: PLC0415
+    lo, width = root_cube(x, targets, xp)
+    width = float(width)
+    reach = near_field_reach(fmm.kernel.name, fmm.tol, float(sigma_max))
+    depth_max, min_leaf = fmm.planner.depth_limit(width, reach)
+    pairs, rows = depth_counts(x, targets, lo, width, depth_max, min_leaf, fmm.near_radius,
+                               xp)
+    return (width, depth_max, [float(v) for v in pairs],
+            [int(rows[d, d]) for d in range(depth_max + 1)])
+
+
+def pin_depth(sim, depth):
+    """Make every later step of ``sim`` use FMM tree depth ``depth`` (the planner's own
+    choice, made every refresh, is overridden in each step plan)."""
+    choose = sim.planner.step
+
+    def pinned(iteration, dt):
+        plan, margin = choose(iteration, dt)
+        plan.depth = depth
+        return plan, margin
+    sim.planner.step = pinned
+
+
 def profile_once(call, device, cprofile=0, ncu=False):
     """One more ``call()`` under cProfile (printing the ``cprofile`` functions of most own
     time) and/or between cudaProfilerStart/Stop for ``ncu --profile-from-start off``."""

@@ -26,8 +26,8 @@ the trajectory, e.g. as the tracers spread.
 Options: --n-phi (129), --layers (7), --layer-spacing (0.5), --sigma (0.05), --tracers
 (total, 2^20), --dt (0.01), --method (fmm), --tol (1e-6), --precision (float64),
 --depth D (pin the tree depth of the timed steps), --warmup (2), --steps (5), --rounds
-(3), --cprofile TOP (cProfile one more step and print
-the TOP functions by own time), --ncu (one more step between cudaProfilerStart/Stop),
+(3), --cprofile TOP (cProfile one more step and print the TOP functions by own time),
+--ncu (one more step between cudaProfilerStart/Stop),
 --ncu-summary CSV, --device gpu|cpu, --out PATH, --label TEXT.
 
 Output: JSON (default ``benchmarks/results/bench_step_DATE[_LABEL].json``) with every step
@@ -102,8 +102,8 @@ def main(argv=None):
         sim.run(steps=int(round(args.advance / args.advance_dt)))
         sim.dt = args.dt
         print(f"advanced to t = {sim.t:g}", flush=True)
-    if args.depth is not None:                        # no refresh: the depth stays pinned
-        sim.planner.refresh, sim.planner.depth = 1 << 40, args.depth
+    if args.depth is not None:
+        T.pin_depth(sim, args.depth)
     sim.run(steps=args.warmup)                       # compilation, caches, the tree depth
     T.synchronize(dev)
     timer = T.times_on(dev)

@@ -82,9 +82,6 @@ def main(argv=None):
     args = p.parse_args(argv)
     from vortexsim.backend import Device
     from vortexsim.fmm.evaluator import FMM
-    from vortexsim.fmm.plan import depth_counts
-    from vortexsim.fmm.tree import root_cube
-    from vortexsim.fmm.near import near_field_reach
 
     dev = args.device
     device = Device(dev)
@@ -98,14 +95,8 @@ def main(argv=None):
         Y = None if y is None else xp.asarray(y)
         fmm.evaluate(X, A, S, Y, gradient=grad)                   # the model's own choice
         chosen = fmm.config.depth
-        pts = X if Y is None else Y
-        lo, width = root_cube(X, pts, xp)
-        width = float(width)
-        reach = near_field_reach("gaussian", 1e-6, float(sigma.max()))
-        depth_max, min_leaf = fmm.planner.depth_limit(width, reach)
-        pairs, rows = depth_counts(X, pts, lo, width, depth_max, min_leaf, fmm.near_radius,
-                                   xp)
-        occupied = [rows[d, d] for d in range(depth_max + 1)]
+        width, depth_max, pairs, occupied = T.depth_model_inputs(
+            fmm, X, X if Y is None else Y, sigma.max(), xp)
         depths = args.depths or list(range(2, depth_max + 1))
         print(f"{name}: N = {x.shape[0]}, M = {0 if y is None else y.shape[0]}, cube "
               f"{width:.3f}, model picks depth {chosen}; pairs {np.asarray(pairs).tolist()}, "

@@ -33,37 +33,17 @@ import numpy as np
 import _timing as T
 
 
-def pin_depth(sim, depth):
-    """Make every step of ``sim`` use tree depth ``depth`` (the model's choice is skipped)."""
-    choose = sim.planner.step
-
-    def pinned(iteration, dt):
-        plan, margin = choose(iteration, dt)
-        plan.depth = depth
-        return plan, margin
-    sim.planner.step = pinned
-
-
 def point_counts(sim):
     """The depth model's inputs at the current state: near-field pairs and occupied leaves
-    of the level-uniform trees of depth 0..the deepest admissible, each on its own root
-    cube (lists)."""
-    from vortexsim.fmm.near import near_field_reach
-    from vortexsim.fmm.plan import depth_counts
-    from vortexsim.fmm.tree import root_cube
+    of the level-uniform trees of depth 0..the deepest admissible (lists)."""
     fmm = getattr(sim.summation, "fmm", None)
     if fmm is None:
         return [], []
     xp = sim.device.xp
-    x, y = sim.elements.x, sim.tracers.x
-    pts = xp.concatenate([x, y])
-    lo, width = root_cube(x, pts, xp)
-    width = float(width)
-    reach = near_field_reach("gaussian", fmm.tol, float(sim.elements.sigma.max()))
-    depth_max, min_leaf = fmm.planner.depth_limit(width, reach)
-    pairs, rows = depth_counts(x, pts, lo, width, depth_max, min_leaf, fmm.near_radius, xp)
-    occupied = [rows[d, d] for d in range(depth_max + 1)]
-    return [float(v) for v in pairs], [int(v) for v in occupied]
+    x = sim.elements.x
+    _, _, pairs, occupied = T.depth_model_inputs(
+        fmm, x, xp.concatenate([x, sim.tracers.x]), sim.elements.sigma.max(), xp)
+    return pairs, occupied
 
 
 def main(argv=None):
@@ -85,7 +65,7 @@ def main(argv=None):
                               tracers_per_ring=args.tracers // 2, dt=args.dt, device=dev,
                               method="fmm", tol=1e-6, progress=False)
     if args.depth is not None:
-        pin_depth(sim, args.depth)
+        T.pin_depth(sim, args.depth)
     sim.run(steps=2)                                 # compilation, caches
     rows = []
     n_steps = int(round(args.t_end / args.dt))

@@ -1,5 +1,6 @@
 """Leaf transforms on the occupied boxes only (vortexsim/fmm/operators.py: occupied_boxes,
-leaf_boxes, Operators.compress/decompress with boxes, the leaf level's M2M and L2L).  CPU; the CuPy twin is marked ``gpu``."""
+leaf_boxes, Operators.compress/decompress with boxes, the leaf level's M2M and L2L).
+CPU; the CuPy twin is marked ``gpu``."""
 import numpy as np
 import pytest
 

@@ -69,9 +69,11 @@ COST_RATES = {("gpu", "float64"): (1.1e11, 2.0e13, 1.9e-8),
               ("cpu", "float32"): (2.0e7, 3.0e10, 2e-6)}
 #: the GPU's sparse far field (:meth:`Planner.cheapest_depth`): cost [s] per box of the
 #: leaf level that the level-uniform tree handles whether it holds points or not (the
-#: dense M2M into and L2L out of the leaf level, the zeroed expansion arrays).  H100,
-#: leapfrog at t = 20 (cube 10.45): depth 5 cost ~3 ms per evaluation more than depth 4
-#: at equal near-field pairs, for 28 672 more leaf boxes (benchmarks/RESULTS.md)
+#: zeroed expansion arrays, the M2L's output).  H100, leapfrog at t = 20 (cube 10.45):
+#: depth 5 cost ~3 ms per evaluation more than depth 4 at equal near-field pairs, for
+#: 28 672 more leaf boxes, measured while the leaf level's M2M and L2L still ran over
+#: every box (they now run on the occupied leaves: the constant overstates the cost,
+#: which only delays the deeper tree; benchmarks/RESULTS.md)
 LEAF_BOX_COST = 7e-8
 #: default leaf_size of the adaptive tree (most points a leaf box may hold), per device
 #: kind (the fastest measured on the clustered benchmark)
