@@ -575,6 +575,7 @@ class Simulation:
         self._stop_requested = False
         self.async_output = bool(async_output)
         self.run_timings, self.output_timings, self._output_waited = {}, {}, 0.0
+        self._setup_seconds = 0.0
         self._writer = None            # the run's WriterThread (async_output, inside run())
         self._output_call = None       # the writer being called: _OutputCall
         self._owed = []                # (schedule, state) of writes being undone
@@ -667,7 +668,11 @@ class Simulation:
                              "config, or stop_time, stop_iteration or wall_time_limit on the "
                              "simulation).")
         show = self._run["progress"] if progress is None else progress
+        t_setup = time.perf_counter()
+        # the writers import their libraries here, before the first step (on a thread
+        # beside the steps, Python holding the GIL would hold up their kernel launches)
         self.initialize()
+        self._setup_seconds = time.perf_counter() - t_setup
         self.stop_reason = None
         #: main-thread wall seconds and counts of this run's parts: "steps" and each
         #: writer and callback by name ({name: [seconds, count]}; waits for the output
@@ -947,7 +952,8 @@ class Simulation:
         if self.output_timings:
             parts.append(f"waiting for the output thread {waited:.3g} s")
         rest = wall - sum(sec for sec, _ in self.run_timings.values()) - waited
-        logger.info("time: %s; other %.3g s; wall %.3g s", ", ".join(parts), rest, wall)
+        logger.info("time: %s; other %.3g s; wall %.3g s (set-up before the first step "
+                    "%.3g s)", ", ".join(parts), rest, wall, self._setup_seconds)
         if self.output_timings:
             out = self.output_timings.values()
             written = sum(o["write"] for o in out)

@@ -51,14 +51,14 @@ import math
 import os
 import re
 import shutil
-import threading
 import time
 
 from ..schedules import TimeInterval, load_schedule_state, schedule_state
 from .diagnostics import SPECTRA_FILE, DiagnosticsLog, split_rows
 from .files import atomic_path, remove_stale_tmp, write_text
 from .plot import latest_snapshot, plot_run, preload
-from .snapshot import Snapshot, SnapshotError, read_snapshot, write_snapshot
+from .snapshot import (Snapshot, SnapshotError, preload_netcdf, read_snapshot,
+                       write_snapshot)
 
 logger = logging.getLogger(__name__)
 
@@ -247,10 +247,13 @@ class SnapshotWriter:
         return os.path.join(self.run_dir, snapshot_name(iteration))
 
     def initialize(self, sim):
-        """Once: remove the temporary snapshot files of an interrupted earlier write."""
+        """Once: remove the temporary snapshot files of an interrupted earlier write, and
+        import the netCDF stack (:func:`~vortexsim.output.snapshot.preload_netcdf`)
+        before the first step."""
         if not self._swept:
             remove_stale_tmp(self.run_dir, "snapshot_*.nc")
             self._swept = True
+            preload_netcdf()
 
     def write(self, sim, kind="scheduled"):
         """Write the snapshot of the current state; returns its path.
@@ -372,6 +375,7 @@ class DiagnosticsWriter:
             for name in (os.path.basename(self.path), SPECTRA_FILE):
                 remove_stale_tmp(folder, name)
             self._swept = True
+            preload_netcdf()      # the netCDF stack imported before the first step
         if self.log is not None:
             return
         if self._resume_rows is None:
@@ -437,27 +441,23 @@ class PlotWriter:
     def __init__(self, run_dir, path=None):
         self.run_dir, self.path_ = os.fspath(run_dir), path
         self._swept = False
-        self._preload = None
 
     def initialize(self, sim):
-        """Once: remove the temporary file of an interrupted earlier plot, and start
-        :func:`~vortexsim.output.plot.preload` on a daemon thread (the imports and font
-        cache then cost the run nothing at its end)."""
+        """Once: remove the temporary file of an interrupted earlier plot, and warm up
+        matplotlib (:func:`~vortexsim.output.plot.preload`, once per process: the run's
+        set-up, before its first step, so that neither the steps nor the plot at the
+        end pay for it)."""
         if not self._swept:
             path = self.path_ or os.path.join(self.run_dir, "plot.png")
             remove_stale_tmp(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
             self._swept = True
-            self._preload = threading.Thread(target=preload, name="vortexsim-plot-preload",
-                                             daemon=True)
-            self._preload.start()
+            preload()
 
     def write(self, sim):
         """Make the plot through ``sim.submit_output`` (at once outside a run)."""
         _submit(sim, self._plot)
 
     def _plot(self):
-        if self._preload is not None:       # its imports done before the plot's own
-            self._preload.join()
         try:
             return plot_run(self.run_dir, self.path_)
         except Exception as exc:  # noqa: BLE001 - a plot never fails a finished run
