@@ -27,6 +27,8 @@ PLOT_ELEMENTS = 1 << 16
 #: pixels of the density image along the longer side of the x–z box (about the width
 #: of the panel at the figure's size and dpi)
 DENSITY_PIXELS = 400
+#: resolution of plot.png [dots per inch]
+DPI = 110
 #: the three panels [left, bottom, width, height] in figure fractions (15 x 4.5 in):
 #: room for the tick labels, the twin axis of the second and the two-line third title
 _PANELS = ((0.045, 0.11, 0.265, 0.75), (0.36, 0.11, 0.26, 0.75),
@@ -70,10 +72,14 @@ def preload():
     first diagnostics row took 0.6 s instead of 0.15 s with it on a side thread).  Never
     raises."""
     try:
-        from matplotlib.figure import Figure  # noqa: PLC0415
-        fig = Figure(figsize=(1, 1))
-        fig.add_subplot().set_title("warm-up")
-        fig.savefig(io.BytesIO(), format="png", dpi=20)
+        # the plot's own figure on made-up data, at its size and dpi: the fonts at each
+        # text size, the tick machinery and the PNG encoder are then ready (on an H100
+        # machine the run's last plot took 0.4–0.5 s after a one-axes warm-up)
+        t = np.linspace(0.0, 1.0, 3)
+        rings = (["a", "b"], np.zeros((3, 2, 3)), np.ones((3, 2)))
+        points = np.random.default_rng(0).normal(size=(64, 3))
+        _draw(t, rings, 1.0 + t, points, points, 1.0, "warm-up").savefig(
+            io.BytesIO(), dpi=DPI, format="png")
     except Exception:  # noqa: BLE001 - plot_run reports a missing matplotlib itself
         pass
 
@@ -98,8 +104,7 @@ def plot_run(run_dir, path=None):
     1.5 s on the output thread of a GPU run).
     """
     try:
-        from matplotlib.colors import LogNorm  # noqa: PLC0415
-        from matplotlib.figure import Figure  # noqa: PLC0415
+        import matplotlib  # noqa: PLC0415
     except ImportError as exc:
         logger.warning("matplotlib cannot be imported (%s); no plot written "
                        "(pip install matplotlib, then python postprocess/plot_run.py %s)",
@@ -107,6 +112,7 @@ def plot_run(run_dir, path=None):
         return None
     import xarray as xr  # noqa: PLC0415
 
+    logger.debug("plotting with matplotlib %s", matplotlib.__version__)
     path = path or os.path.join(run_dir, "plot.png")
     diag_path = os.path.join(run_dir, "diagnostics.nc")
     snap_path = latest_snapshot(run_dir)
@@ -118,21 +124,37 @@ def plot_run(run_dir, path=None):
         d, s = with_current_names(d.load()), with_current_names(s)
         y, x = s["tracer_x"].values[0], s["element_x"].values[0]   # read only these
         t_snap, case = float(s[TIME].values[0]), s.attrs.get("case", "")
-    # a figure without pyplot (no global state, no GUI backend, half the import time)
-    # and with fixed margins: a layout engine would lay out every text twice
-    # titles at a fixed height (axes.titley set): matplotlib's automatic title position
-    # measures every tick label first (a quarter of the drawing time)
+    rings = ([str(n) for n in d["ring"].values], d["ring_centre"].values,
+             d["ring_radius"].values) if "ring" in d.variables else ([], None, None)
+    figure = _draw(d[TIME].values, rings, d["energy"].values, x, y, t_snap,
+                   f"vortexsim: {case}  ({os.path.basename(snap_path)})")
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=DPI, format="png")
+    logger.info("wrote %s", path)
+    return path
+
+
+def _draw(t, rings, energy, x, y, t_snap, title):
+    """The figure of :func:`plot_run`: ``t`` (R,) the rows' times [T]; ``rings`` (names,
+    centres (R, n, 3) [L], radii (R, n) [L]) (names empty: no rings); ``energy`` (R,);
+    the elements ``x`` (N, 3) and tracers ``y`` (M, 3) [L] of the snapshot at ``t_snap``
+    [T]; ``title`` the figure's.  A matplotlib Figure, not yet drawn."""
     from matplotlib import rc_context  # noqa: PLC0415
+    from matplotlib.colors import LogNorm  # noqa: PLC0415
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    # a figure without pyplot (no global state, no GUI backend, half the import time)
+    # and with fixed margins: a layout engine would lay out every text twice; titles at
+    # a fixed height (axes.titley): the automatic position measures every tick label
     fig = Figure(figsize=(15, 4.5))
     fixed_titles = {"axes.titley": 1.0}
     with rc_context(fixed_titles):
         axes = [fig.add_axes(box) for box in _PANELS]
-    t = d[TIME].values
-    names = [str(n) for n in d["ring"].values] if "ring" in d.variables else []
+    names, centres, radii = rings
     ax = axes[0]
     if names:
         for i, name in enumerate(names):
-            c = d["ring_centre"].values[:, i]
+            c = centres[:, i]
             ax.plot(t, c[:, 2], "-", label=f"{name}: z")
             if np.ptp(c[:, 0]) > 1e-3 * max(1.0, np.ptp(c[:, 2])):
                 ax.plot(t, c[:, 0], "--", label=f"{name}: x")
@@ -143,14 +165,13 @@ def plot_run(run_dir, path=None):
     ax = axes[1]
     if names:
         for i, name in enumerate(names):
-            ax.plot(t, d["ring_radius"].values[:, i], label=name)
+            ax.plot(t, radii[:, i], label=name)
         ax.set_ylabel("ring radius [L]")
         ax.legend(fontsize="small")
-    e = d["energy"].values
-    if len(e) and e[0] != 0:
+    if len(energy) and energy[0] != 0:
         with rc_context(fixed_titles):
             ax2 = ax.twinx()
-        ax2.plot(t, e / e[0] - 1, "k:", lw=1)
+        ax2.plot(t, energy / energy[0] - 1, "k:", lw=1)
         ax2.set_ylabel("E/E(0) − 1 (dotted)")
     ax.set_xlabel("t [T]")
     ax.set_title("ring radii, energy change")
@@ -169,8 +190,5 @@ def plot_run(run_dir, path=None):
     ax.set_ylabel("z [L]")
     ax.set_title(f"t = {t_snap:.4g}, x–z projection\n{len(y)} tracers (grey: count, log), "
                  f"{len(x)} elements (red)", fontsize="small")
-    fig.suptitle(f"vortexsim: {case}  ({os.path.basename(snap_path)})")
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    logger.info("wrote %s", path)
-    return path
+    fig.suptitle(title)
+    return fig
