@@ -20,6 +20,7 @@ and ~89 ms near t = 20).
 Usage::
 
     python benchmarks/bench_run.py                          # leapfrog --preset gpu, GPU
+    python benchmarks/bench_run.py --step --rounds 3        # + full / (200 × t = 0 step)
     python benchmarks/bench_run.py --case collision --preset gpu
     python benchmarks/bench_run.py --device cpu --preset "" --set n_phi=8 \\
         --set tracers_per_ring=16 --set t_end=0.5              # smoke test
@@ -30,6 +31,7 @@ logs' summaries, and a table printed last.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -64,6 +66,17 @@ def run_once(args, extra, out_dir):
     return summary, wall
 
 
+def step_ms(device, out):
+    """The median t = 0 step [ms] of the GPU-size leapfrog case at the run's dt (0.1):
+    ``bench_step.py --dt 0.1`` in a fresh process (the criterion's 'bare RK4 step')."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run([sys.executable, os.path.join(here, "bench_step.py"), "--dt", "0.1",
+                    "--device", device, "--out", out], capture_output=True, text=True,
+                   check=True)
+    with open(out) as fh:
+        return float(json.load(fh)["step_ms_median"])
+
+
 def run_seconds(summary):
     """(steps, seconds) of the run log's "ran N steps ... in S s" line."""
     for line in summary:
@@ -80,6 +93,9 @@ def main():
     ap.add_argument("--set", action="append", help="KEY=VALUE, passed to both runs")
     ap.add_argument("--timeout", type=float, default=550.0, help="[s] per run")
     ap.add_argument("--rounds", type=int, default=2, help="bare, full pairs (after a warm-up)")
+    ap.add_argument("--step", action="store_true",
+                    help="before each round, time the t = 0 step (bench_step.py --dt 0.1) "
+                         "and report full / (steps × that step), issue 15's criterion")
     T.add_common_options(ap, "bench_run")
     args = ap.parse_args()
     rows = {"bare": [], "full": []}
@@ -95,6 +111,11 @@ def main():
         # neither measured run pays for the compilation (the first process would)
         run_once(args, [f"t_end={t_end / 20}"], os.path.join(tmp, "warm-up"))
         for r in range(args.rounds):
+            if args.step:
+                rows.setdefault("step_ms", []).append(
+                    step_ms(args.device, os.path.join(tmp, f"step{r}.json")))
+                print(f" step ({r + 1}/{args.rounds}): {rows['step_ms'][-1]:.1f} ms at t = 0",
+                      flush=True)
             for label, extra in (("bare", bare), ("full", [])):
                 summary, wall = run_once(args, extra, os.path.join(tmp, f"{label}{r}"))
                 steps, seconds = run_seconds(summary)
@@ -107,6 +128,14 @@ def main():
     ratio = full_s / bare_s
     print(f"\nfull / bare = {full_s:.2f} s / {bare_s:.2f} s = {ratio:.3f} (medians of "
           f"{args.rounds}; target <= 1.25)")
+    if args.step:
+        # each round's full run against the step measured just before it (the GPU's
+        # speed drifts by up to 15 % over minutes: pairs, not medians of all)
+        ratios = [row["run_s"] / (row["steps"] * 1e-3 * ms)
+                  for row, ms in zip(rows["full"], rows["step_ms"])]
+        rows["full_over_steps"] = ratios
+        print("full / (steps × t = 0 step) per round: "
+              + ", ".join(f"{v:.3f}" for v in ratios) + " (target <= 1.25)")
     T.write_json(args, "bench_run", args.device, {"case": args.case, "preset": args.preset,
                                                   "set": args.set, "runs": rows,
                                                   "bare_s": bare_s, "full_s": full_s,
