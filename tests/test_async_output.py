@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import re
 import time
 
 import numpy as np
@@ -255,6 +256,9 @@ def test_output_timings_and_the_run_log(tmp_path, caplog):
     lines = [r.message for r in caplog.records]
     time_line = [m for m in lines if m.startswith("time: ")][0]
     assert "waiting for the output thread" in time_line and "wall" in time_line
+    # the writers' imports happen in the set-up, before the first step, on this thread
+    assert re.search(r"set-up before the first step [0-9.e+-]+ s", time_line)
+    assert sim._setup_seconds > 0
     thread_line = [m for m in lines if m.startswith("output thread: ")][0]
     assert "snapshots" in thread_line and "overlapped" in thread_line
     sync = _sim(False, dt=0.05)

@@ -69,8 +69,8 @@ def preload():
     on it, a fresh machine seconds (matplotlib builds its font cache).  Call it before a
     run steps, not on a thread beside the steps: this is Python holding the GIL, which
     the stepping thread needs to launch its kernels (on an H100, the leapfrog GPU run's
-    first diagnostics row took 0.6 s instead of 0.15 s with it on a side thread).  Never
-    raises."""
+    first diagnostics row took 0.6 s instead of 0.15 s with it on a side thread).  Returns
+    whether the warm-up drew; never raises."""
     try:
         # the plot's own figure on made-up data, at its size and dpi: the fonts at each
         # text size, the tick machinery and the PNG encoder are then ready (on an H100
@@ -81,7 +81,8 @@ def preload():
         _draw(t, rings, 1.0 + t, points, points, 1.0, "warm-up").savefig(
             io.BytesIO(), dpi=DPI, format="png")
     except Exception:  # noqa: BLE001 - plot_run reports a missing matplotlib itself
-        pass
+        return False
+    return True
 
 
 def latest_snapshot(run_dir):
