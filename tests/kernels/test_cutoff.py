@@ -481,6 +481,24 @@ def test_gaussian_table_matches_specification():
     assert 1.0 - cutoff.KERNELS["gaussian"].f(np.array(rho), np) / 3.0 < 1e-15
 
 
+def test_gaussian_field_table_matches_specification():
+    """The table of the fields pass's Gaussian factors (cutoff.gaussian_field_table,
+    read by CUDA p2p_fields): g = erf(ρ/√2)/ρ and (2π)^(−3/2) e^{−s/2} of
+    blob_pair_factors' specification, over the whole table (every reach in use lies
+    inside it: ρ_f(1e-9)² < GAUSS_TABLE_SMAX)."""
+    from vortexsim.fmm.near import gaussian_field_rho
+    assert gaussian_field_rho(1e-9) ** 2 < cutoff.GAUSS_TABLE_SMAX
+    s = np.concatenate([np.linspace(0.0, cutoff.GAUSS_TABLE_SMAX, 20001)[:-1],
+                        [1e-12, 1e-6 * (1 - 1e-12), 1e-6, cutoff.GAUSS_TABLE_SMAX * (1 - 1e-15)]])
+    g, zeta = cutoff.gaussian_table_eval(s, cutoff.gaussian_field_table())
+    # the specification's factors at σ_pq = 1 (e = g, z = ζ)
+    e, z = cutoff.blob_pair_factors("gaussian", s, np.ones_like(s))
+    np.testing.assert_allclose(g, e, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(zeta, z, rtol=3e-14, atol=0)      # 2.1e-14 at s → 81
+    used = s <= gaussian_field_rho(1e-9) ** 2                    # the reaches in use
+    np.testing.assert_allclose(zeta[used], z[used], rtol=2e-14, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_gaussian_factors_numpy_subset_path_equals_the_select_path(dtype):
     """NumPy evaluates the series only where ρ < 1; the select path (CuPy's) evaluates

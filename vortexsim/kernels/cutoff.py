@@ -322,6 +322,37 @@ def gaussian_table():
     return table
 
 
+def _chebyshev_table(functions):
+    """Coefficients (NI, DEG + 1, len(functions)) of the functions of s on the intervals
+    of :func:`gaussian_table` (Chebyshev interpolation converted to monomials in t)."""
+    from numpy.polynomial import chebyshev  # noqa: PLC0415
+    ni, deg = GAUSS_TABLE_INTERVALS, GAUSS_TABLE_DEGREE
+    h = GAUSS_TABLE_SMAX / ni
+    nodes = np.cos(np.pi * (np.arange(deg + 1) + 0.5) / (deg + 1))
+    table = np.zeros((ni, deg + 1, len(functions)))
+    for k in range(ni):
+        s = h * (k + 0.5 * (nodes + 1.0))
+        for col, func in enumerate(functions):
+            mono = chebyshev.cheb2poly(chebyshev.chebfit(nodes, func(s), deg))
+            table[k, :len(mono), col] = mono
+    return table
+
+
+def gaussian_field_table():
+    """Coefficients (NI, DEG + 1, 2) of the Gaussian blob-pair factors of the fields
+    pass (:func:`blob_pair_factors`) as functions of s = ρ² = r²/σ_pq², on the intervals
+    of :func:`gaussian_table`: column 0 g(ρ) = erf(ρ/√2)/ρ (e = g/σ_pq), column 1
+    (2π)^(−3/2) e^{−s/2} (z = that/σ_pq³).  The CUDA ``p2p_fields`` reads them instead
+    of calling erf and exp (relative error ≤ 1e-14, tests/kernels/test_cutoff.py)."""
+    def g(s):
+        return stream_factor("gaussian", np.sqrt(s), np)
+
+    def zeta(s):
+        return (2.0 * math.pi) ** -1.5 * np.exp(-0.5 * s)
+
+    return _chebyshev_table((g, zeta))
+
+
 def gaussian_table_eval(s, table=None):
     """Evaluate the table (NumPy, as the CUDA kernel does): (q/ρ³, f/ρ⁵) at s < SMAX."""
     table = gaussian_table() if table is None else table
