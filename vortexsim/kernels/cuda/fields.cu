@@ -17,7 +17,7 @@
 // Σ_t α_t·(u_t, ψ_t, ω_t) are those of the whole stencil (NearField.fields).  Kernels without ζ write ω = 0.  Gaussian pairs with
 // ρ² = r²/σ_tq² ≥ fcut take the far field's factors 1/r and 0 (most of a stencil's
 // pairs: no erf, no exp; fmm/fields.py); the others read g and ζ from a table
-// (gauss_field_factors).  No atomics: the results are bitwise reproducible.
+// (table_pair).  No atomics: the results are bitwise reproducible.
 #include "p2p.cuh"
 #include "leaf_blocks.cuh"
 
@@ -27,36 +27,10 @@
 // One source in shared memory: position, strength, σ², and the u pair parameters.
 struct FieldRecord { double x, y, z, ax, ay, az, s2, p, p2; };
 
-// The Gaussian's g(ρ) = erf(ρ/√2)/ρ and (2π)^(−3/2) e^{−s/2} as functions of s = ρ² from
-// GAUSS_FIELD_TABLE (cutoff.gaussian_field_table: the intervals and degree of GAUSS_TABLE,
-// relative error ≤ 1e-14), in shared memory as load_gauss_table lays it out (column 0's
-// coefficients, then column 1's): ~20 FMAs instead of erf and exp.
-__device__ __forceinline__ void load_field_table(double* dst) {
-    constexpr int n = GAUSS_NI * (GAUSS_DEG + 1);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        dst[i] = GAUSS_FIELD_TABLE[2 * i];
-        dst[n + i] = GAUSS_FIELD_TABLE[2 * i + 1];
-    }
-}
-
-__device__ __forceinline__ void gauss_field_factors(double s, const double* __restrict__ tab,
-                                                    double& g, double& zeta) {
-    const int k = min(__double2int_rz(s * (GAUSS_NI / GAUSS_SMAX)), GAUSS_NI - 1);
-    const double t = fma(s, 2.0 * GAUSS_NI / GAUSS_SMAX, -(2.0 * k + 1.0));
-    const double* ca = tab + k * (GAUSS_DEG + 1);
-    const double* cb = ca + GAUSS_NI * (GAUSS_DEG + 1);
-    double fa = ca[GAUSS_DEG], fb = cb[GAUSS_DEG];
-    #pragma unroll
-    for (int j = GAUSS_DEG - 1; j >= 0; --j) {
-        fa = fma(fa, t, ca[j]);
-        fb = fma(fb, t, cb[j]);
-    }
-    g = fa;
-    zeta = fb;
-}
-
 // g(ρ)/σ and ζ(ρ)/σ³ for s = ρ² = r²/σ², inv_s = 1/σ (σ = σ_tq); ftab: the Gaussian's
-// field table in shared memory (load_field_table; unused by the other kernels).
+// GAUSS_FIELD_TABLE in shared memory (cutoff.gaussian_field_table: g(ρ) = erf(ρ/√2)/ρ
+// and (2π)^(−3/2) e^{−s/2} on GAUSS_TABLE's intervals, relative error ≤ 2e-14; ~20
+// FMAs instead of erf and exp; unused by the other kernels).
 template <int K>
 __device__ __forceinline__ void blob_fields(double r2, double s, double inv_s, double fcut,
                                             const double* __restrict__ ftab,
@@ -69,8 +43,8 @@ __device__ __forceinline__ void blob_fields(double r2, double s, double inv_s, d
             return;
         }
         if (s < GAUSS_SMAX) {                            // the table (every fcut in use)
-            double g, zeta;
-            gauss_field_factors(s, ftab, g, zeta);
+            double g, zeta;                              // g(ρ), (2π)^(−3/2) e^{−s/2}
+            table_pair(s, ftab, g, zeta);
             e = g * inv_s;
             z = zeta * inv_s3;
             return;
@@ -125,7 +99,7 @@ p2p_fields(const double* __restrict__ xs, const double* __restrict__ alpha,
     if (b >= chunk_start[n_leaves]) return;              // spare block of the bound grid
     const int lo_leaf = block_leaf(chunk_start, n_leaves, b);
     load_gauss_table<K, double>(gtab);
-    if (K == KERNEL_GAUSSIAN) load_field_table(ftab);
+    if (K == KERNEL_GAUSSIAN) load_table(ftab, GAUSS_FIELD_TABLE);
     const int leaf = lo_leaf;
     const long long t_begin = tgt_start[leaf] + (b - chunk_start[leaf]) * BS;
     const long long t_end = min(tgt_start[leaf + 1], t_begin + BS);

@@ -48,23 +48,34 @@ template <> __device__ __forceinline__ float vs_rsqrt<float>(float x) { return r
 // sum uses 81 (exact to 2e-17); the FMM near field passes ρ*(tol)², where 1 − q and
 // 1 − f/3 are below tol/10 — the same approximation its far field makes for every
 // pair beyond the stencil — so that the table is read only within the reach.
+//
+// The two columns (fa, fb) of a piecewise polynomial table of s on [0, GAUSS_SMAX) in
+// the shared-memory layout of load_table (GAUSS_TABLE here, GAUSS_FIELD_TABLE in
+// fields.cu): interval k = ⌊s NI / SMAX⌋, local t ∈ [−1, 1], Horner in t.  The two
+// columns sit in separate blocks: a caller that drops fb (the velocity without ∇u)
+// reads only the first block, half the shared-memory traffic.
+__device__ __forceinline__ void table_pair(double s, const double* __restrict__ tab,
+                                           double& fa, double& fb) {
+    const int k = min(__double2int_rz(s * (GAUSS_NI / GAUSS_SMAX)), GAUSS_NI - 1);
+    const double t = fma(s, 2.0 * GAUSS_NI / GAUSS_SMAX, -(2.0 * k + 1.0));
+    const double* ca = tab + k * (GAUSS_DEG + 1);
+    const double* cb = ca + GAUSS_NI * (GAUSS_DEG + 1);
+    fa = ca[GAUSS_DEG];
+    fb = cb[GAUSS_DEG];
+    #pragma unroll
+    for (int j = GAUSS_DEG - 1; j >= 0; --j) {
+        fa = fma(fa, t, ca[j]);
+        fb = fma(fb, t, cb[j]);
+    }
+}
+
 __device__ __forceinline__ void gauss_factors(double r2, double p, double p2,
                                               const double* __restrict__ tab, double scut,
                                               double& a, double& b) {
     const double s = r2 * p;
     if (s < scut) {
-        const int k = min(__double2int_rz(s * (GAUSS_NI / GAUSS_SMAX)), GAUSS_NI - 1);
-        const double t = fma(s, 2.0 * GAUSS_NI / GAUSS_SMAX, -(2.0 * k + 1.0));
-        // A and B coefficients in separate blocks: a caller without ∇u (b unused)
-        // reads only the A block, half the shared-memory traffic
-        const double* ca = tab + k * (GAUSS_DEG + 1);
-        const double* cb = ca + GAUSS_NI * (GAUSS_DEG + 1);
-        double fa = ca[GAUSS_DEG], fb = cb[GAUSS_DEG];
-        #pragma unroll
-        for (int j = GAUSS_DEG - 1; j >= 0; --j) {
-            fa = fma(fa, t, ca[j]);
-            fb = fma(fb, t, cb[j]);
-        }
+        double fa, fb;
+        table_pair(s, tab, fa, fb);
         a = fa * p2;
         b = fb * p2 * p;
     } else {
@@ -149,16 +160,19 @@ template <> struct GaussTableSize<KERNEL_GAUSSIAN, double> {
     static constexpr int value = 2 * GAUSS_NI * (GAUSS_DEG + 1);
 };
 
-// Layout in shared memory: the A coefficients of all intervals, then the B ones.
+// Layout in shared memory: the first column's coefficients of all intervals, then the
+// second's (the generated tables interleave them).
+__device__ __forceinline__ void load_table(double* dst, const double* src) {
+    constexpr int n = GAUSS_NI * (GAUSS_DEG + 1);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        dst[i] = src[2 * i];
+        dst[n + i] = src[2 * i + 1];
+    }
+}
+
 template <int K, typename T>
 __device__ __forceinline__ void load_gauss_table(double* dst) {
-    if (K == KERNEL_GAUSSIAN && sizeof(T) == 8) {
-        constexpr int n = GAUSS_NI * (GAUSS_DEG + 1);
-        for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            dst[i] = GAUSS_TABLE[2 * i];
-            dst[n + i] = GAUSS_TABLE[2 * i + 1];
-        }
-    }
+    if (K == KERNEL_GAUSSIAN && sizeof(T) == 8) load_table(dst, GAUSS_TABLE);
 }
 
 template <typename T>
