@@ -219,3 +219,8 @@ def test_run_timings_count_steps_and_each_writer(caplog):
     assert sim.run_timings["rec"][1] == len(w.seen) + len(w.reasons) == 3 + 1
     line = [r.message for r in caplog.records if r.message.startswith("time: ")]
     assert line and "steps" in line[0] and "rec" in line[0] and "wall" in line[0]
+    # the first and the slowest step, where first-use costs show
+    ext = sim.step_extremes
+    assert 0 < ext["first"] <= ext["slowest"][0] <= sim.run_timings["steps"][0]
+    assert 1 <= ext["slowest"][1] <= 4
+    assert f"slowest {ext['slowest'][0]:.3g} s at iteration {ext['slowest'][1]})" in line[0]

@@ -576,6 +576,7 @@ class Simulation:
         self.async_output = bool(async_output)
         self.run_timings, self.output_timings, self._output_waited = {}, {}, 0.0
         self._setup_seconds = 0.0
+        self.step_extremes = {}
         self._writer = None            # the run's WriterThread (async_output, inside run())
         self._output_call = None       # the writer being called: _OutputCall
         self._owed = []                # (schedule, state) of writes being undone
@@ -678,6 +679,10 @@ class Simulation:
         #: writer and callback by name ({name: [seconds, count]}; waits for the output
         #: thread excluded), logged at the end with output_timings
         self.run_timings = {"steps": [0.0, 0]}
+        #: this run's first step and slowest step: {"first": seconds, "slowest": (seconds,
+        #: iteration)} (first-use costs — kernel loads, tables of a new tree depth — show
+        #: there; logged with the steps' total)
+        self.step_extremes = {}
         #: the output thread's part, by writer name: {name: {"write": seconds written
         #: on the thread, "waited": seconds the main thread waited for them, "jobs":
         #: outputs written, "files": file writes (fewer where deferred writes were
@@ -704,7 +709,9 @@ class Simulation:
                     return self
                 try:
                     with self._timed("steps"):
+                        t_step = time.perf_counter()
                         self.step(self._next_target())
+                        self._note_step(time.perf_counter() - t_step)
                 except SimulationError:
                     bar.close()
                     self._finalize("failed")
@@ -943,12 +950,24 @@ class Simulation:
             entry[0] += time.perf_counter() - t0 - (self._waited() - w0)
             entry[1] += 1
 
+    def _note_step(self, seconds):
+        """Record a completed step's wall time in :attr:`step_extremes`."""
+        ext = self.step_extremes
+        ext.setdefault("first", seconds)
+        if seconds > ext.get("slowest", (-1.0, 0))[0]:
+            ext["slowest"] = (seconds, self.iteration)
+
     def _log_timings(self, wall):
         """Where the run's wall time went: one line for the main thread (steps, each writer
         and callback, the waits for the output thread), one for the output thread."""
         waited = self._output_waited
         parts = [f"{name} {sec:.3g} s ({n})" for name, (sec, n) in self.run_timings.items()
                  if n]
+        ext = self.step_extremes
+        if parts and "slowest" in ext and self.run_timings["steps"][1]:
+            slow, at = ext["slowest"]           # parts[0] is the steps' entry
+            parts[0] = parts[0][:-1] + (f"; first {ext['first']:.3g} s, slowest {slow:.3g} s "
+                                        f"at iteration {at})")
         if self.output_timings:
             parts.append(f"waiting for the output thread {waited:.3g} s")
         rest = wall - sum(sec for sec, _ in self.run_timings.values()) - waited
