@@ -708,10 +708,10 @@ class Simulation:
                     self._log_timings(time.perf_counter() - start)
                     return self
                 try:
+                    before = self.run_timings["steps"][0]
                     with self._timed("steps"):
-                        t_step = time.perf_counter()
                         self.step(self._next_target())
-                        self._note_step(time.perf_counter() - t_step)
+                    self._note_step(self.run_timings["steps"][0] - before)
                 except SimulationError:
                     bar.close()
                     self._finalize("failed")
@@ -961,13 +961,15 @@ class Simulation:
         """Where the run's wall time went: one line for the main thread (steps, each writer
         and callback, the waits for the output thread), one for the output thread."""
         waited = self._output_waited
-        parts = [f"{name} {sec:.3g} s ({n})" for name, (sec, n) in self.run_timings.items()
-                 if n]
         ext = self.step_extremes
-        if parts and "slowest" in ext and self.run_timings["steps"][1]:
-            slow, at = ext["slowest"]           # parts[0] is the steps' entry
-            parts[0] = parts[0][:-1] + (f"; first {ext['first']:.3g} s, slowest {slow:.3g} s "
-                                        f"at iteration {at})")
+
+        def entry(name, sec, n):
+            if name == "steps" and "slowest" in ext:
+                slow, at = ext["slowest"]
+                return (f"steps {sec:.3g} s ({n}; first {ext['first']:.3g} s, slowest "
+                        f"{slow:.3g} s at iteration {at})")
+            return f"{name} {sec:.3g} s ({n})"
+        parts = [entry(name, sec, n) for name, (sec, n) in self.run_timings.items() if n]
         if self.output_timings:
             parts.append(f"waiting for the output thread {waited:.3g} s")
         rest = wall - sum(sec for sec, _ in self.run_timings.values()) - waited

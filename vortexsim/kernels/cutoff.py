@@ -307,24 +307,14 @@ def gaussian_table():
     monomials; relative error ≤ 5e-15, checked in tests/kernels/test_cutoff.py).
     Beyond SMAX (ρ > 9), 1 − q < 2e-17 and the kernels use q = 1, f = 3.
     """
-    from numpy.polynomial import chebyshev  # noqa: PLC0415
-    ni, deg = GAUSS_TABLE_INTERVALS, GAUSS_TABLE_DEGREE
-    h = GAUSS_TABLE_SMAX / ni
-    nodes = np.cos(np.pi * (np.arange(deg + 1) + 0.5) / (deg + 1))
-    table = np.empty((ni, deg + 1, 2))
-    for k in range(ni):
-        s = h * (k + 0.5 * (nodes + 1.0))
-        fa, fb = gaussian_reduced_factors(s, np)
-        for col, vals in enumerate((fa, fb)):
-            mono = chebyshev.cheb2poly(chebyshev.chebfit(nodes, vals, deg))
-            table[k, :, col] = 0.0
-            table[k, :len(mono), col] = mono
-    return table
+    return _chebyshev_table((lambda s: gaussian_reduced_factors(s, np)[0],
+                             lambda s: gaussian_reduced_factors(s, np)[1]))
 
 
 def _chebyshev_table(functions):
-    """Coefficients (NI, DEG + 1, len(functions)) of the functions of s on the intervals
-    of :func:`gaussian_table` (Chebyshev interpolation converted to monomials in t)."""
+    """Coefficients (NI, DEG + 1, len(functions)) of the functions of s on the
+    GAUSS_TABLE_INTERVALS intervals of [0, GAUSS_TABLE_SMAX), degree GAUSS_TABLE_DEGREE in
+    t (Chebyshev interpolation at DEG + 1 nodes, converted to monomials)."""
     from numpy.polynomial import chebyshev  # noqa: PLC0415
     ni, deg = GAUSS_TABLE_INTERVALS, GAUSS_TABLE_DEGREE
     h = GAUSS_TABLE_SMAX / ni
@@ -343,7 +333,8 @@ def gaussian_field_table():
     pass (:func:`blob_pair_factors`) as functions of s = ρ² = r²/σ_pq², on the intervals
     of :func:`gaussian_table`: column 0 g(ρ) = erf(ρ/√2)/ρ (e = g/σ_pq), column 1
     (2π)^(−3/2) e^{−s/2} (z = that/σ_pq³).  The CUDA ``p2p_fields`` reads them instead
-    of calling erf and exp (relative error ≤ 1e-14, tests/kernels/test_cutoff.py)."""
+    of calling erf and exp (relative error ≤ 2e-14 for the reaches in use, s ≤ ρ_f(1e-9)²;
+    tests/kernels/test_cutoff.py)."""
     def g(s):
         return stream_factor("gaussian", np.sqrt(s), np)
 
