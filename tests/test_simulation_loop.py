@@ -224,3 +224,26 @@ def test_run_timings_count_steps_and_each_writer(caplog):
     assert 0 < ext["first"] <= ext["slowest"][0] <= sim.run_timings["steps"][0]
     assert 1 <= ext["slowest"][1] <= 4
     assert f"slowest {ext['slowest'][0]:.3g} s at iteration {ext['slowest'][1]})" in line[0]
+
+
+@pytest.mark.parametrize("interval", [1e-4, None])
+def test_run_shortens_the_gil_slices_and_restores_them(interval):
+    """During run() the interpreter switches threads every ``gil_switch_interval``
+    seconds (the stepping thread gets the GIL back soon after another thread took it);
+    afterwards, and after a run that raised, the process's own interval is back."""
+    import sys
+    before = sys.getswitchinterval()
+    sim = _sim(dt=0.1)
+    sim.gil_switch_interval = interval
+    seen = []
+    sim.callbacks["look"] = lambda s: seen.append(sys.getswitchinterval())
+    sim.run(steps=2)
+    assert seen == pytest.approx([interval or before] * 2)
+    assert sys.getswitchinterval() == before
+
+    def fail(s):
+        raise RuntimeError("boom")
+    sim.callbacks["fail"] = fail
+    with pytest.raises(RuntimeError, match="boom"):
+        sim.run(steps=1)
+    assert sys.getswitchinterval() == before

@@ -49,6 +49,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import sys
 import time
 
 import numpy as np
@@ -180,8 +181,18 @@ class Simulation:
     t, iteration, dt (the next step's dt), elements, tracers, groups, config, device,
     summation, rhs, scheme, callbacks, output_writers, stop_time, stop_iteration,
     wall_time_limit, async_output, stop_reason (why the last run stopped), run_timings and
-    output_timings (where the last run's wall time went)
+    output_timings (where the last run's wall time went), gil_switch_interval (the thread
+    switch interval during :meth:`run`)
     """
+
+    #: [s] the interpreter's thread switch interval during :meth:`run` (None: leave it as
+    #: it is; Python's default is 5 ms).  The stepping thread launches a GPU step's ~1 800
+    #: kernels, so it must get the GIL back at once whenever another thread (the output
+    #: thread's Python between its netCDF calls) took it while the stepping thread waited
+    #: on the device: with 5 ms slices each such wait could cost up to 5 ms more.  On an
+    #: H100 the leapfrog GPU run's 200 steps took 12.3 s with 5 ms and 11.5 s with 0.2 ms
+    #: (the run without output: 11.2 s; ``benchmarks/RESULTS.md``, session 17).
+    gil_switch_interval = 2e-4
 
     def __init__(self, elements, tracers=None, *, groups=(), t0=0.0, case=None,
                  case_params=None, callbacks=(), output_writers=None, stop_iteration=None,
@@ -691,6 +702,7 @@ class Simulation:
         self._writer = WriterThread() if self.async_output else None
         start, n0, t_start = time.perf_counter(), self.iteration, self.t
         bar = _ProgressBar(False, self)
+        switch = _GilSlices(self.gil_switch_interval)
         try:
             for name, writer in self.output_writers.items():   # the state at the start
                 self._write_if_due(name, writer)
@@ -735,6 +747,7 @@ class Simulation:
             raise
         finally:        # after an interruption (a second Ctrl-C): gives up pending writes
             self._close_output()
+            switch.restore()
         wall = time.perf_counter() - start
         done = self.iteration - n0
         if done:
@@ -1482,6 +1495,23 @@ class Components(dict):
                 name = f"{base}_{k}"
         self[name] = obj
         return name
+
+
+class _GilSlices:
+    """Sets the interpreter's switch interval to ``interval`` [s] (None: leaves it) until
+    :meth:`restore` (``sys.setswitchinterval``; process-wide, so restored by the run that
+    set it)."""
+
+    def __init__(self, interval):
+        self._saved = None
+        if interval is not None:
+            self._saved = sys.getswitchinterval()
+            sys.setswitchinterval(float(interval))
+
+    def restore(self):
+        if self._saved is not None:
+            sys.setswitchinterval(self._saved)
+            self._saved = None
 
 
 class _ProgressBar:
