@@ -388,16 +388,16 @@ def test_the_startup_hook_is_only_for_the_command():
 
 # -- defect 8: SIGTERM after the last step; SIGTERM outside a run -----------------------------
 def test_sigterm_during_the_final_plot_is_said(tmp_path, capsys, monkeypatch):
-    """SIGTERM while the output thread draws the final plot: the run is complete (the
-    plot too); one line says so, exit 0."""
-    def plot_run(run_dir, path=None):
+    """SIGTERM while the final plot is drawn (on the main thread, beside the final
+    snapshot's write): the run is complete (the plot too); one line says so, exit 0."""
+    def plot_rows(rows, x, y, t, title, path):
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.2)                    # the handler runs on the main thread meanwhile
-        with open(os.path.join(run_dir, "plot.png"), "wb") as fh:
+        with open(path, "wb") as fh:
             fh.write(b"png")
         return path
 
-    monkeypatch.setattr(writers, "plot_run", plot_run)
+    monkeypatch.setattr(writers, "plot_rows", plot_rows)
     out = tmp_path / "r"
     assert main(["run", "single_ring", *TINY[:-2], "-qq", "--steps", "2", "--out",
                  str(out)]) == 0

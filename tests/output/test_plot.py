@@ -1,11 +1,15 @@
-"""The plot of a run (vortexsim/output/plot.py): the tracers' density image and plot_run."""
+"""The plot of a run (vortexsim/output/plot.py): the tracers' density image, plot_run and
+plot_rows."""
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
 
 import vortexsim
-from vortexsim.output.plot import _box, _density, plot_run, preload
+from vortexsim.output.diagnostics import read_rows
+from vortexsim.output.plot import _box, _density, latest_snapshot, plot_rows, plot_run, preload
 from vortexsim.output.writers import run_writers
 
 META = {"case": "leapfrog", "vortexsim_version": "0", "device": "cpu"}
@@ -44,3 +48,23 @@ def test_preload_draws_the_plots_own_figure():
     pytest.importorskip("matplotlib")
     preload.cache_clear()
     assert preload() is True
+
+
+def test_plot_rows_draws_plot_runs_figure_from_memory(tmp_path):
+    """The run's plot writer draws from the rows and positions in memory: given what the
+    files hold (and plot_run's title), the picture is plot_run's, pixel for pixel; and
+    the CLI's writers draw it at the end of a run without plot_run (no file read back)."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+    sim = vortexsim.make_case("leapfrog", n_phi=8, layers=1, tracers_per_ring=256,
+                              device="cpu", progress=False, dt=0.1)
+    sim.output_writers.update(run_writers(str(tmp_path), META, "", 0.2, 0.1))
+    sim.run(t_end=0.2)
+    assert sim.run_timings["plot"][1] == 1 and "plot" not in sim.output_timings
+    snap = latest_snapshot(str(tmp_path))          # the state at the end: sim's
+    a = plot_run(str(tmp_path), str(tmp_path / "a.png"))
+    b = plot_rows(read_rows(tmp_path / "diagnostics.nc"), sim.elements.x, sim.tracers.x,
+                  sim.t, f"vortexsim: leapfrog  ({os.path.basename(snap)})",
+                  str(tmp_path / "b.png"))
+    assert np.array_equal(imread(a), imread(b))
+    assert imread(str(tmp_path / "plot.png")).shape == imread(a).shape

@@ -1,7 +1,8 @@
 """A picture of a run: ring centres and radii against time, and the last snapshot.
 
 ``plot_run(run_dir)`` reads ``diagnostics.nc`` and the newest ``snapshot_*.nc`` of a run
-directory and writes ``plot.png``.  Needs matplotlib (a dependency of vortexsim); without
+directory and writes ``plot.png``; ``plot_rows`` draws the same figure from the rows and
+positions in memory (the run's plot writer, at the end of a run).  Needs matplotlib (a dependency of vortexsim); without
 it the plot is skipped with a warning, never an error.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .files import atomic_path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["plot_run", "latest_snapshot", "preload"]
+__all__ = ["plot_run", "plot_rows", "latest_snapshot", "preload"]
 
 
 #: most elements drawn as points over the tracers' density image (every k-th beyond)
@@ -127,8 +128,32 @@ def plot_run(run_dir, path=None):
         t_snap, case = float(s[TIME].values[0]), s.attrs.get("case", "")
     rings = ([str(n) for n in d["ring"].values], d["ring_centre"].values,
              d["ring_radius"].values) if "ring" in d.variables else ([], None, None)
-    figure = _draw(d[TIME].values, rings, d["energy"].values, x, y, t_snap,
-                   f"vortexsim: {case}  ({os.path.basename(snap_path)})")
+    return _save(_draw(d[TIME].values, rings, d["energy"].values, x, y, t_snap,
+                       f"vortexsim: {case}  ({os.path.basename(snap_path)})"), path)
+
+
+def plot_rows(rows, x, y, t, title, path):
+    """Write the figure of :func:`plot_run` to ``path`` from data in memory, without
+    reading the run's files: ``rows`` the diagnostics rows (dicts of
+    :meth:`vortexsim.Simulation.diagnostics`, as :class:`~.diagnostics.DiagnosticsLog`
+    holds them; at least one), ``x`` (N, 3) and ``y`` (M, 3) [L] the elements and the
+    tracers at time ``t`` [T] (host arrays), ``title`` the figure's.  Returns the path,
+    or None when matplotlib is missing.  What the run's plot writer draws at the end of a
+    run (on an H100 machine reading the two files took 0.17–0.2 s of the plot's 0.3)."""
+    try:
+        import matplotlib  # noqa: F401, PLC0415
+    except ImportError as exc:
+        logger.warning("matplotlib cannot be imported (%s); no plot written", exc)
+        return None
+    names = list(rows[-1].get("ring_names", ()))
+    rings = (names, np.stack([r["ring_centre"] for r in rows]),
+             np.stack([r["ring_radius"] for r in rows])) if names else ([], None, None)
+    return _save(_draw(np.array([r["t"] for r in rows]), rings,
+                       np.array([r["energy"] for r in rows]), x, y, t, title), path)
+
+
+def _save(figure, path):
+    """``figure`` as a PNG at ``path``, atomically; returns the path."""
     with atomic_path(path) as tmp:
         # zlib level 1: a quarter of level 6's encoding time for a 12 % larger file
         figure.savefig(tmp, dpi=DPI, format="png", pil_kwargs={"compress_level": 1})
