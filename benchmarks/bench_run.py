@@ -10,8 +10,9 @@ fresh processes, ``--rounds`` times (2) in this order:
    snapshots, plot.png), as a user runs it;
 
 and reports, from each run log's last lines, the run's wall time ("ran N steps ... in
-S s") and its breakdown, and the ratio of the medians full / bare (issue 15's target:
-≤ 1.25).  The
+S s") and its breakdown, the ratio of the medians full / bare (issue 15's target:
+≤ 1.25), and each round's full run over the bare run's steps alone (its "time: steps"
+entry: the 200 bare RK4 steps of the same trajectory).  The
 bare run's steps are the reference rather than 200 × one step at t = 0
 (``bench_step.py``), because the step cost changes along the trajectory (tracers
 spread over more leaves: on the H100 the leapfrog GPU run's steps took 55 ms at t = 0
@@ -44,6 +45,7 @@ import numpy as np
 import _timing as T
 
 RAN = re.compile(r"ran (\d+) steps .* in ([0-9.e+-]+) s")
+STEPS = re.compile(r"time: steps ([0-9.e+-]+) s")
 
 
 def run_once(args, extra, out_dir):
@@ -86,6 +88,15 @@ def run_seconds(summary):
     raise ValueError(f"no 'ran ... steps' line in the run log: {summary}")
 
 
+def steps_seconds(summary):
+    """The seconds of the run log's "time: steps S s" entry (the steps alone)."""
+    for line in summary:
+        m = STEPS.search(line)
+        if m:
+            return float(m.group(1))
+    raise ValueError(f"no 'time: steps' entry in the run log: {summary}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", default="leapfrog")
@@ -123,7 +134,7 @@ def main():
                 summary, wall = run_once(args, extra, os.path.join(tmp, f"{label}{r}"))
                 steps, seconds = run_seconds(summary)
                 rows[label].append({"steps": steps, "run_s": seconds, "process_s": wall,
-                                    "log": summary})
+                                    "steps_s": steps_seconds(summary), "log": summary})
                 print(f"{label:>5} ({r + 1}/{args.rounds}): {steps} steps in {seconds:.2f} s "
                       f"(process {wall:.1f} s)\n   " + "\n   ".join(summary), flush=True)
     bare_s = float(np.median([row["run_s"] for row in rows["bare"]]))
@@ -131,6 +142,11 @@ def main():
     ratio = full_s / bare_s
     print(f"\nfull / bare = {full_s:.2f} s / {bare_s:.2f} s = {ratio:.3f} (medians of "
           f"{args.rounds}; target <= 1.25)")
+    # each round's full run against the steps alone of the bare run before it: the
+    # trajectory's own bare RK4 steps, summed
+    own = [f["run_s"] / b["steps_s"] for f, b in zip(rows["full"], rows["bare"])]
+    rows["full_over_bare_steps"] = own
+    print("full / (the bare run's steps) per round: " + ", ".join(f"{v:.3f}" for v in own))
     if args.step:
         # each round's full run against the step measured just before it (the GPU's
         # speed drifts by up to 15 % over minutes: pairs, not medians of all)

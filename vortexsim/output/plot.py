@@ -140,10 +140,9 @@ def plot_rows(rows, x, y, t, title, path):
     tracers at time ``t`` [T] (host arrays), ``title`` the figure's.  Returns the path,
     or None when matplotlib is missing.  What the run's plot writer draws at the end of a
     run (on an H100 machine reading the two files took 0.17–0.2 s of the plot's 0.3)."""
-    try:
-        import matplotlib  # noqa: F401, PLC0415
-    except ImportError as exc:
-        logger.warning("matplotlib cannot be imported (%s); no plot written", exc)
+    if not preload():                       # matplotlib missing (or broken)
+        logger.warning("matplotlib cannot draw the plot (pip install matplotlib); no "
+                       "plot written")
         return None
     names = list(rows[-1].get("ring_names", ()))
     rings = (names, np.stack([r["ring_centre"] for r in rows]),
