@@ -515,3 +515,18 @@ def test_gaussian_factors_numpy_subset_path_equals_the_select_path(dtype):
     assert np.array_equal(a, a_ref) and np.array_equal(b, b_ref)
     a0, b0 = gaussian_reduced_factors(dtype(0.25), np)               # 0-d input
     assert np.array_equal(a0, _gaussian_reduced_where(np.asarray(dtype(0.25)), np)[0])
+
+
+def test_cuda_sources_share_one_generated_header(monkeypatch):
+    """The generated header (series and Gaussian tables) is made once per process and
+    opens every CUDA module's source: a module's first use inside a run (the diagnostics
+    rows' fields pass) does not rebuild the tables (~0.2 s)."""
+    from vortexsim.kernels import modules
+    modules.generated_header.cache_clear()
+    modules.cuda_source.cache_clear()
+    built = []
+    real = cutoff._chebyshev_table
+    monkeypatch.setattr(cutoff, "_chebyshev_table", lambda f: built.append(1) or real(f))
+    sources = [modules.cuda_source(name) for name in ("fmm.cu", "fields.cu", "pse.cu")]
+    assert len(built) == 2                  # the velocity's and the fields' tables, once
+    assert all(src.startswith(modules.generated_header()) for src in sources)

@@ -38,9 +38,12 @@ def _horner_function(name, coeffs):
     return "\n".join(lines)
 
 
+@functools.cache
 def generated_header() -> str:
     """CUDA text generated from the NumPy specification (series, Gaussian tables: the
-    velocity's pair factors, and the fields pass's g and ζ)."""
+    velocity's pair factors, and the fields pass's g and ζ).  Made once per process: its
+    tables take ~0.2 s, which every module's first use (the steps' and then the
+    diagnostics rows' fields pass, inside a run) paid again before."""
     table = gaussian_table()
     ni, ncoef, _ = table.shape
 
