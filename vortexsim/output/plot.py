@@ -216,5 +216,10 @@ def _draw(t, rings, energy, x, y, t_snap, title):
     ax.set_ylabel("z [L]")
     ax.set_title(f"t = {t_snap:.4g}, x–z projection\n{len(y)} tracers (grey: count, log), "
                  f"{len(x)} elements (red)", fontsize="small")
+    # at most 6 ticks an axis (matplotlib's "auto" put 9–10 on these panels): each tick
+    # is two lines and a label, a third of the figure's drawing time
+    for a in fig.axes:
+        a.xaxis.get_major_locator().set_params(nbins=5)
+        a.yaxis.get_major_locator().set_params(nbins=5)
     fig.suptitle(title)
     return fig
