@@ -1,6 +1,6 @@
 """A whole ``vortexsim run`` against its bare stepping, back to back (issue 15).
 
-What it measures: the wall time a user meets.  After a short warm-up run (the CUDA
+What it measures: the wall time a user meets.  After a warm-up run to t_end/2 (the CUDA
 kernels compile into CuPy's disk cache), it runs the same case through the CLI, in
 fresh processes, ``--rounds`` times (2) in this order:
 
@@ -89,7 +89,8 @@ def run_seconds(summary):
 
 
 def steps_seconds(summary):
-    """The seconds of the run log's "time: steps S s" entry (the steps alone)."""
+    """The seconds of the run log's "time: steps S s" entry (the steps alone; the log
+    gives 3 digits, so ratios with it are good to ~0.5 %)."""
     for line in summary:
         m = STEPS.search(line)
         if m:

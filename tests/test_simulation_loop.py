@@ -247,3 +247,25 @@ def test_run_shortens_the_gil_slices_and_restores_them(interval):
     with pytest.raises(RuntimeError, match="boom"):
         sim.run(steps=1)
     assert sys.getswitchinterval() == before
+
+    def ctrl_c(s):
+        raise KeyboardInterrupt
+    sim.callbacks["fail"] = ctrl_c
+    with pytest.raises(KeyboardInterrupt):
+        sim.run(steps=1)
+    assert sys.getswitchinterval() == before
+    del sim.callbacks["fail"]
+    sim.callbacks["stop"] = lambda s: s.request_stop()          # the interrupted return
+    sim.run(steps=3)
+    assert sim.stop_reason == "interrupted" and sys.getswitchinterval() == before
+
+
+@pytest.mark.parametrize("bad", [0, -1e-3, float("nan"), "fast", True])
+def test_a_bad_gil_switch_interval_is_refused_before_the_run(bad):
+    import sys
+    before = sys.getswitchinterval()
+    sim = _sim(dt=0.1)
+    sim.gil_switch_interval = bad
+    with pytest.raises(ValueError, match="gil_switch_interval must be a number of seconds"):
+        sim.run(steps=1)
+    assert sim.iteration == 0 and sys.getswitchinterval() == before

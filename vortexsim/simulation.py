@@ -699,10 +699,10 @@ class Simulation:
         #: outputs written, "files": file writes (fewer where deferred writes were
         #: replaced, see submit_output)}}
         self.output_timings, self._output_waited = {}, 0.0
+        switch = _GilSlices(self.gil_switch_interval)
         self._writer = WriterThread() if self.async_output else None
         start, n0, t_start = time.perf_counter(), self.iteration, self.t
         bar = _ProgressBar(False, self)
-        switch = _GilSlices(self.gil_switch_interval)
         try:
             for name, writer in self.output_writers.items():   # the state at the start
                 self._write_if_due(name, writer)
@@ -746,8 +746,10 @@ class Simulation:
             self._finalize("error")
             raise
         finally:        # after an interruption (a second Ctrl-C): gives up pending writes
-            self._close_output()
-            switch.restore()
+            try:
+                self._close_output()
+            finally:        # even when a Ctrl-C cuts that short
+                switch.restore()
         wall = time.perf_counter() - start
         done = self.iteration - n0
         if done:
@@ -1504,9 +1506,14 @@ class _GilSlices:
 
     def __init__(self, interval):
         self._saved = None
-        if interval is not None:
-            self._saved = sys.getswitchinterval()
-            sys.setswitchinterval(float(interval))
+        if interval is None:
+            return
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not (
+                math.isfinite(interval) and interval > 0):
+            raise ValueError(f"gil_switch_interval must be a number of seconds > 0 or None, "
+                             f"got {interval!r}.")
+        self._saved = sys.getswitchinterval()
+        sys.setswitchinterval(float(interval))
 
     def restore(self):
         if self._saved is not None:

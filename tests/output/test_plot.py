@@ -50,21 +50,22 @@ def test_preload_draws_the_plots_own_figure():
     assert preload() is True
 
 
-def test_plot_rows_draws_plot_runs_figure_from_memory(tmp_path):
-    """The run's plot writer draws from the rows and positions in memory: given what the
-    files hold (and plot_run's title), the picture is plot_run's, pixel for pixel; and
-    the CLI's writers draw it at the end of a run without plot_run (no file read back)."""
+def test_the_runs_plot_is_plot_runs_figure_drawn_from_memory(tmp_path):
+    """The run's plot writer draws plot.png on the main thread from the rows and the state
+    in memory: the picture plot_run makes from the files afterwards, pixel for pixel
+    (same rows, same final state, same title); and plot_rows, given the files' rows,
+    draws it too."""
     pytest.importorskip("matplotlib")
     from matplotlib.image import imread
     sim = vortexsim.make_case("leapfrog", n_phi=8, layers=1, tracers_per_ring=256,
                               device="cpu", progress=False, dt=0.1)
     sim.output_writers.update(run_writers(str(tmp_path), META, "", 0.2, 0.1))
-    sim.run(t_end=0.2)
+    sim.run(t_end=0.3)
     assert sim.run_timings["plot"][1] == 1 and "plot" not in sim.output_timings
+    drawn = imread(str(tmp_path / "plot.png"))
+    assert np.array_equal(drawn, imread(plot_run(str(tmp_path), str(tmp_path / "a.png"))))
     snap = latest_snapshot(str(tmp_path))          # the state at the end: sim's
-    a = plot_run(str(tmp_path), str(tmp_path / "a.png"))
     b = plot_rows(read_rows(tmp_path / "diagnostics.nc"), sim.elements.x, sim.tracers.x,
                   sim.t, f"vortexsim: leapfrog  ({os.path.basename(snap)})",
                   str(tmp_path / "b.png"))
-    assert np.array_equal(imread(a), imread(b))
-    assert imread(str(tmp_path / "plot.png")).shape == imread(a).shape
+    assert np.array_equal(drawn, imread(b))

@@ -7,7 +7,7 @@
 * :mod:`.diagnostics`: ``DiagnosticsLog`` (``diagnostics.nc``, one row per diagnostic time)
 * :mod:`.files`: ``atomic_path`` (temporary name, fsync, rename), ``write_text``,
   ``remove_stale_tmp``
-* :mod:`.plot`: ``plot_run`` (``plot.png``; needs matplotlib)
+* :mod:`.plot`: ``plot_run``, ``plot_rows`` (``plot.png``; needs matplotlib)
 * :mod:`.lattice_field`: ``write_velocity_field``, ``read_velocity_field`` (a velocity
   field on the n³ lattice of the periodic box, e.g. ``initial_field.nc``; the format that
   ``benchmarks/spectral_ns.py`` reads and writes)

@@ -1,9 +1,10 @@
 """A picture of a run: ring centres and radii against time, and the last snapshot.
 
 ``plot_run(run_dir)`` reads ``diagnostics.nc`` and the newest ``snapshot_*.nc`` of a run
-directory and writes ``plot.png``; ``plot_rows`` draws the same figure from the rows and
-positions in memory (the run's plot writer, at the end of a run).  Needs matplotlib (a dependency of vortexsim); without
-it the plot is skipped with a warning, never an error.
+directory and writes ``plot.png``; ``plot_rows`` draws the same figure from the rows
+and positions in memory (the run's plot writer, at the end of a run).  Needs matplotlib
+(a dependency of vortexsim); without it the plot is skipped with a warning, never an
+error.
 """
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def preload():
         points = np.random.default_rng(0).normal(size=(64, 3))
         _draw(t, rings, 1.0 + t, points, points, 1.0, "warm-up").savefig(
             io.BytesIO(), dpi=DPI, format="png")
-    except Exception:  # noqa: BLE001 - plot_run reports a missing matplotlib itself
+    except Exception:  # noqa: BLE001 - plot_run / plot_rows report a missing matplotlib
         return False
     return True
 
@@ -140,10 +141,13 @@ def plot_rows(rows, x, y, t, title, path):
     tracers at time ``t`` [T] (host arrays), ``title`` the figure's.  Returns the path,
     or None when matplotlib is missing.  What the run's plot writer draws at the end of a
     run (on an H100 machine reading the two files took 0.17–0.2 s of the plot's 0.3)."""
-    if not preload():                       # matplotlib missing (or broken)
-        logger.warning("matplotlib cannot draw the plot (pip install matplotlib); no "
-                       "plot written")
+    try:
+        import matplotlib  # noqa: PLC0415
+    except ImportError as exc:
+        logger.warning("matplotlib cannot be imported (%s); no plot written "
+                       "(pip install matplotlib)", exc)
         return None
+    logger.debug("plotting with matplotlib %s", matplotlib.__version__)
     names = list(rows[-1].get("ring_names", ()))
     rings = (names, np.stack([r["ring_centre"] for r in rows]),
              np.stack([r["ring_radius"] for r in rows])) if names else ([], None, None)

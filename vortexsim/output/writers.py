@@ -31,8 +31,9 @@ the files on disk.  The diagnostics file, rewritten whole with every row so far,
 rewritten at most every ``MIN_REWRITE_INTERVAL`` seconds during a run
 (``submit_output(..., defer=True)``: a deferred rewrite is replaced by the next row's,
 and written before any other writer's output, e.g. a snapshot, and at the end of the
-run).  The plot is made on the output thread too: during a run, every netCDF file is
-read and written by that one thread.  Each writer removes, when a run
+run).  During a run every netCDF file is written by that one thread; the run's plot is
+drawn at its end on the main thread from the rows and the state in memory (no file read
+back), while the output thread writes the final snapshot.  Each writer removes, when a run
 starts, the temporary files that an interrupted write of its own left
 (:func:`vortexsim.output.files.remove_stale_tmp`).
 
@@ -344,7 +345,8 @@ class DiagnosticsWriter:
     sooner than ``min_rewrite_interval`` after the last rewrite is kept in memory and
     its rewrite deferred (``sim.submit_output(..., defer=True)``): the next row's
     rewrite replaces it, and any other output — a snapshot (each a checkpoint), the
-    plot — and the end of the run, whatever its reason, write it first.  So the file
+    plot read from the files — and the end of the run, whatever its reason, write it
+    first.  So the file
     holds every row that a snapshot counts, and all rows when the run ends.  A rewrite
     that fails forgets the rows it held and owes the newest, as a failed row did.
 
@@ -444,7 +446,8 @@ class PlotWriter:
     the end of the leapfrog GPU run waited 0.38–0.58 s for the plot drawn from the
     files).  Without it the plot reads the run's files
     (:func:`vortexsim.output.plot.plot_run`) on the output thread, after the final
-    snapshot."""
+    snapshot.  Drawn beside the final writes, the plot is on disk even when one of them
+    then fails (the run then ends with that error, its checkpoint written)."""
 
     schedule = None
 
@@ -486,8 +489,9 @@ class PlotWriter:
             x = to_host(sim.elements.x)
             y = to_host(sim.tracers.x) if sim.tracers is not None else np.zeros((0, 3))
             case = self.diagnostics.meta.get("case", "")
+            # the title of plot_run, which names the final snapshot (this state)
             plot_rows(list(log.rows), x, y, sim.t,
-                      f"vortexsim: {case}  (iteration {sim.iteration})",
+                      f"vortexsim: {case}  ({snapshot_name(sim.iteration)})",
                       self.path_ or os.path.join(self.run_dir, "plot.png"))
         except Exception as exc:  # noqa: BLE001 - a plot never fails a finished run
             logger.warning("could not write the plot: %s", exc)
