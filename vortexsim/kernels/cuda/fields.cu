@@ -49,11 +49,8 @@ __device__ __forceinline__ void blob_fields(double r2, double s, double inv_s, d
             z = zeta * inv_s3;
             return;
         }
-        if (s < 1e-6) {                                  // ρ < 1e-3: the series
-            e = VS_SQRT_2_OVER_PI * (1.0 - s / 6.0 + s * s / 40.0) * inv_s;
-        } else {
-            e = erf(sqrt(s) * VS_INV_SQRT2) * rsqrt(r2);
-        }
+        // beyond the table (s ≥ GAUSS_SMAX: ρ ≥ 9, reached only by an fcut above it)
+        e = erf(sqrt(s) * VS_INV_SQRT2) * rsqrt(r2);
         z = VS_GAUSS_ZETA0 * exp(-0.5 * s) * inv_s3;
     } else if (K == KERNEL_ALGEBRAIC) {
         const double t = rsqrt(s + 1.0);
