@@ -79,23 +79,25 @@ def step_ms(device, out):
         return float(json.load(fh)["step_ms_median"])
 
 
+def _match(summary, pattern, what):
+    """The first match of ``pattern`` in the run log's lines ``summary``."""
+    for line in summary:
+        m = pattern.search(line)
+        if m:
+            return m
+    raise ValueError(f"no {what} in the run log: {summary}")
+
+
 def run_seconds(summary):
     """(steps, seconds) of the run log's "ran N steps ... in S s" line."""
-    for line in summary:
-        m = RAN.search(line)
-        if m:
-            return int(m.group(1)), float(m.group(2))
-    raise ValueError(f"no 'ran ... steps' line in the run log: {summary}")
+    m = _match(summary, RAN, "'ran ... steps' line")
+    return int(m.group(1)), float(m.group(2))
 
 
 def steps_seconds(summary):
     """The seconds of the run log's "time: steps S s" entry (the steps alone; the log
     gives 3 digits, so ratios with it are good to ~0.5 %)."""
-    for line in summary:
-        m = STEPS.search(line)
-        if m:
-            return float(m.group(1))
-    raise ValueError(f"no 'time: steps' entry in the run log: {summary}")
+    return float(_match(summary, STEPS, "'time: steps' entry").group(1))
 
 
 def main():

@@ -106,16 +106,11 @@ def plot_run(run_dir, path=None):
     cores once matplotlib is imported (a scatter of every 8th tracer took 0.44 s there,
     1.5 s on the output thread of a GPU run).
     """
-    try:
-        import matplotlib  # noqa: PLC0415
-    except ImportError as exc:
-        logger.warning("matplotlib cannot be imported (%s); no plot written "
-                       "(pip install matplotlib, then python postprocess/plot_run.py %s)",
-                       exc, run_dir)
+    if not _matplotlib(f"pip install matplotlib, then python postprocess/plot_run.py "
+                       f"{run_dir}"):
         return None
     import xarray as xr  # noqa: PLC0415
 
-    logger.debug("plotting with matplotlib %s", matplotlib.__version__)
     path = path or os.path.join(run_dir, "plot.png")
     diag_path = os.path.join(run_dir, "diagnostics.nc")
     snap_path = latest_snapshot(run_dir)
@@ -141,18 +136,25 @@ def plot_rows(rows, x, y, t, title, path):
     tracers at time ``t`` [T] (host arrays), ``title`` the figure's.  Returns the path,
     or None when matplotlib is missing.  What the run's plot writer draws at the end of a
     run (on an H100 machine reading the two files took 0.17–0.2 s of the plot's 0.3)."""
-    try:
-        import matplotlib  # noqa: PLC0415
-    except ImportError as exc:
-        logger.warning("matplotlib cannot be imported (%s); no plot written "
-                       "(pip install matplotlib)", exc)
+    if not _matplotlib("pip install matplotlib"):
         return None
-    logger.debug("plotting with matplotlib %s", matplotlib.__version__)
     names = list(rows[-1].get("ring_names", ()))
     rings = (names, np.stack([r["ring_centre"] for r in rows]),
              np.stack([r["ring_radius"] for r in rows])) if names else ([], None, None)
     return _save(_draw(np.array([r["t"] for r in rows]), rings,
                        np.array([r["energy"] for r in rows]), x, y, t, title), path)
+
+
+def _matplotlib(hint):
+    """Whether matplotlib imports; if not, a warning that no plot is written, with
+    ``hint`` (what to do) in it."""
+    try:
+        import matplotlib  # noqa: PLC0415
+    except ImportError as exc:
+        logger.warning("matplotlib cannot be imported (%s); no plot written (%s)", exc, hint)
+        return False
+    logger.debug("plotting with matplotlib %s", matplotlib.__version__)
+    return True
 
 
 def _save(figure, path):
