@@ -212,6 +212,7 @@ def test_gpu_sparse_m2l_equals_dense():
     ud, gd = (a.get() for a in dense.evaluate(x, alpha, sigma, tracers, depth=4))
     tree = build_tree(x, tracers, 4, cp)
     sparse = FMM("gaussian", tol=1e-6, device="gpu")
+    sparse.SPARSE_M2L_PAIRS = False          # the per-class variants (pairs: tested below)
     for unified in (None, True, False):
         sparse.SPARSE_M2L_UNIFIED = unified
         us, gs = (a.get() for a in sparse.evaluate(x, alpha, sigma, tracers, depth=4))
@@ -328,6 +329,7 @@ def test_gpu_sync_free_sparse_m2l_with_capacities(unified):
     tree = build_tree(x, tracers, 4, cp, lo=root[0], width=root[1], check=False)
     fmm = FMM("gaussian", tol=1e-6, device="gpu")
     fmm.SPARSE_M2L_UNIFIED = unified
+    fmm.SPARSE_M2L_PAIRS = False             # the per-class variants (pairs: tested below)
     for shrink in (1, 3, 0):
         plan = fmm.m2l_capacity(x, (0.01, 0.01), root, 4, targets=(tracers,))
         depth, cap, occ, *_ = plan
@@ -353,6 +355,92 @@ def test_gpu_sync_free_sparse_m2l_with_capacities(unified):
             assert plan.layouts[4] is not None
             assert np.array_equal(u3, u4) and np.array_equal(g3, g4)
             assert _rel(u3, ud) <= 1e-12 and _rel(g3, gd) <= 1e-12
+
+
+def _pair_counts_numpy(src, tgt, level, sep):
+    """Per offset slot of the sparse M2L by offset (M2L.pair_slots order) the pairs
+    (source box s with sources, target box s − d in the grid with targets, taking s)."""
+    from vortexsim.fmm import expansions as E
+    from vortexsim.fmm.m2l import interacts
+    from vortexsim.fmm.tree import morton_decode
+    n = 1 << level
+    S = np.zeros((n, n, n), bool)
+    T = np.zeros((n, n, n), bool)
+    for grid, cnt in ((S, src), (T, tgt)):
+        ix, iy, iz = morton_decode(np.nonzero(cnt)[0], level, np)
+        grid[ix, iy, iz] = True
+    occupied = np.argwhere(S)
+    slots, _ = FMM("singular", device="cpu").stages.m2l.pair_slots(sep)
+    out = []
+    for o in slots:
+        d = E.OFFSETS_3[o]
+        t = occupied - d
+        t = t[np.all((t >= 0) & (t < n), axis=1)]
+        ok = interacts(t % 2, d[None, :], sep) & T[t[:, 0], t[:, 1], t[:, 2]]
+        out.append(int(ok.sum()))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("sep", [2, 3])
+def test_gpu_m2l_pair_counts_equal_numpy(sep):
+    """The sparse M2L by offset counts its pairs per offset exactly as NumPy does
+    (clustered sources, targets elsewhere too; level 4)."""
+    import cupy as cp
+    from vortexsim.fmm.tree import build_tree
+    rng = np.random.default_rng(21)
+    x, y = rng.random((3000, 3)) ** 3, rng.random((800, 3)) * 0.6 + 0.4
+    tree = build_tree(x, y, 4, np, lo=np.zeros(3), width=1.0)
+    src, tgt = np.diff(tree.src_start), np.diff(tree.tgt_start)
+    m2l = FMM("gaussian", device="gpu").stages.m2l
+    got = m2l.pair_counts(cp.asarray(src), cp.asarray(tgt), 4, sep).get()
+    assert np.array_equal(got, _pair_counts_numpy(src, tgt, 4, sep))
+    assert got.sum() > 0
+
+
+def test_gpu_sparse_m2l_pairs_equals_dense():
+    """The sparse M2L by offset (its pair capacities from the call's own counts, then a
+    step plan's with slack, then capacities too small so that pairs overflow into the
+    sum kernel's own path, then none) equals the dense M2L; the same call twice is
+    bitwise the same."""
+    import cupy as cp
+    from vortexsim.fmm.m2l import PairLists
+    from vortexsim.fmm.tree import build_tree
+    rng = np.random.default_rng(13)
+    x, alpha, tracers = (cp.asarray(a) for a in rings(1 << 13, 1 << 15, rng))
+    sigma = cp.full(x.shape[0], 0.01)
+    pts = cp.concatenate([x, tracers])
+    lo = pts.min(axis=0) - 1e-3
+    root = (lo, float((pts.max(axis=0) - lo).max()) + 1e-3)
+    kw = dict(sigma_range=(0.01, 0.01), root=root, check_root=False, depth=4)
+    dense = FMM("gaussian", tol=1e-6, device="gpu")
+    dense.SPARSE_M2L_FRACTION = 0.0
+    ud, gd = (a.get() for a in dense.evaluate(x, alpha, sigma, tracers, **kw))
+    fmm = FMM("gaussian", tol=1e-6, device="gpu")
+    fmm.SPARSE_M2L_PAIRS = True
+    us, gs = (a.get() for a in fmm.evaluate(x, alpha, sigma, tracers, **kw))
+    tree = build_tree(x, tracers, 4, cp, lo=root[0], width=root[1], check=False)
+    lists = fmm.stages.m2l.sparsity(tree, fmm.config.order)
+    assert any(isinstance(v, PairLists) for v in lists.values()), "pairs must run"
+    assert _rel(us, ud) <= 1e-12 and _rel(gs, gd) <= 1e-12
+    m2l = fmm.stages.m2l
+    plan = fmm.m2l_capacity(x, (0.01, 0.01), root, 4, targets=(tracers,))
+    assert any(lay is not None and lay[0].get("pairs") for lay in plan.layouts.values())
+    for shrink in (1, 3, 0):
+        layouts = {}
+        for level, lay in plan.layouts.items():
+            if lay is not None and lay[0].get("pairs"):
+                caps = lay[0]["caps"] // shrink if shrink else 0 * lay[0]["caps"]
+                new = m2l.pair_layout(plan.order, m2l.separation_at(level, 4), caps,
+                                      m2l.gemm_dtype())
+                lay = (new, tuple(cp.asarray(a) for a in new["tables"]))
+            layouts[level] = lay
+        step = plan._replace(layouts=layouts)
+        u1, g1 = (a.get() for a in fmm.evaluate(x, alpha, sigma, tracers, **kw,
+                                                m2l_capacity=step))
+        assert _rel(u1, ud) <= 1e-12 and _rel(g1, gd) <= 1e-12, f"shrink={shrink}"
+        u2, g2 = (a.get() for a in fmm.evaluate(x, alpha, sigma, tracers, **kw,
+                                                m2l_capacity=step))
+        assert np.array_equal(u1, u2) and np.array_equal(g1, g2), f"shrink={shrink}"
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "algebraic", "singular", "polynomial"])

@@ -31,7 +31,7 @@ from ..kernels.direct import source_parameters
 from ..kernels.modules import CTYPES, elementwise_kernel, get_function
 from . import expansions as E
 from .downward import Downward, l2p_coefficient_tables, l2p_loop_order
-from .m2l import M2L
+from .m2l import M2L, PairLists
 from .near import NearField, SerialLanes, half_stencil
 from .tree import neighbor_table
 from .upward import Upward
@@ -282,6 +282,7 @@ class CudaM2L(M2L):
     few non-empty boxes may take the sparse M2L (:meth:`sparse`)."""
 
     sparse_capable = True
+    pairs_capable = True
     cache_all_cores = True
     gathered_components = 3
 
@@ -300,6 +301,90 @@ class CudaM2L(M2L):
         X = gather_columns(Mcm, g).reshape(r * ns, 3 * nj)
         return (Kp @ X).reshape(r, nj, 3)
 
+    def pair_device_tables(self, P, sep, mdt):
+        """Cached device tables of the sparse M2L by offset: ``offs`` (n, 3) int32 the
+        slots' offsets, ``slot_index`` (343,) int32 each OFFSETS_3 offset's slot (−1: none)
+        and ``Kt`` [(bucket, first slot, n_b, Kt_b (n_b, r, r))], Kt_b[i] = K_d(i)ᵀ."""
+        def build():
+            cp = import_cupy()
+            slots, bucket = self.pair_slots(sep)
+            index = np.full(343, -1, dtype=np.int32)
+            index[slots] = np.arange(len(slots), dtype=np.int32)
+            K = E.unit_m2l_cores(P, 3, cp)
+            r = K.shape[0]
+            Kt3 = K.reshape(r, 343, r).transpose(2, 1, 0)        # [j, o, i] = K_o[i, j]
+            kt = []
+            for b in range(4):
+                sel = np.nonzero(bucket == b)[0]
+                if sel.size:
+                    kt.append((b, int(sel[0]), int(sel.size), cp.ascontiguousarray(
+                        Kt3[:, cp.asarray(slots[sel]), :].transpose(1, 0, 2)).astype(
+                            mdt, copy=False)))
+            return {"offs": cp.asarray(E.OFFSETS_3[slots].astype(np.int32)),
+                    "slot_index": cp.asarray(index), "Kt": kt}
+        return self.cache.get(("m2l_pair_tables", P, sep, np.dtype(mdt).name), build)
+
+    def pair_counts(self, src_cnt, tgt_cnt, level, sep):
+        cp = import_cupy()
+        slots, _ = self.pair_slots(sep)
+        offs = self.cache.get(("m2l_pair_offs", sep), lambda: cp.asarray(
+            E.OFFSETS_3[slots].astype(np.int32)))
+        counts = cp.empty(len(slots), dtype=cp.int64)
+        get_function("fmm.cu", "m2l_pair_slots")(
+            (len(slots),), (256,),
+            (src_cnt.astype(cp.int64, copy=False), tgt_cnt.astype(cp.int64, copy=False),
+             np.int32(level), offs, 0, 0, 0, 0, counts))
+        return counts
+
+    def _sparse_pairs(self, level, sep, Mt, P, info, mdt):
+        """Compressed locals Lt (r, B, 3) of the sparse M2L by offset
+        (:class:`~vortexsim.fmm.m2l.PairLists`): the pair lists (``m2l_pair_slots``), the
+        gathered multipoles (``m2l_pair_gather``), one batched GEMM per bucket of offsets,
+        then each target's sum (``m2l_pair_sum``)."""
+        cp = import_cupy()
+        r, B = Mt.shape[0], Mt.shape[1]
+        T = "float" if mdt == np.float32 else "double"
+        lay = info.layout
+        cap, base, abase = info.tables
+        dev = self.pair_device_tables(P, sep, mdt)
+        n_slot = len(lay["tables"][0])
+        src = info.src_cnt.astype(cp.int64, copy=False)
+        tgt = info.tgt_cnt.astype(cp.int64, copy=False)
+        slot_src = cp.empty(max(int(lay["tables"][0].sum()), 1), dtype=cp.int64)
+        slot_of = cp.empty(n_slot * B, dtype=cp.int32)
+        counts = cp.empty(n_slot, dtype=cp.int64)
+        get_function("fmm.cu", "m2l_pair_slots")(
+            (n_slot,), (256,), (src, tgt, np.int32(level), dev["offs"], cap, base, slot_src,
+                                slot_of, counts))
+        size = max(lay["y_size"], 1)
+        A = cp.empty(size, dtype=mdt)
+        widest = int(3 * lay["caps"].max() * r)
+        if widest:
+            get_function("fmm.cu", f"m2l_pair_gather<{T}>")(
+                (min(-(-widest // 256), 1024), n_slot), (256,),
+                (Mt, np.int64(B), np.int32(r), cap, base, counts, abase, slot_src, A))
+        Y = cp.empty(size, dtype=mdt)
+        host_cap, _, host_abase = lay["tables"]
+        for _, first, n_b, Kt_b in dev["Kt"]:
+            c_b = int(host_cap[first])
+            if c_b:
+                a0 = int(host_abase[first])
+                a1 = a0 + n_b * 3 * c_b * r
+                cp.matmul(A[a0:a1].reshape(n_b, 3 * c_b, r), Kt_b,
+                          out=Y[a0:a1].reshape(n_b, 3 * c_b, r))
+        tables = self.sparse_tables(P, sep, mdt)
+        gather = self.cache.get(("m2l_gather_all", level, sep), lambda: cp.ascontiguousarray(
+            cp.stack([g for _, g in self.classes(level, sep)])))
+        Lt = cp.empty((r, B, 3))
+        passes = -(-r // 256)
+        threads = 32 * -(-(-(-r // passes)) // 32)
+        get_function("fmm.cu", f"m2l_pair_sum<{T}>")(
+            (B,), (threads,),
+            (Y, abase, cap, slot_of, dev["slot_index"], gather, tables["q_all_raw"][1],
+             np.int32(gather.shape[2]), src, tgt, np.int32(r), np.int64(B),
+             tables["Kt_all"], Mt, Lt))
+        return Lt
+
     def sparse(self, tree, level, sep, Mt, P, info, mdt=np.float64):
         """Compressed locals Lt (r, B, 3) from the non-empty source boxes only.
 
@@ -308,6 +393,8 @@ class CudaM2L(M2L):
         target t), then ``m2l_gather_sum`` sums each target's blocks.  Same operators and
         result as the dense path up to round-off; used where most boxes are empty.
         """
+        if isinstance(info, PairLists):
+            return self._sparse_pairs(level, sep, Mt, P, info, mdt)
         cp = import_cupy()
         classes, colmap, tgt_cnt, (unified, y_size, ybs) = info
         r, B = Mt.shape[0], Mt.shape[1]

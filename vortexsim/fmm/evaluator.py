@@ -230,6 +230,9 @@ class FMM:
     SPARSE_M2L_UNIFIED = _m2l_setting(
         "sparse_unified", "None (cost model), True or False: the sparse M2L's variant "
         "(:attr:`M2L.sparse_unified`).")
+    SPARSE_M2L_PAIRS = _m2l_setting(
+        "sparse_pairs", "None (cost model), True or False: the sparse M2L by offset "
+        "(:attr:`M2L.sparse_pairs`).")
 
     # -- the evaluation ---------------------------------------------------------
     def evaluate(self, x, alpha, sigma, targets=None, gradient=True, *, sigma_range=None,

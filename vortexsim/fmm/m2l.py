@@ -10,21 +10,28 @@ offset (A(w) = w^−(1+|k|+|m|) A(1) and A(1) = U C Vᵀ exactly, docs/fmm-desig
 the regularized far field (algebraic, winckelmans) one GEMM per offset with operators
 built per level (they depend on σ/w).
 
-Sparse M2L (GPU, 1/r, standard separation): GEMMs over the non-empty source boxes
-only, per source class, then ``m2l_gather_sum`` sums each target's blocks; used on
-levels where most boxes are empty (:meth:`M2L.sparse_layout`).
+Sparse M2L (GPU, 1/r, standard separation): on levels where most boxes are empty
+(:meth:`M2L.sparse_layout`), either GEMMs over the non-empty source boxes only, per
+source class (every offset of each), then ``m2l_gather_sum`` sums each target's blocks;
+or ("pairs") per offset d one GEMM over the pairs (source box s, target box s − d) that
+both hold points, batched by offset (:class:`PairLists`), then ``m2l_pair_sum``.  When
+the rings of a run spread and the tracers trail behind, half of a source box's offsets
+or more point at boxes without targets (leapfrog at t = 20: 47 % of level 5's products,
+72 % of level 4's); the pairs variant skips them.
 
 :class:`M2L` is the NumPy implementation; :class:`vortexsim.fmm.cuda.CudaM2L` gathers
 with one CUDA kernel and adds the sparse path.
 """
 from __future__ import annotations
 
+import typing
+
 import numpy as np
 
 from . import expansions as E
 from .tree import morton_decode, neighbor_table
 
-__all__ = ["M2L", "interacts", "class_cores", "apply_to_boxes"]
+__all__ = ["M2L", "PairLists", "interacts", "class_cores", "apply_to_boxes"]
 
 OFFSETS_3 = E.OFFSETS_3
 
@@ -53,6 +60,22 @@ def apply_to_boxes(A, X, xp):
     return Y.reshape(A.shape[0], B, 3).transpose(1, 0, 2)
 
 
+class PairLists(typing.NamedTuple):
+    """A level's sparse M2L by offset (:meth:`M2L.sparsity`): the source and target
+    counts per box (B,) of the level, its host layout (:meth:`M2L.sparse_layout`, with
+    ``pairs``) and the layout's device tables (capacity, list base and GEMM-input base
+    per offset slot)."""
+
+    src_cnt: object
+    tgt_cnt: object
+    layout: dict
+    tables: tuple
+
+
+#: the parity classes' bits (8, 3): class p = x + 2y + 4z of a box's cell parities
+PARITY_BITS = np.array([[p & 1, (p >> 1) & 1, (p >> 2) & 1] for p in range(8)])
+
+
 class M2L:
     """M2L of one evaluator, NumPy implementation.
 
@@ -73,6 +96,11 @@ class M2L:
     CORE_GROUP = 256
     #: levels whose fraction of non-empty source boxes is below this use the sparse M2L
     SPARSE_FRACTION = 0.5
+    #: whether this backend has the sparse M2L by offset (:class:`PairLists`)
+    pairs_capable = False
+    #: deepest level of the sparse M2L by offset: its slot map holds an int32 per
+    #: (offset, box), 316 × 8^level (331 MB at level 6)
+    PAIRS_MAX_LEVEL = 6
 
     def __init__(self, operators, separation, near_radius, dtype, tol, chunk_bytes):
         self.operators = operators
@@ -88,6 +116,9 @@ class M2L:
         #: None: the sparse M2L picks per level between one GEMM per source class and
         #: one GEMM against all 343 cores by a cost model; True / False force one (tests)
         self.sparse_unified = None
+        #: None: the sparse M2L by offset where the cost model prefers it (and its sizes
+        #: are known); True: wherever its sizes are known; False: never (tests, A/B)
+        self.sparse_pairs = None
 
     # -- rules and index tables ----------------------------------------------
     @property
@@ -124,6 +155,59 @@ class M2L:
         level (the adaptive tree's ``class_offsets``)."""
         return [E.offsets_cube(self.offset_radius)[o]
                 for o in self.class_offsets(self.parent_radius + 1)]
+
+    def pair_slots(self, sep):
+        """The offsets of the sparse M2L by offset (host, cached): (slots, bucket), the
+        indices into OFFSETS_3 of the offsets d that some target parity class takes at
+        separation ``sep`` (316 for sep 2, 218 for 3), ordered by bucket = the number of
+        components with |d_i| = 3 (a target takes such an offset in half of the parity
+        classes per such component, so a bucket's offsets hold similar numbers of pairs
+        and share one capacity)."""
+        def build():
+            off = E.OFFSETS_3
+            ok = np.nonzero([interacts(PARITY_BITS, d[None, :], sep).any() for d in off])[0]
+            bucket = (np.abs(off[ok]) == 3).sum(axis=1)
+            order = np.argsort(bucket, kind="stable")
+            return ok[order], bucket[order]
+        return self.cache.get(("m2l_pair_slots", sep), build)
+
+    def pair_layout(self, P, sep, caps, mdt):
+        """Host layout of the sparse M2L by offset: ``caps`` (4,) the pair capacity of each
+        bucket (:meth:`pair_slots`).  A dict with ``pairs`` True, ``caps``, ``y_size``
+        (elements of the GEMM input and output), ``cost`` (modelled seconds, as
+        :meth:`sparse_layout`'s) and ``tables`` (per offset slot: capacity, first list
+        slot, first GEMM-input element; int64)."""
+        r = (P + 1) ** 2
+        item = np.dtype(mdt).itemsize
+        _, bucket = self.pair_slots(sep)
+        caps = np.maximum(np.asarray(caps, dtype=np.int64), 0)
+        cap = caps[bucket]
+        size = 3 * cap * r
+        n_pairs = int(cap.sum())
+        cost = (6 * n_pairs * r * r / 2.5e13
+                + (4 * 3 * n_pairs * r + len(cap) * r * r) * item / 2.5e12)
+        return {"pairs": True, "caps": caps, "y_size": int(size.sum()), "cost": cost,
+                "tables": (cap, np.concatenate([[0], np.cumsum(cap)[:-1]]).astype(np.int64),
+                           np.concatenate([[0], np.cumsum(size)[:-1]]).astype(np.int64))}
+
+    def pair_bucket_caps(self, counts, sep, slack=None):
+        """(4,) host pair capacities per bucket from per-slot pair counts (host (n,)):
+        the bucket's largest count, plus ``count // slack + 4`` with a ``slack`` (a plan
+        made at a step's start, for the positions its stages reach)."""
+        _, bucket = self.pair_slots(sep)
+        counts = np.asarray(counts, dtype=np.int64)
+        caps = np.zeros(4, dtype=np.int64)
+        for b in range(4):
+            if (bucket == b).any():
+                caps[b] = counts[bucket == b].max()
+        if slack:
+            caps = caps + caps // slack + 4
+        return caps
+
+    def pair_counts(self, src_cnt, tgt_cnt, level, sep):
+        """Per offset slot the number of pairs (device (n,) int64), or None where this
+        backend has no sparse M2L by offset."""
+        return None
 
     def pairs_host(self, level, sep):
         """Host index tables: [(offset d (3,), target boxes, source boxes)] for one level."""
@@ -306,7 +390,8 @@ class M2L:
         raise RuntimeError("the sparse M2L runs on the GPU only (vortexsim.fmm.cuda.CudaM2L).")
 
     def sparsity(self, tree, P, capacity=None, counts=None, prepared=None):
-        """Per level: None (dense M2L) or (per class: (n_active, active list), colmap, tgt counts).
+        """Per level: None (dense M2L), (per class: (n_active, active list), colmap, tgt
+        counts, GEMM output layout) or a :class:`PairLists` (the sparse M2L by offset).
 
         Source and target counts per box of every level come from the CSR starts; the
         numbers of non-empty source boxes per (level, parity class) cross to the host in
@@ -318,7 +403,9 @@ class M2L:
         for ``m2l_gather_sum`` to translate on the fly; ``counts`` (same shape: the
         non-empty boxes the capacities were made from) then decides sparse or dense, and
         ``prepared`` (:attr:`M2LPlan.layouts`, made from both) brings each level's layout
-        and device tables, so that the call copies nothing to the device.
+        and device tables, so that the call copies nothing to the device.  Without
+        ``capacity``, the pair counts of the sparse M2L by offset (GPU) come in the same
+        transfer; with it, only ``prepared`` layouts (a plan's) can hold that variant.
         """
         xp = self.device.xp
         L = tree.depth
@@ -329,9 +416,22 @@ class M2L:
             tgt[level - 1] = tgt[level].reshape(-1, 8).sum(axis=1)
         levels = list(range(2, L + 1))
         flags = {level: (src[level] > 0).reshape(-1, 8) for level in levels}
+        pair_caps = {}
         if capacity is None:
-            active = xp.stack([flags[level].sum(axis=0) for level in levels])
-            active = active.get()                                  # (levels, 8), one transfer
+            active = xp.stack([flags[level].sum(axis=0) for level in levels]).ravel()
+            # the pair counts of the sparse M2L by offset, in the same transfer
+            pair_levels = [level for level in levels if self.pairs_capable
+                           and self.sparse_pairs is not False
+                           and level <= self.PAIRS_MAX_LEVEL]
+            pc = [self.pair_counts(src[level], tgt[level], level,
+                                   self.separation_at(level, L)) for level in pair_levels]
+            host = xp.concatenate([active] + pc).get()             # one transfer
+            active = host[:8 * len(levels)].reshape(len(levels), 8)
+            at = 8 * len(levels)
+            for level, c in zip(pair_levels, pc):
+                pair_caps[level] = self.pair_bucket_caps(host[at:at + c.size],
+                                                         self.separation_at(level, L))
+                at += c.size
         else:
             active = np.asarray(capacity, dtype=np.int64).reshape(len(levels), 8)
         out = {}
@@ -343,11 +443,15 @@ class M2L:
                 # the stream is idle after the transfer above (or a test's call):
                 # host-to-device copies cost no stall here
                 layout = self.sparse_layout(L, level, P, active[row], None if counts is None
-                                            else int(counts[row].sum()))
+                                            else int(counts[row].sum()),
+                                            pair_caps.get(level))
                 tables = None if layout is None else tuple(xp.asarray(a)
                                                            for a in layout["tables"])
             if layout is None:
                 out[level] = None
+                continue
+            if layout.get("pairs"):
+                out[level] = PairLists(src[level], tgt[level], layout, tables)
                 continue
             rows, start = layout["rows"], layout["start"]
             d_base, d_rows, d_first, d_spare = tables
@@ -368,8 +472,13 @@ class M2L:
             out[level] = (classes, colmap, tgt[level], yinfo)
         return out
 
-    def sparse_layout(self, L, level, P, rows, n_box=None):
+    def sparse_layout(self, L, level, P, rows, n_box=None, pair_caps=None):
         """Host layout of one level's sparse M2L, or None where the dense M2L is used.
+
+        ``pair_caps`` (4,): the pair capacities per bucket of the sparse M2L by offset
+        (:meth:`pair_bucket_caps`; None: not known, not considered); where its modelled
+        cost is the lower (or :attr:`sparse_pairs` is True), the layout is
+        :meth:`pair_layout`'s.
 
         rows (8,): GEMM rows per parity class (the non-empty source boxes, or a plan's
         capacities); n_box: the non-empty boxes that decide sparse or dense (default:
@@ -406,6 +515,11 @@ class M2L:
         unified = cost_all < cost_cls and 3 * n_tot * 343 * r * item <= 1 << 30
         if self.sparse_unified is not None:                   # tests force either variant
             unified = bool(self.sparse_unified)
+        if (pair_caps is not None and self.sparse_pairs is not False
+                and level <= self.PAIRS_MAX_LEVEL):
+            pairs = self.pair_layout(P, sep, pair_caps, mdt)
+            if self.sparse_pairs or pairs["cost"] < (cost_all if unified else cost_cls):
+                return pairs
         ystride = np.full(8, 343 * r, dtype=np.int64) if unified else widths
         ybase = np.concatenate([[0], np.cumsum(3 * rows * ystride)[:-1]])
         start = np.concatenate([[0], np.cumsum(rows + 1)])    # one spare slot per class

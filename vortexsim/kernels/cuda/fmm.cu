@@ -5,6 +5,7 @@
 // are bitwise reproducible run to run on the same device.
 #include "p2p.cuh"
 #include "leaf_blocks.cuh"
+#include "morton.cuh"
 
 // Near field: one block per chunk of BS targets of one leaf (a leaf holding many
 // targets gets many blocks; `chunk_start` maps blocks to leaves), one thread per
@@ -339,6 +340,182 @@ __global__ void m2l_gather_sum(const T* __restrict__ Y, const long long* __restr
             } else {
                 const long long s = -2 - pos;
                 const T* kc = Kt + s_st[i] * r + k;
+                double b0 = 0.0, b1 = 0.0, b2 = 0.0;
+                for (int m = 0; m < r; ++m) {
+                    const double kv = (double)kc[m * kstride];
+                    const double* mv = Mt + ((long long)m * n_boxes + s) * 3;
+                    b0 += kv * mv[0]; b1 += kv * mv[1]; b2 += kv * mv[2];
+                }
+                a0 += b0; a1 += b1; a2 += b2;
+            }
+        }
+        double* out = Lt + ((long long)k * n_boxes + t) * 3;
+        out[0] = a0; out[1] = a1; out[2] = a2;
+    }
+}
+
+// Sparse M2L by offset ("pairs", vortexsim.fmm.cuda.CudaM2L._sparse_pairs): the products
+// K_d M_s of the pairs (source box s, target box t = s − d) that both hold points, batched
+// by offset d, instead of all of a source box's offsets.  Three kernels and one batched
+// GEMM per bucket of offsets.
+
+// Every third bit of v, from bit 0 (inverse of vs_spread, morton.cuh).
+__device__ __forceinline__ long long vs_compact(unsigned long long v) {
+    v &= 0x1249249249249249ull;
+    v = (v | (v >> 2)) & 0x10C30C30C30C30C3ull;
+    v = (v | (v >> 4)) & 0x100F00F00F00F00Full;
+    v = (v | (v >> 8)) & 0x1F0000FF0000FFull;
+    v = (v | (v >> 16)) & 0x1F00000000FFFFull;
+    v = (v | (v >> 32)) & 0x1FFFFFull;
+    return (long long)v;
+}
+
+// Step 1: block b lists the pairs of offset slot b (d = offs[b], an OFFSETS_3 offset):
+// over the boxes s of the level in ascending order, those with sources (src_cnt > 0)
+// whose box t = s − d lies in the grid, holds targets (tgt_cnt > 0) and takes s (the M2L
+// rule of parent radius 1: t's parity + d within [−2, 3] per axis; the caller's offsets
+// already lie outside the near stencil) get slots j = 0, 1, … in that order (a block scan:
+// deterministic); slot_of[b·n_boxes + s] = j, slot_src[base[b] + j] = s for j < cap[b], and
+// counts[b] = the number of pairs.  slot_of == nullptr: counts only (the plan's sizes).
+__global__ void __launch_bounds__(256)
+m2l_pair_slots(const long long* __restrict__ src_cnt, const long long* __restrict__ tgt_cnt,
+               const int level, const int* __restrict__ offs,
+               const long long* __restrict__ cap, const long long* __restrict__ base,
+               long long* __restrict__ slot_src, int* __restrict__ slot_of,
+               long long* __restrict__ counts) {
+    __shared__ int s_warp[8];
+    __shared__ long long s_total;
+    const int b = blockIdx.x;
+    const long long dx = offs[3 * b], dy = offs[3 * b + 1], dz = offs[3 * b + 2];
+    const long long n = 1LL << level;
+    const long long n_boxes = n * n * n;
+    const long long cb = slot_of ? cap[b] : 0;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (threadIdx.x == 0) s_total = 0;
+    __syncthreads();
+    for (long long s0 = 0; s0 < n_boxes; s0 += 256) {
+        const long long s = s0 + threadIdx.x;
+        int flag = 0;
+        if (s < n_boxes && src_cnt[s] > 0) {
+            const long long tx = vs_compact((unsigned long long)s) - dx;
+            const long long ty = vs_compact((unsigned long long)s >> 1) - dy;
+            const long long tz = vs_compact((unsigned long long)s >> 2) - dz;
+            if (tx >= 0 && tx < n && ty >= 0 && ty < n && tz >= 0 && tz < n
+                    && (tx & 1) + dx >= -2 && (tx & 1) + dx <= 3
+                    && (ty & 1) + dy >= -2 && (ty & 1) + dy <= 3
+                    && (tz & 1) + dz >= -2 && (tz & 1) + dz <= 3) {
+                const long long t = (long long)(vs_spread(tx) | (vs_spread(ty) << 1)
+                                                | (vs_spread(tz) << 2));
+                flag = tgt_cnt[t] > 0;
+            }
+        }
+        const unsigned mask = __ballot_sync(0xffffffffu, flag);
+        if (lane == 0) s_warp[warp] = __popc(mask);
+        __syncthreads();
+        if (flag && slot_of) {
+            long long j = s_total + __popc(mask & ((1u << lane) - 1u));
+            for (int w = 0; w < warp; ++w) j += s_warp[w];
+            slot_of[(long long)b * n_boxes + s] = (int)j;
+            if (j < cb) slot_src[base[b] + j] = s;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            long long sum = 0;
+            for (int w = 0; w < 8; ++w) sum += s_warp[w];
+            s_total += sum;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) counts[b] = s_total;
+}
+
+// Step 2: the GEMMs' left-hand sides, A[abase[b] + (3 j + c) r + m] = Mt[m, s_j, c] for the
+// listed pairs j < min(counts[b], cap[b]) of offset slot b = blockIdx.y, zero in the rows
+// beyond (Mt (r, n_boxes, 3) float64 compressed multipoles).  Then per bucket of slots of
+// one capacity C one batched GEMM Y_b = A_b (n_b, 3C, r) · Kt_b (n_b, r, r) (cuBLAS).
+template <typename T>
+__global__ void m2l_pair_gather(const double* __restrict__ Mt, const long long n_boxes,
+                                const int r, const long long* __restrict__ cap,
+                                const long long* __restrict__ base,
+                                const long long* __restrict__ counts,
+                                const long long* __restrict__ abase,
+                                const long long* __restrict__ slot_src, T* __restrict__ A) {
+    const int b = blockIdx.y;
+    const long long c_b = cap[b];
+    const long long used = counts[b] < c_b ? counts[b] : c_b;
+    const long long n_el = 3 * c_b * r;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n_el;
+         e += (long long)gridDim.x * blockDim.x) {
+        const long long row = e / r;
+        const long long m = e - row * r;
+        const long long j = row / 3;
+        T v = (T)0;
+        if (j < used)
+            v = (T)Mt[(m * n_boxes + slot_src[base[b] + j]) * 3 + (row - 3 * j)];
+        A[abase[b] + e] = v;
+    }
+}
+
+// Step 3: the compressed locals of every box t (one block each; parity p = t & 7,
+// j = t >> 3), as m2l_gather_sum: over its interaction offsets q in order (gather: the
+// source box, or n_boxes outside the grid; qraw (8, nq): the offset's index o in
+// OFFSETS_3, slot_index[o] its slot), the blocks Y[abase[b] + (3 j' + c) r + k] of its
+// pairs (j' = slot_of[b·n_boxes + s]); a pair beyond its slot's capacity (a time
+// stepper's sizes from the step's start) is computed here from Kt (r, 343 r) and Mt.
+// Boxes without targets get zeros.  Fixed summation order, no atomics.
+template <typename T>
+__global__ void m2l_pair_sum(const T* __restrict__ Y, const long long* __restrict__ abase,
+                             const long long* __restrict__ cap,
+                             const int* __restrict__ slot_of,
+                             const int* __restrict__ slot_index,
+                             const long long* __restrict__ gather,
+                             const int* __restrict__ qraw, const int nq,
+                             const long long* __restrict__ src_cnt,
+                             const long long* __restrict__ tgt_cnt, const int r,
+                             const long long n_boxes, const T* __restrict__ Kt,
+                             const double* __restrict__ Mt, double* __restrict__ Lt) {
+    __shared__ long long s_pos[343];
+    __shared__ int s_o[343];
+    __shared__ int s_n;
+    const long long t = blockIdx.x;
+    const int p = (int)(t & 7);
+    const long long j = t >> 3;
+    const bool empty = tgt_cnt[t] == 0;                 // block-uniform
+    if (!empty) {
+        for (int q = threadIdx.x; q < nq; q += blockDim.x) {
+            const long long s = gather[((long long)p * (n_boxes >> 3) + j) * nq + q];
+            long long pos = -1;
+            const int o = qraw[p * nq + q];
+            if (s < n_boxes && src_cnt[s] > 0) {
+                const int b = slot_index[o];
+                const long long jj = slot_of[(long long)b * n_boxes + s];
+                pos = jj < cap[b] ? abase[b] + 3 * jj * r : -2 - s;
+            }
+            s_pos[q] = pos;
+            s_o[q] = o;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {                          // ordered compaction
+            int n = 0;
+            for (int q = 0; q < nq; ++q)
+                if (s_pos[q] != -1) { s_pos[n] = s_pos[q]; s_o[n] = s_o[q]; ++n; }
+            s_n = n;
+        }
+        __syncthreads();
+    }
+    const int n_act = empty ? 0 : s_n;
+    const long long kstride = 343LL * r;
+    for (int k = threadIdx.x; k < r; k += blockDim.x) {
+        double a0 = 0.0, a1 = 0.0, a2 = 0.0;
+#pragma unroll 4
+        for (int i = 0; i < n_act; ++i) {
+            const long long pos = s_pos[i];
+            if (pos >= 0) {                              // block-uniform branch
+                const T* y = Y + pos + k;
+                a0 += (double)y[0]; a1 += (double)y[r]; a2 += (double)y[2 * r];
+            } else {
+                const long long s = -2 - pos;
+                const T* kc = Kt + (long long)s_o[i] * r + k;
                 double b0 = 0.0, b1 = 0.0, b2 = 0.0;
                 for (int m = 0; m < r; ++m) {
                     const double kv = (double)kc[m * kstride];
