@@ -624,3 +624,26 @@ def test_high_order_gaussians_outside_the_periodic_spectral_sum_are_refused(kern
                                    device="cpu")
     with pytest.raises(ValueError, match=kernel):
         FMM(kernel, device="cpu")
+
+
+def test_self_pair_factors_made_once_per_core_array_in_a_step(rng):
+    """A time stepper's evaluations (``plan`` given) compute the self pairs' A(0, σ) once
+    per σ array (a run without core spreading keeps one) and give what a fresh
+    computation gives; a new σ array, or a call without a plan, computes them again."""
+    from vortexsim.physics.planner import StepPlan
+    from vortexsim.physics.summation import Summation
+    x, alpha = rng.random((40, 3)), rng.normal(size=(40, 3))
+    sigma = np.full(40, 0.1)
+    s = Summation("direct", "gaussian")
+    kw = dict(n_self=40, plan=StepPlan(records=False))
+    _, g0 = s(x, alpha, sigma, x, **kw)
+    a0 = s._self_factors(sigma, 40, np, reuse=True)
+    assert s._self_factors(sigma, 40, np, reuse=True) is a0, "reused, not recomputed"
+    _, g1 = s(x, alpha, sigma, x, **kw)
+    fresh = Summation("direct", "gaussian")(x, alpha, sigma, x, n_self=40)[1]
+    assert np.array_equal(g0, g1) and np.array_equal(g1, fresh)
+    other = sigma.copy()
+    assert s._self_factors(other, 40, np, reuse=True) is not a0       # a new σ array
+    assert s._self_factors(other, 40, np, reuse=False) is not \
+        s._self_factors(other, 40, np, reuse=False)                    # no plan: never
+    assert np.array_equal(s._self_factors(2 * sigma, 40, np, reuse=True), a0 / 8)
