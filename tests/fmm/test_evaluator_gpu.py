@@ -308,6 +308,24 @@ def test_gpu_gradient_at_the_first_targets_only():
     assert _rel(ug, uc) <= 1e-9 and _rel(gg, gc) <= 1e-9
 
 
+def _rings_sync_free(seed):
+    """Two rings (2^13 elements, σ 0.01) and 2^15 tracers on the GPU, a root cube holding
+    them, the sync-free call's arguments (depth 4) and the dense M2L's (u, ∇u) there:
+    (x, alpha, sigma, tracers, root, kwargs, (u, ∇u) on the host)."""
+    import cupy as cp
+    rng = np.random.default_rng(seed)
+    x, alpha, tracers = (cp.asarray(a) for a in rings(1 << 13, 1 << 15, rng))
+    sigma = cp.full(x.shape[0], 0.01)
+    pts = cp.concatenate([x, tracers])
+    lo = pts.min(axis=0) - 1e-3
+    root = (lo, float((pts.max(axis=0) - lo).max()) + 1e-3)
+    kw = dict(sigma_range=(0.01, 0.01), root=root, check_root=False, depth=4)
+    dense = FMM("gaussian", tol=1e-6, device="gpu")
+    dense.SPARSE_M2L_FRACTION = 0.0
+    ref = tuple(a.get() for a in dense.evaluate(x, alpha, sigma, tracers, **kw))
+    return x, alpha, sigma, tracers, root, kw, ref
+
+
 @pytest.mark.parametrize("unified", [True, False])
 def test_gpu_sync_free_sparse_m2l_with_capacities(unified):
     """The time stepper's sync-free call with M2L capacities (m2l_capacity) equals the
@@ -317,15 +335,7 @@ def test_gpu_sync_free_sparse_m2l_with_capacities(unified):
     # reference and one evaluator (its sparse tables, seconds at P = 16, built once)
     import cupy as cp
     from vortexsim.fmm.tree import build_tree
-    rng = np.random.default_rng(12)
-    x, alpha, tracers = (cp.asarray(a) for a in rings(1 << 13, 1 << 15, rng))
-    sigma = cp.full(x.shape[0], 0.01)
-    pts = cp.concatenate([x, tracers])
-    lo = pts.min(axis=0) - 1e-3
-    root = (lo, float((pts.max(axis=0) - lo).max()) + 1e-3)
-    kw = dict(sigma_range=(0.01, 0.01), root=root, check_root=False, depth=4)
-    dense = FMM("gaussian", tol=1e-6, device="gpu")
-    ud, gd = (a.get() for a in dense.evaluate(x, alpha, sigma, tracers, **kw))
+    x, alpha, sigma, tracers, root, kw, (ud, gd) = _rings_sync_free(12)
     tree = build_tree(x, tracers, 4, cp, lo=root[0], width=root[1], check=False)
     fmm = FMM("gaussian", tol=1e-6, device="gpu")
     fmm.SPARSE_M2L_UNIFIED = unified
@@ -405,16 +415,7 @@ def test_gpu_sparse_m2l_pairs_equals_dense():
     import cupy as cp
     from vortexsim.fmm.m2l import PairLists
     from vortexsim.fmm.tree import build_tree
-    rng = np.random.default_rng(13)
-    x, alpha, tracers = (cp.asarray(a) for a in rings(1 << 13, 1 << 15, rng))
-    sigma = cp.full(x.shape[0], 0.01)
-    pts = cp.concatenate([x, tracers])
-    lo = pts.min(axis=0) - 1e-3
-    root = (lo, float((pts.max(axis=0) - lo).max()) + 1e-3)
-    kw = dict(sigma_range=(0.01, 0.01), root=root, check_root=False, depth=4)
-    dense = FMM("gaussian", tol=1e-6, device="gpu")
-    dense.SPARSE_M2L_FRACTION = 0.0
-    ud, gd = (a.get() for a in dense.evaluate(x, alpha, sigma, tracers, **kw))
+    x, alpha, sigma, tracers, root, kw, (ud, gd) = _rings_sync_free(13)
     fmm = FMM("gaussian", tol=1e-6, device="gpu")
     fmm.SPARSE_M2L_PAIRS = True
     us, gs = (a.get() for a in fmm.evaluate(x, alpha, sigma, tracers, **kw))

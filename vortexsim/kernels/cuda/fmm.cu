@@ -270,6 +270,57 @@ l2p_targets_tiled(const double* __restrict__ C, const double* __restrict__ centr
     }
 }
 
+// The sums of the sparse M2L's last kernels (m2l_gather_sum, m2l_pair_sum), called by
+// every thread of the block of target box t: the nq entries s_pos, s_st of shared memory
+// (written by the caller, −1: no block) are compacted in q order by one thread, then
+// Lt[k, t, :] = Σ_i over the listed blocks: Y[pos + k + {0, st, 2 st}] (pos ≥ 0, st the
+// component stride), or for pos = −2 − s (a source box beyond the GEMMs' capacity)
+// Σ_m Kt[m, o·r + k] Mt[m, s, :] with o = st (Kt (r, 343 r): the cores of all offsets;
+// Mt (r, n_boxes, 3) float64).  Fixed summation order; an empty box gets zeros.
+template <typename T>
+__device__ void m2l_sum_listed(const bool empty, const int nq, long long* s_pos,
+                               long long* s_st, int* s_n, const T* __restrict__ Y,
+                               const int r, const long long n_boxes, const long long t,
+                               const T* __restrict__ Kt, const double* __restrict__ Mt,
+                               double* __restrict__ Lt) {
+    if (!empty) {
+        __syncthreads();
+        if (threadIdx.x == 0) {                          // ordered compaction
+            int n = 0;
+            for (int q = 0; q < nq; ++q)
+                if (s_pos[q] != -1) { s_pos[n] = s_pos[q]; s_st[n] = s_st[q]; ++n; }
+            *s_n = n;
+        }
+        __syncthreads();
+    }
+    const int n_act = empty ? 0 : *s_n;
+    const long long kstride = 343LL * r;
+    for (int k = threadIdx.x; k < r; k += blockDim.x) {
+        double a0 = 0.0, a1 = 0.0, a2 = 0.0;
+#pragma unroll 4
+        for (int i = 0; i < n_act; ++i) {
+            const long long pos = s_pos[i];
+            if (pos >= 0) {                              // block-uniform branch
+                const T* y = Y + pos + k;
+                const long long st = s_st[i];
+                a0 += (double)y[0]; a1 += (double)y[st]; a2 += (double)y[2 * st];
+            } else {
+                const long long s = -2 - pos;
+                const T* kc = Kt + s_st[i] * r + k;
+                double b0 = 0.0, b1 = 0.0, b2 = 0.0;
+                for (int m = 0; m < r; ++m) {
+                    const double kv = (double)kc[m * kstride];
+                    const double* mv = Mt + ((long long)m * n_boxes + s) * 3;
+                    b0 += kv * mv[0]; b1 += kv * mv[1]; b2 += kv * mv[2];
+                }
+                a0 += b0; a1 += b1; a2 += b2;
+            }
+        }
+        double* out = Lt + ((long long)k * n_boxes + t) * 3;
+        out[0] = a0; out[1] = a1; out[2] = a2;
+    }
+}
+
 // Sparse M2L, step 2 (evaluator.py `_m2l_sparse`): the compressed locals of every box
 // t (one block each; its parity class p = t & 7, j = t >> 3).  Step 1 (GEMMs) gave, per
 // source class c, Y_c (3 n_c, |O'_c| r): row 3·col + component of an active (non-empty)
@@ -310,48 +361,15 @@ __global__ void m2l_gather_sum(const T* __restrict__ Y, const long long* __restr
                 const long long st = ystride[cls];
                 s_st[q] = st;
                 s_pos[q] = ybase[cls] + 3 * c * st + (long long)qidx[p * nq + q] * r;
-            } else if (c == -2) {                        // overflow: computed below
+            } else if (c == -2) {                        // overflow: m2l_sum_listed
                 s_st[q] = qraw[p * nq + q];
                 s_pos[q] = -2 - s;
             } else {
                 s_pos[q] = -1;
             }
         }
-        __syncthreads();
-        if (threadIdx.x == 0) {                          // ordered compaction
-            int n = 0;
-            for (int q = 0; q < nq; ++q)
-                if (s_pos[q] != -1) { s_pos[n] = s_pos[q]; s_st[n] = s_st[q]; ++n; }
-            s_n = n;
-        }
-        __syncthreads();
     }
-    const int n_act = empty ? 0 : s_n;
-    const long long kstride = 343LL * r;
-    for (int k = threadIdx.x; k < r; k += blockDim.x) {
-        double a0 = 0.0, a1 = 0.0, a2 = 0.0;
-#pragma unroll 4
-        for (int i = 0; i < n_act; ++i) {
-            const long long pos = s_pos[i];
-            if (pos >= 0) {                              // block-uniform branch
-                const T* y = Y + pos + k;
-                const long long st = s_st[i];
-                a0 += (double)y[0]; a1 += (double)y[st]; a2 += (double)y[2 * st];
-            } else {
-                const long long s = -2 - pos;
-                const T* kc = Kt + s_st[i] * r + k;
-                double b0 = 0.0, b1 = 0.0, b2 = 0.0;
-                for (int m = 0; m < r; ++m) {
-                    const double kv = (double)kc[m * kstride];
-                    const double* mv = Mt + ((long long)m * n_boxes + s) * 3;
-                    b0 += kv * mv[0]; b1 += kv * mv[1]; b2 += kv * mv[2];
-                }
-                a0 += b0; a1 += b1; a2 += b2;
-            }
-        }
-        double* out = Lt + ((long long)k * n_boxes + t) * 3;
-        out[0] = a0; out[1] = a1; out[2] = a2;
-    }
+    m2l_sum_listed(empty, nq, s_pos, s_st, &s_n, Y, r, n_boxes, t, Kt, Mt, Lt);
 }
 
 // Sparse M2L by offset ("pairs", vortexsim.fmm.cuda.CudaM2L._sparse_pairs): the products
@@ -474,8 +492,7 @@ __global__ void m2l_pair_sum(const T* __restrict__ Y, const long long* __restric
                              const long long* __restrict__ tgt_cnt, const int r,
                              const long long n_boxes, const T* __restrict__ Kt,
                              const double* __restrict__ Mt, double* __restrict__ Lt) {
-    __shared__ long long s_pos[343];
-    __shared__ int s_o[343];
+    __shared__ long long s_pos[343], s_st[343];
     __shared__ int s_n;
     const long long t = blockIdx.x;
     const int p = (int)(t & 7);
@@ -484,50 +501,22 @@ __global__ void m2l_pair_sum(const T* __restrict__ Y, const long long* __restric
     if (!empty) {
         for (int q = threadIdx.x; q < nq; q += blockDim.x) {
             const long long s = gather[((long long)p * (n_boxes >> 3) + j) * nq + q];
-            long long pos = -1;
             const int o = qraw[p * nq + q];
+            s_pos[q] = -1;
+            s_st[q] = r;
             if (s < n_boxes && src_cnt[s] > 0) {
                 const int b = slot_index[o];
                 const long long jj = slot_of[(long long)b * n_boxes + s];
-                pos = jj < cap[b] ? abase[b] + 3 * jj * r : -2 - s;
-            }
-            s_pos[q] = pos;
-            s_o[q] = o;
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {                          // ordered compaction
-            int n = 0;
-            for (int q = 0; q < nq; ++q)
-                if (s_pos[q] != -1) { s_pos[n] = s_pos[q]; s_o[n] = s_o[q]; ++n; }
-            s_n = n;
-        }
-        __syncthreads();
-    }
-    const int n_act = empty ? 0 : s_n;
-    const long long kstride = 343LL * r;
-    for (int k = threadIdx.x; k < r; k += blockDim.x) {
-        double a0 = 0.0, a1 = 0.0, a2 = 0.0;
-#pragma unroll 4
-        for (int i = 0; i < n_act; ++i) {
-            const long long pos = s_pos[i];
-            if (pos >= 0) {                              // block-uniform branch
-                const T* y = Y + pos + k;
-                a0 += (double)y[0]; a1 += (double)y[r]; a2 += (double)y[2 * r];
-            } else {
-                const long long s = -2 - pos;
-                const T* kc = Kt + (long long)s_o[i] * r + k;
-                double b0 = 0.0, b1 = 0.0, b2 = 0.0;
-                for (int m = 0; m < r; ++m) {
-                    const double kv = (double)kc[m * kstride];
-                    const double* mv = Mt + ((long long)m * n_boxes + s) * 3;
-                    b0 += kv * mv[0]; b1 += kv * mv[1]; b2 += kv * mv[2];
+                if (jj < cap[b]) {
+                    s_pos[q] = abase[b] + 3 * jj * r;
+                } else {                                 // overflow: m2l_sum_listed
+                    s_pos[q] = -2 - s;
+                    s_st[q] = o;
                 }
-                a0 += b0; a1 += b1; a2 += b2;
             }
         }
-        double* out = Lt + ((long long)k * n_boxes + t) * 3;
-        out[0] = a0; out[1] = a1; out[2] = a2;
     }
+    m2l_sum_listed(empty, nq, s_pos, s_st, &s_n, Y, r, n_boxes, t, Kt, Mt, Lt);
 }
 
 // Near-field pair count of one level-uniform depth (the FMM's depth model): over the
