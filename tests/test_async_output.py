@@ -521,3 +521,63 @@ def test_an_interrupted_deferred_run_checkpoints_every_row_and_continues_bitwise
             xr.open_dataset(out / "diagnostics.nc") as b:
         for v in a.variables:
             assert a[v].values.tobytes() == b[v].values.tobytes(), v
+
+
+def test_rows_run_inside_the_next_step_and_give_the_files_of_rows_run_at_once(
+        tmp_path, monkeypatch):
+    """A due diagnostics row runs inside the next step, before it commits (it sees the
+    state the step started from), unless another writer or a callback acts first or the
+    run ends; the files are bitwise those of rows computed at once (overlap_rows False),
+    and a row's time is its writer's, not the step's."""
+    seen = []
+    diagnostics = vortexsim.Simulation.diagnostics
+
+    def spy(sim):
+        frames = [f.function for f in __import__("inspect").stack()[1:8]]
+        seen.append((sim.iteration, "step" in frames))
+        return diagnostics(sim)
+    monkeypatch.setattr(vortexsim.Simulation, "diagnostics", spy)
+    for overlap in (True, False):
+        seen.clear()
+        (tmp_path / str(overlap)).mkdir()
+        sim = _sim(adaptive=True, courant=0.02, nu=1e-3)
+        sim.overlap_rows = overlap
+        ticks = []
+        sim.callbacks["tick"] = Callback(lambda s: ticks.append(s.iteration),
+                                         IterationInterval(5))
+        sim.output_writers.update(run_writers(str(tmp_path / overlap.__str__()), META, "h",
+                                              0.13, 0.05, plot=False))
+        sim.run(t_end=0.4)
+        inside = [it for it, in_step in seen if in_step]
+        if overlap:
+            assert len(inside) >= len(seen) // 2, "most rows run inside a step"
+            assert seen[-1][1] is False, "the final row: no step follows"
+            # every write counted once, wherever its row ran, and the finalize
+            assert sim.run_timings["diagnostics"][1] == len(seen) + 1
+        else:
+            assert not inside
+    assert _same_files(tmp_path / "True", tmp_path / "False")[0] == "diagnostics.nc"
+
+
+def test_a_row_that_fails_inside_a_step_fails_the_run_before_the_step_commits(
+        tmp_path, monkeypatch):
+    """A row that raises inside the next step is the run's error: that step is not
+    committed, the writer's schedule still owes the row, and the checkpoint written at
+    the error holds the state the row was of."""
+    sim = _sim()
+    sim.output_writers.update(run_writers(str(tmp_path), META, "h", 1.0, 0.05, plot=False))
+    calls = []
+    diagnostics = vortexsim.Simulation.diagnostics
+
+    def failing(s):
+        calls.append(s.iteration)
+        if len(calls) == 3:
+            raise RuntimeError("row failed")
+        return diagnostics(s)
+    monkeypatch.setattr(vortexsim.Simulation, "diagnostics", failing)
+    with pytest.raises(RuntimeError, match="row failed"):
+        sim.run(t_end=0.4)
+    assert sim.iteration == calls[-1], "the step the row ran in was not committed"
+    writer = sim.output_writers["diagnostics"]
+    assert writer.rows == 2
+    assert writer.schedule(sim), "the schedule still owes the failed row"

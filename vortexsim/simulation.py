@@ -193,6 +193,11 @@ class Simulation:
     #: H100 the leapfrog GPU run's 200 steps took 12.3 s with 5 ms and 11.5 s with 0.2 ms
     #: (the run without output: 11.2 s; ``benchmarks/RESULTS.md``, session 17).
     gil_switch_interval = 2e-4
+    #: whether :meth:`run` computes a due diagnostics row during the next step, between
+    #: the launch of that step's work and its wait for the device (on the GPU on a second
+    #: CUDA stream, beside the step's kernels), instead of before the step
+    #: (:meth:`defer_row`); False: at once, as any other output
+    overlap_rows = True
 
     def __init__(self, elements, tracers=None, *, groups=(), t0=0.0, case=None,
                  case_params=None, callbacks=(), output_writers=None, stop_iteration=None,
@@ -360,7 +365,12 @@ class Simulation:
                  *column_range(x1, xp)]
         if y1.shape[0]:
             parts += list(column_range(y1, xp))
-        stats = to_host(xp.concatenate([xp.asarray(p, dtype=xp.float64) for p in parts]))
+        stats = xp.concatenate([xp.asarray(p, dtype=xp.float64) for p in parts])
+        if self._rows:
+            # the rows of the state this step started from, while its work runs on the
+            # device (nothing is committed yet: they see that state)
+            self._run_rows(window=True)
+        stats = to_host(stats)
         self._check(stats, dt, margin)
         # commit
         self.elements = dataclasses.replace(el, x=x1, alpha=alpha1, sigma=sigma1)
@@ -592,6 +602,10 @@ class Simulation:
         self._output_call = None       # the writer being called: _OutputCall
         self._owed = []                # (schedule, state) of writes being undone
         self._held = None              # a writer's deferred write, not queued yet: _Held
+        self._defer_ctx = None         # (name, schedule, state before) of defer_row
+        self._rows = []                # rows waiting for the next step: (ctx, job)
+        self._window_seconds = 0.0     # main-thread time of rows run inside steps
+        self._row_stream = None        # the GPU's second CUDA stream for those rows
 
     def run(self, t_end=None, steps=None, progress=None, *, pickup=None):
         """Step until a stop criterion is met; callbacks and output writers act on their
@@ -699,6 +713,7 @@ class Simulation:
         #: outputs written, "files": file writes (fewer where deferred writes were
         #: replaced, see submit_output)}}
         self.output_timings, self._output_waited = {}, 0.0
+        self._window_seconds = 0.0
         switch = _GilSlices(self.gil_switch_interval)
         self._writer = WriterThread() if self.async_output else None
         start, n0, t_start = time.perf_counter(), self.iteration, self.t
@@ -720,9 +735,11 @@ class Simulation:
                     self._log_timings(time.perf_counter() - start)
                     return self
                 try:
-                    before = self.run_timings["steps"][0]
+                    before, rows = self.run_timings["steps"][0], self._window_seconds
                     with self._timed("steps"):
                         self.step(self._next_target())
+                    # the rows run inside the step count as their writer's time
+                    self.run_timings["steps"][0] -= self._window_seconds - rows
                     self._note_step(self.run_timings["steps"][0] - before)
                 except SimulationError:
                     bar.close()
@@ -731,6 +748,7 @@ class Simulation:
                 self._poll_output()              # a background write that failed
                 for name, callback in self.callbacks.items():
                     if callback.schedule is None or callback.schedule(self):
+                        self._run_rows()         # a callback acts on the state after them
                         with self._timed(name):
                             callback(self)
                 for name, writer in self.output_writers.items():
@@ -747,6 +765,7 @@ class Simulation:
             raise
         finally:        # after an interruption (a second Ctrl-C): gives up pending writes
             try:
+                self._drop_rows()
                 self._close_output()
             finally:        # even when a Ctrl-C cuts that short
                 switch.restore()
@@ -785,6 +804,10 @@ class Simulation:
         flush again.  With ``reason == "error"`` nothing raises (the run's own exception
         is the one to report): failures are logged."""
         self._stop_requested = False      # a request is spent by the run that ends here
+        if reason == "error":
+            self._drop_rows()
+        else:
+            self._run_rows()
         self._flush_after(reason)
         for name, comp in (*self.callbacks.items(), *self.output_writers.items()):
             finalize = getattr(comp, "finalize", None)
@@ -954,16 +977,17 @@ class Simulation:
         self._output_waited = writer.waited
 
     @contextlib.contextmanager
-    def _timed(self, name):
+    def _timed(self, name, count=True):
         """Add the main-thread wall time of the block (less its waits for the output
-        thread) to ``run_timings[name]`` (and count it)."""
+        thread) to ``run_timings[name]`` (and count it, unless ``count`` is False: the
+        rest of a call already counted, a row of :meth:`defer_row`)."""
         t0, w0 = time.perf_counter(), self._waited()
         try:
             yield
         finally:
             entry = self.run_timings.setdefault(name, [0.0, 0])
             entry[0] += time.perf_counter() - t0 - (self._waited() - w0)
-            entry[1] += 1
+            entry[1] += int(count)
 
     def _note_step(self, seconds):
         """Record a completed step's wall time in :attr:`step_extremes`."""
@@ -985,6 +1009,9 @@ class Simulation:
                         f"{slow:.3g} s at iteration {at})")
             return f"{name} {sec:.3g} s ({n})"
         parts = [entry(name, sec, n) for name, (sec, n) in self.run_timings.items() if n]
+        if self._window_seconds:
+            parts.append(f"of these, rows inside steps (beside their device work) "
+                         f"{self._window_seconds:.3g} s")
         if self.output_timings:
             parts.append(f"waiting for the output thread {waited:.3g} s")
         rest = wall - sum(sec for sec, _ in self.run_timings.values()) - waited
@@ -1007,7 +1034,9 @@ class Simulation:
             return
         before = schedule_state(writer.schedule)
         if writer.schedule(self):
+            self._run_rows()                      # a writer acts on the state after them
             with self._calling(name, writer.schedule, before) as call:
+                self._defer_ctx = (name, writer.schedule, before)
                 try:
                     with self._timed(name):
                         writer.write(self)
@@ -1015,6 +1044,83 @@ class Simulation:
                     if not call.submitted:        # (else its rollback restored it)
                         load_schedule_state(writer.schedule, before)
                     raise
+                finally:
+                    self._defer_ctx = None
+
+    def defer_row(self, job):
+        """Run ``job()``, a writer's computation of a diagnostics row of the current state
+        (:meth:`diagnostics`) and what it does with it, during the next step.
+
+        Inside :meth:`run` (:attr:`overlap_rows`), from a writer's ``write``: ``job`` runs
+        in the next :meth:`step` between the launch of its work and its wait for the
+        device, while nothing of that step is committed (so it sees this state), on the
+        GPU on a second CUDA stream: the row's kernels and host round trips overlap the
+        step's kernels instead of leaving the device idle between steps (on an H100 a
+        leapfrog GPU row took 8–11 ms of a 50 ms step).  It runs before that instead when
+        anything else acts first (a due callback or writer, the end of the run), and is
+        given up with its schedule rolled back when the run fails or a second Ctrl-C
+        cuts it short.  Elsewhere, or where a row could share device tables with the step
+        (:meth:`_rows_overlap`), ``job()`` runs at once.  A ``job`` that raises inside a
+        step fails the run before the step commits, as a failed write does."""
+        if self._defer_ctx is None or not self.overlap_rows or not self._rows_overlap():
+            job()
+            return
+        self._rows.append((self._defer_ctx, job))
+
+    def _rows_overlap(self):
+        """Whether a row may run beside a step's kernels: on the CPU always (it runs
+        between the step's work and its commit); on the GPU where the row's O(N) fields
+        pass has device tables of its own (the FMM's fields stages, a kernel with a
+        reach, free space, beyond the direct sums' size): any table it shared with the
+        step's evaluations could be read on the second stream before the step's stream
+        made it."""
+        if not self.device.is_gpu:
+            return True
+        fmm = self.summation.fmm
+        if fmm is None or self.summation.box is not None:
+            return False
+        n = len(self.elements)              # (images only add sources: n² is a bound)
+        return (fmm.field_stages()[0] is not fmm.stages
+                and n * n > DIRECT_DIAGNOSTICS_PAIRS[self.device.kind])
+
+    def _run_rows(self, window=False):
+        """Run the rows of :meth:`defer_row`, in order, each as its writer's call
+        (its schedule rolled back if it raises); ``window``: inside a step, on the GPU's
+        second stream, their time kept apart (:attr:`_window_seconds`)."""
+        rows, self._rows = self._rows, []
+        t0 = time.perf_counter()
+        try:
+            with self._window_stream() if window else contextlib.nullcontext():
+                for i, ((name, schedule, before), job) in enumerate(rows):
+                    with self._calling(name, schedule, before) as call:
+                        try:
+                            with self._timed(name, count=False):
+                                job()
+                        except BaseException:
+                            if not call.submitted:
+                                load_schedule_state(schedule, before)
+                            self._rows = rows[i + 1:]
+                            self._drop_rows()
+                            raise
+        finally:
+            if window:
+                self._window_seconds += time.perf_counter() - t0
+
+    def _drop_rows(self):
+        """Give up the rows waiting for a step (the run fails or is cut short): their
+        schedules are rolled back, so that a checkpoint still owes them."""
+        rows, self._rows = self._rows, []
+        for (_, schedule, before), _ in reversed(rows):
+            load_schedule_state(schedule, before)
+
+    def _window_stream(self):
+        """The second CUDA stream of the rows run inside a step (made once), or a null
+        context on the CPU."""
+        if not self.device.is_gpu:
+            return contextlib.nullcontext()
+        if self._row_stream is None:
+            self._row_stream = self.device.xp.cuda.Stream(non_blocking=True)
+        return self._row_stream
 
     def request_stop(self):
         """Ask the running :meth:`run` to stop after the step in progress: the writers

@@ -391,10 +391,19 @@ class DiagnosticsWriter:
             self._resume_rows = None
 
     def write(self, sim):
-        """Compute the row now (main thread, device); rewrite the file through
-        ``sim.submit_output`` with the rows up to it, deferred when the last rewrite
-        is less than ``min_rewrite_interval`` ago."""
+        """Compute the row of the current state (main thread, device) and rewrite the
+        file through ``sim.submit_output`` with the rows up to it, deferred when the last
+        rewrite is less than ``min_rewrite_interval`` ago.  Inside a run the row may be
+        computed during the next step, beside its kernels (``sim.defer_row``,
+        :meth:`vortexsim.Simulation.defer_row`): same state, same values."""
         self.initialize(sim)
+        defer = getattr(sim, "defer_row", None)
+        if defer is None:
+            self._write_row(sim)
+        else:
+            defer(lambda: self._write_row(sim))
+
+    def _write_row(self, sim):
         row = sim.diagnostics()
         row["dt_next"] = sim.dt
         log = self.log

@@ -270,30 +270,41 @@ l2p_targets_tiled(const double* __restrict__ C, const double* __restrict__ centr
     }
 }
 
-// The sums of the sparse M2L's last kernels (m2l_gather_sum, m2l_pair_sum), called by
-// every thread of the block of target box t: the nq entries s_pos, s_st of shared memory
-// (written by the caller, −1: no block) are compacted in q order by one thread, then
-// Lt[k, t, :] = Σ_i over the listed blocks: Y[pos + k + {0, st, 2 st}] (pos ≥ 0, st the
-// component stride), or for pos = −2 − s (a source box beyond the GEMMs' capacity)
-// Σ_m Kt[m, o·r + k] Mt[m, s, :] with o = st (Kt (r, 343 r): the cores of all offsets;
-// Mt (r, n_boxes, 3) float64).  Fixed summation order; an empty box gets zeros.
-template <typename T>
-__device__ void m2l_sum_listed(const bool empty, const int nq, long long* s_pos,
-                               long long* s_st, int* s_n, const T* __restrict__ Y,
-                               const int r, const long long n_boxes, const long long t,
-                               const T* __restrict__ Kt, const double* __restrict__ Mt,
-                               double* __restrict__ Lt) {
+// The last kernel of the sparse M2L's variants (m2l_gather_sum, m2l_pair_sum) for target
+// box t = blockIdx.x (parity p = t & 7, j = t >> 3): for each of its interaction
+// offsets q (gather (8, n_boxes/8, nq): the source box s, or n_boxes outside the grid)
+// the variant's `entry(p, q, s, pos, st)` says where that block is (pos ≥ 0 with the
+// component stride st; −2 − s with the offset's index o = st for a source box beyond
+// the GEMMs' capacity; −1: none).  One thread compacts the entries in q order, then
+// Lt[k, t, :] = Σ_i Y[pos + k + {0, st, 2 st}], or Σ_m Kt[m, o·r + k] Mt[m, s, :] for an
+// overflowing block (Kt (r, 343 r): the cores of all offsets; Mt (r, n_boxes, 3)
+// float64).  Fixed summation order, no atomics; a box without targets gets zeros.
+template <typename T, typename Entry>
+__device__ void m2l_sum_box(const Entry& entry, const long long* __restrict__ gather,
+                            const long long* __restrict__ tgt_cnt, const int nq,
+                            const T* __restrict__ Y, const int r, const long long n_boxes,
+                            const T* __restrict__ Kt, const double* __restrict__ Mt,
+                            double* __restrict__ Lt) {
+    __shared__ long long s_pos[343], s_st[343];
+    __shared__ int s_n;
+    const long long t = blockIdx.x;
+    const int p = (int)(t & 7);
+    const long long j = t >> 3;
+    const bool empty = tgt_cnt[t] == 0;                 // block-uniform
     if (!empty) {
+        for (int q = threadIdx.x; q < nq; q += blockDim.x)
+            entry(p, q, gather[((long long)p * (n_boxes >> 3) + j) * nq + q], s_pos[q],
+                  s_st[q]);
         __syncthreads();
         if (threadIdx.x == 0) {                          // ordered compaction
             int n = 0;
             for (int q = 0; q < nq; ++q)
                 if (s_pos[q] != -1) { s_pos[n] = s_pos[q]; s_st[n] = s_st[q]; ++n; }
-            *s_n = n;
+            s_n = n;
         }
         __syncthreads();
     }
-    const int n_act = empty ? 0 : *s_n;
+    const int n_act = empty ? 0 : s_n;
     const long long kstride = 343LL * r;
     for (int k = threadIdx.x; k < r; k += blockDim.x) {
         double a0 = 0.0, a1 = 0.0, a2 = 0.0;
@@ -346,30 +357,25 @@ __global__ void m2l_gather_sum(const T* __restrict__ Y, const long long* __restr
                                const long long n_boxes, const T* __restrict__ Kt,
                                const double* __restrict__ Mt, const int* __restrict__ qraw,
                                double* __restrict__ Lt) {
-    __shared__ long long s_pos[343], s_st[343];
-    __shared__ int s_n;
-    const long long t = blockIdx.x;
-    const int p = (int)(t & 7);
-    const long long j = t >> 3;
-    const bool empty = tgt_cnt[t] == 0;                 // block-uniform
-    if (!empty) {
-        for (int q = threadIdx.x; q < nq; q += blockDim.x) {
-            const long long s = gather[((long long)p * (n_boxes >> 3) + j) * nq + q];
+    struct {
+        const long long *ybase, *ystride, *colmap, n_boxes;
+        const int *qcls, *qidx, *qraw;
+        int nq, r;
+        __device__ void operator()(int p, int q, long long s, long long& pos,
+                                   long long& st) const {
             const long long c = s < n_boxes ? colmap[s] : -1;
             const int cls = qcls[p * nq + q];
+            pos = -1;
             if (c >= 0) {
-                const long long st = ystride[cls];
-                s_st[q] = st;
-                s_pos[q] = ybase[cls] + 3 * c * st + (long long)qidx[p * nq + q] * r;
-            } else if (c == -2) {                        // overflow: m2l_sum_listed
-                s_st[q] = qraw[p * nq + q];
-                s_pos[q] = -2 - s;
-            } else {
-                s_pos[q] = -1;
+                st = ystride[cls];
+                pos = ybase[cls] + 3 * c * st + (long long)qidx[p * nq + q] * r;
+            } else if (c == -2) {                        // overflow: computed in the sums
+                st = qraw[p * nq + q];
+                pos = -2 - s;
             }
         }
-    }
-    m2l_sum_listed(empty, nq, s_pos, s_st, &s_n, Y, r, n_boxes, t, Kt, Mt, Lt);
+    } entry{ybase, ystride, colmap, n_boxes, qcls, qidx, qraw, nq, r};
+    m2l_sum_box(entry, gather, tgt_cnt, nq, Y, r, n_boxes, Kt, Mt, Lt);
 }
 
 // Sparse M2L by offset ("pairs", vortexsim.fmm.cuda.CudaM2L._sparse_pairs): the products
@@ -492,31 +498,28 @@ __global__ void m2l_pair_sum(const T* __restrict__ Y, const long long* __restric
                              const long long* __restrict__ tgt_cnt, const int r,
                              const long long n_boxes, const T* __restrict__ Kt,
                              const double* __restrict__ Mt, double* __restrict__ Lt) {
-    __shared__ long long s_pos[343], s_st[343];
-    __shared__ int s_n;
-    const long long t = blockIdx.x;
-    const int p = (int)(t & 7);
-    const long long j = t >> 3;
-    const bool empty = tgt_cnt[t] == 0;                 // block-uniform
-    if (!empty) {
-        for (int q = threadIdx.x; q < nq; q += blockDim.x) {
-            const long long s = gather[((long long)p * (n_boxes >> 3) + j) * nq + q];
+    struct {
+        const long long *abase, *cap, *src_cnt, n_boxes;
+        const int *slot_of, *slot_index, *qraw;
+        int nq, r;
+        __device__ void operator()(int p, int q, long long s, long long& pos,
+                                   long long& st) const {
             const int o = qraw[p * nq + q];
-            s_pos[q] = -1;
-            s_st[q] = r;
+            pos = -1;
+            st = r;
             if (s < n_boxes && src_cnt[s] > 0) {
                 const int b = slot_index[o];
                 const long long jj = slot_of[(long long)b * n_boxes + s];
                 if (jj < cap[b]) {
-                    s_pos[q] = abase[b] + 3 * jj * r;
-                } else {                                 // overflow: m2l_sum_listed
-                    s_pos[q] = -2 - s;
-                    s_st[q] = o;
+                    pos = abase[b] + 3 * jj * r;
+                } else {                                 // overflow: computed in the sums
+                    pos = -2 - s;
+                    st = o;
                 }
             }
         }
-    }
-    m2l_sum_listed(empty, nq, s_pos, s_st, &s_n, Y, r, n_boxes, t, Kt, Mt, Lt);
+    } entry{abase, cap, src_cnt, n_boxes, slot_of, slot_index, qraw, nq, r};
+    m2l_sum_box(entry, gather, tgt_cnt, nq, Y, r, n_boxes, Kt, Mt, Lt);
 }
 
 // Near-field pair count of one level-uniform depth (the FMM's depth model): over the
