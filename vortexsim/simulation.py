@@ -337,6 +337,8 @@ class Simulation:
         """Advance by one step (shortened so as not to pass ``t_end``); see the module docstring.
 
         Raises :class:`SimulationError` (state unchanged) when a safety check fails.
+        Inside :meth:`run`, the diagnostics rows waiting for this step
+        (:meth:`defer_row`) run between the launch of its work and its one transfer.
         """
         dt = self.dt
         if t_end is not None:
