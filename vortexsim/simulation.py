@@ -1012,7 +1012,7 @@ class Simulation:
             return f"{name} {sec:.3g} s ({n})"
         parts = [entry(name, sec, n) for name, (sec, n) in self.run_timings.items() if n]
         if self._window_seconds:
-            parts.append(f"of these, rows inside steps (beside their device work) "
+            parts.append(f"of these, rows run inside steps "
                          f"{self._window_seconds:.3g} s")
         if self.output_timings:
             parts.append(f"waiting for the output thread {waited:.3g} s")
