@@ -1037,17 +1037,25 @@ class Simulation:
         before = schedule_state(writer.schedule)
         if writer.schedule(self):
             self._run_rows()                      # a writer acts on the state after them
-            with self._calling(name, writer.schedule, before) as call:
-                self._defer_ctx = (name, writer.schedule, before)
-                try:
-                    with self._timed(name):
-                        writer.write(self)
-                except BaseException:
-                    if not call.submitted:        # (else its rollback restored it)
-                        load_schedule_state(writer.schedule, before)
-                    raise
-                finally:
-                    self._defer_ctx = None
+            self._defer_ctx = (name, writer.schedule, before)
+            try:
+                self._writer_call(name, writer.schedule, before, lambda: writer.write(self))
+            finally:
+                self._defer_ctx = None
+
+    def _writer_call(self, name, schedule, before, fn, count=True):
+        """``fn()`` as a call of the writer ``name`` whose ``schedule`` fired from the
+        state ``before``: timed under its name (and counted, unless ``count`` is False),
+        and when it raises, the schedule is left as it was unless a submitted write's
+        rollback already restored it."""
+        with self._calling(name, schedule, before) as call:
+            try:
+                with self._timed(name, count):
+                    fn()
+            except BaseException:
+                if not call.submitted:            # (else its rollback restored it)
+                    load_schedule_state(schedule, before)
+                raise
 
     def defer_row(self, job):
         """Run ``job()``, a writer's computation of a diagnostics row of the current state
@@ -1093,17 +1101,13 @@ class Simulation:
         t0 = time.perf_counter()
         try:
             with self._window_stream() if window else contextlib.nullcontext():
-                for i, ((name, schedule, before), job) in enumerate(rows):
-                    with self._calling(name, schedule, before) as call:
-                        try:
-                            with self._timed(name, count=False):
-                                job()
-                        except BaseException:
-                            if not call.submitted:
-                                load_schedule_state(schedule, before)
-                            self._rows = rows[i + 1:]
-                            self._drop_rows()
-                            raise
+                for i, (ctx, job) in enumerate(rows):
+                    try:
+                        self._writer_call(*ctx, job, count=False)
+                    except BaseException:
+                        self._rows = rows[i + 1:]
+                        self._drop_rows()
+                        raise
         finally:
             if window:
                 self._window_seconds += time.perf_counter() - t0

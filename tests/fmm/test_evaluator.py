@@ -338,6 +338,30 @@ def test_sparse_m2l_levels_follow_each_levels_box_counts():
     assert [n for n, _ in classes] == list(cap[2])
 
 
+def test_pair_capacities_from_one_transfer_split_per_level():
+    """The sparse M2L by offset's capacities of several levels, read from their pair
+    counts concatenated in one transfer (M2L.pair_caps_of), are each level's own
+    (pair_bucket_caps): its bucket maxima, plus the plan's slack.  Host code, run here
+    on NumPy."""
+    m2l = FMM("singular", tol=1e-3).stages.m2l
+    rng = np.random.default_rng(44)
+    L, levels = 4, [4, 3, 2]                       # the plan's order: deepest first
+    seps = [m2l.separation_at(level, L) for level in levels]
+    parts = [rng.integers(0, 50, len(m2l.pair_slots(sep)[0])) for sep in seps]
+    host = np.concatenate(parts)
+    for slack in (None, 8):
+        caps = m2l.pair_caps_of(levels, host, L, slack)
+        assert list(caps) == levels
+        for level, sep, part in zip(levels, seps, parts):
+            _, bucket = m2l.pair_slots(sep)
+            expect = np.array([part[bucket == b].max() if (bucket == b).any() else 0
+                               for b in range(4)])
+            if slack:
+                expect = expect + expect // slack + 4
+            assert np.array_equal(caps[level], expect)
+    assert m2l.pair_levels([2, 3, 4]) == [], "the NumPy M2L has no pairs variant"
+
+
 def test_sparse_m2l_lists_from_a_plans_layouts_equal_those_made_in_the_call():
     """A step plan's prepared layouts and tables (M2LPlan.layouts, copied to the device
     once per step) give the same GEMM lists, column maps and output layout as the

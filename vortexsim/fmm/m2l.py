@@ -204,6 +204,25 @@ class M2L:
             caps = caps + caps // slack + 4
         return caps
 
+    def pair_levels(self, levels):
+        """Those of ``levels`` whose sparse M2L may go by offset: this backend has it,
+        :attr:`sparse_pairs` is not False and the level is at most
+        :attr:`PAIRS_MAX_LEVEL`."""
+        return [level for level in levels if self.pairs_capable
+                and self.sparse_pairs is not False and level <= self.PAIRS_MAX_LEVEL]
+
+    def pair_caps_of(self, levels, host, L, slack=None):
+        """{level: (4,) pair capacities} (:meth:`pair_bucket_caps`) of ``levels`` of a
+        tree of depth ``L``, from ``host``: their :meth:`pair_counts`, concatenated in
+        that order and copied to the host."""
+        caps, at = {}, 0
+        for level in levels:
+            sep = self.separation_at(level, L)
+            n = len(self.pair_slots(sep)[0])
+            caps[level] = self.pair_bucket_caps(host[at:at + n], sep, slack)
+            at += n
+        return caps
+
     def pair_counts(self, src_cnt, tgt_cnt, level, sep):
         """Per offset slot the number of pairs (device (n,) int64), or None where this
         backend has no sparse M2L by offset."""
@@ -420,18 +439,12 @@ class M2L:
         if capacity is None:
             active = xp.stack([flags[level].sum(axis=0) for level in levels]).ravel()
             # the pair counts of the sparse M2L by offset, in the same transfer
-            pair_levels = [level for level in levels if self.pairs_capable
-                           and self.sparse_pairs is not False
-                           and level <= self.PAIRS_MAX_LEVEL]
+            pair_levels = self.pair_levels(levels)
             pc = [self.pair_counts(src[level], tgt[level], level,
                                    self.separation_at(level, L)) for level in pair_levels]
             host = xp.concatenate([active] + pc).get()             # one transfer
             active = host[:8 * len(levels)].reshape(len(levels), 8)
-            at = 8 * len(levels)
-            for level, c in zip(pair_levels, pc):
-                pair_caps[level] = self.pair_bucket_caps(host[at:at + c.size],
-                                                         self.separation_at(level, L))
-                at += c.size
+            pair_caps = self.pair_caps_of(pair_levels, host[8 * len(levels):], L)
         else:
             active = np.asarray(capacity, dtype=np.int64).reshape(len(levels), 8)
         out = {}

@@ -516,28 +516,23 @@ class Planner:
         leaves = [xp.broadcast_to(h.sum(), (8,)) for h in hits]
         # the sparse M2L by offset: its pairs per offset and level (sources in one box,
         # targets in the other), sized like the classes' rows
-        pairs = m2l.pairs_capable and m2l.sparse_pairs is not False and bool(targets)
-        taken = functools.reduce(xp.maximum, hits) if pairs else None
+        pair_levels = m2l.pair_levels(range(2, depth + 1)) if targets else []
+        taken = functools.reduce(xp.maximum, hits) if pair_levels else None
         counts, pair_counts = [], {}
         for level in range(depth, 1, -1):
-            if pairs and level <= m2l.PAIRS_MAX_LEVEL:
+            if level in pair_levels:
                 pair_counts[level] = m2l.pair_counts(occupied, taken, level,
                                                      m2l.separation_at(level, depth))
             counts.append(occupied.reshape(-1, 8).sum(axis=0))
             occupied = occupied.reshape(-1, 8).max(axis=1)
-            if pairs:
+            if taken is not None:
                 taken = taken.reshape(-1, 8).max(axis=1)
         out = xp.concatenate([xp.stack(counts[::-1] + leaves).ravel()]
                              + list(pair_counts.values())).get()   # one transfer
         n_rows = depth - 1 + len(leaves)
         head, rest = out[:8 * n_rows].reshape(n_rows, 8), out[8 * n_rows:]
         counts, leaves = head[:depth - 1], tuple(int(v[0]) for v in head[depth - 1:])
-        pair_caps, at = {}, 0
-        for level, c in pair_counts.items():
-            sep = m2l.separation_at(level, depth)
-            pair_caps[level] = m2l.pair_bucket_caps(rest[at:at + c.size], sep,
-                                                    CAPACITY_SLACK)
-            at += c.size
+        pair_caps = m2l.pair_caps_of(list(pair_counts), rest, depth, CAPACITY_SLACK)
         boxes = (8 ** np.arange(2, depth + 1) // 8)[:, None]       # boxes per class
         cap = np.minimum(counts + counts // CAPACITY_SLACK + 4, boxes)
         # the sparse levels' layouts and small device tables, in one copy now (the
