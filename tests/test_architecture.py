@@ -15,22 +15,29 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "vortexsim"
 
-#: (layer name, module prefixes), lowest first
+#: (layer name, module prefixes), lowest first (``docs/architecture.md``)
 LAYERS = (
-    ("base", ("vortexsim._names", "vortexsim._startup", "vortexsim.backend",
-              "vortexsim.config", "vortexsim.schedules")),
+    ("base", ("vortexsim._names", "vortexsim.backend", "vortexsim.config",
+              "vortexsim.schedules")),
     ("kernels", ("vortexsim.kernels",)),
-    ("fmm", ("vortexsim.fmm", "vortexsim.spectral", "vortexsim.spectral_lattice")),  # fast sums
-    ("physics", ("vortexsim.state", "vortexsim.inputs", "vortexsim.physics",
-                 "vortexsim.summation", "vortexsim.diagnostics", "vortexsim.turbulence")),
-    ("integrators", ("vortexsim.integrators",)),
-    ("simulation", ("vortexsim.simulation", "vortexsim.writer_thread")),
-    ("io", ("vortexsim.output",)),
+    ("geometry", ("vortexsim.geometry",)),               # free space, ground, periodic box
+    ("fmm", ("vortexsim.fmm",)),
+    ("summation", ("vortexsim.summation",)),             # direct, FMM, spectral, lattice
+    ("physics", ("vortexsim.state", "vortexsim.physics")),
+    ("model", ("vortexsim.model",)),
+    ("diagnostics", ("vortexsim.diagnostics",)),
+    ("simulation", ("vortexsim.simulation",)),
+    ("output", ("vortexsim.output",)),
     ("viz", ("vortexsim.viz",)),                         # pictures of run directories
-    ("cases", ("vortexsim.cases", "vortexsim.resources")),
-    ("cli", ("vortexsim.cli", "vortexsim.demo", "vortexsim.__main__", "vortexsim",
+    ("cases", ("vortexsim.cases", "vortexsim.reference")),
+    ("cli", ("vortexsim.cli", "vortexsim.__main__", "vortexsim",
              "vortexsim.viz.cli")),                    # the commands of those layers
 )
+
+#: the most lines a module of the package may have
+MAX_MODULE_LINES = 650
+#: the most lines of the Simulation class (the run alone; the model is apart)
+MAX_SIMULATION_LINES = 400
 
 
 def _module_name(path):
@@ -133,7 +140,9 @@ def _cycle(graph):
     return None
 
 
-@pytest.mark.parametrize("package", ["vortexsim.fmm", "vortexsim.physics", "vortexsim.output"])
+@pytest.mark.parametrize("package", ["vortexsim.fmm", "vortexsim.physics", "vortexsim.output",
+                                     "vortexsim.summation", "vortexsim.model",
+                                     "vortexsim.simulation", "vortexsim.cli"])
 def test_no_import_cycles_within(package):
     modules = {m: p for m, p in _modules().items() if m.startswith(package + ".")}
     graph = {m: {t for _, t in _imports(m, p, _modules()) if t in modules and t != m}
@@ -148,3 +157,54 @@ def test_contract_catches_a_reversed_import(tmp_path):
     low.write_text("from ..simulation import Simulation\n", encoding="utf-8")
     bad = violations({"vortexsim.fmm.low": low})
     assert bad and "vortexsim.simulation" in bad[0] and "'fmm'" in bad[0]
+
+
+def test_modules_are_small():
+    long = {m: n for m, p in _modules().items()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them): {long}"
+
+
+def test_simulation_class_is_thin():
+    path = PACKAGE / "simulation" / "simulation.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Simulation"]
+    lines = cls.end_lineno - cls.lineno + 1
+    assert lines < MAX_SIMULATION_LINES, f"Simulation is {lines} lines"
+
+
+def private_imports(modules=None):
+    """'module:line imports name from target' for every private name imported from
+    another vortexsim module (``from .x import _name``)."""
+    modules = _modules() if modules is None else modules
+    out = []
+    for module, path in modules.items():
+        is_package = path.name == "__init__.py"
+        package = module if is_package else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not (target == "vortexsim" or target.startswith("vortexsim.")):
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    out.append(f"{module}:{node.lineno} imports {alias.name} from {target}")
+    return out
+
+
+def test_no_private_names_across_modules():
+    bad = private_imports()
+    assert not bad, "private names imported across modules:\n" + "\n".join(bad)
+
+
+def test_private_import_check_catches_one(tmp_path):
+    low = tmp_path / "low.py"
+    low.write_text("from .pse_common import _cell_grid\n", encoding="utf-8")
+    bad = private_imports({"vortexsim.physics.low": low})
+    assert bad and "_cell_grid" in bad[0]

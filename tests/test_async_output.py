@@ -259,7 +259,7 @@ def test_output_timings_and_the_run_log(tmp_path, caplog):
     assert "waiting for the output thread" in time_line and "wall" in time_line
     # the writers' imports happen in the set-up, before the first step, on this thread
     assert re.search(r"set-up before the first step [0-9.e+-]+ s", time_line)
-    assert sim._setup_seconds > 0
+    assert sim.timings.setup_seconds > 0
     thread_line = [m for m in lines if m.startswith("output thread: ")][0]
     assert "snapshots" in thread_line and "overlapped" in thread_line
     sync = _sim(False, dt=0.05)

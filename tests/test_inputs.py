@@ -1,7 +1,7 @@
 """Standard inputs (vortexsim.inputs)."""
 import numpy as np
 
-from vortexsim import inputs
+from vortexsim.cases import inputs
 
 
 def test_shapes_ranges_and_reproducibility():

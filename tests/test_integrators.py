@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from vortexsim.integrators import SCHEMES, get_scheme, register_scheme
+from vortexsim.model.integrators import SCHEMES, get_scheme, register_scheme
 
 
 def _rhs(state, t):

@@ -91,12 +91,12 @@ def test_gpu_rows_inside_steps_equal_rows_at_once(tmp_path):
     for overlap in (True, False):
         sim = vortexsim.make_case("leapfrog", **kw)
         sim.overlap_rows = overlap
-        assert sim._rows_overlap(), "the input must take the fields pass"
+        assert sim.rows.overlap(), "the input must take the fields pass"
         out = tmp_path / str(overlap)
         out.mkdir()
         sim.output_writers.update(run_writers(str(out), meta, "h", 10.0, 0.1, plot=False))
         sim.run(t_end=0.5)
-        assert (sim._window_seconds > 0) == overlap
+        assert (sim.timings.window_seconds > 0) == overlap
         with xr.open_dataset(out / "diagnostics.nc", decode_cf=False) as d:
             rows[overlap] = {v: d[v].values.copy() for v in d.data_vars}
     assert rows[True].keys() == rows[False].keys()

@@ -156,7 +156,7 @@ def test_statistics_rows(tmp_path):
     to every row, with units (at t = 0 those of the initial field); without it the file
     has none of them."""
     import xarray as xr
-    from vortexsim.turbulence import flow_statistics, random_solenoidal_field
+    from vortexsim.diagnostics.turbulence import flow_statistics, random_solenoidal_field
     n, nu = 16, 0.05
     u0 = np.moveaxis(random_solenoidal_field(n, 2 * math.pi, k_peak=3.0, energy=0.5, seed=2),
                      -1, 0)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from vortexsim.turbulence import (energy_spectrum, flow_statistics, random_solenoidal_field,
+from vortexsim.diagnostics.turbulence import (energy_spectrum, flow_statistics, random_solenoidal_field,
                                   vorticity_statistics)
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from vortexsim.writer_thread import Job, WriterThread
+from vortexsim.simulation.output_thread import Job, WriterThread
 
 
 def _job(log, name, gate=None, fail=None):

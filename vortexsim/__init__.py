@@ -7,8 +7,11 @@ FMM               reusable fast multipole evaluator (CPU and GPU)
 KERNELS           the cutoff kernels (physics.md)
 stretching        vortex-stretching right-hand side (classical | transpose)
 Device            compute device (cpu | gpu)
-Simulation        time integration of vortex elements and tracers (vortexsim.simulation);
-                  owns the run loop: stop criteria, callbacks, output writers, run(pickup=)
+VortexModel       vortex elements and tracers, the domain, the summation and the terms;
+                  time_step(dt), rates, velocity, state_dict (vortexsim.model)
+Simulation        a model run until a stop criterion (vortexsim.simulation): callbacks,
+                  output writers, run(pickup=); Simulation(elements, tracers, dt=...)
+                  builds the model too
 SimulationError   a failed safety check (carries the last good state)
 Callback          a function and its schedule, for Simulation.callbacks
 TimeInterval, IterationInterval, WallTimeInterval
@@ -25,11 +28,12 @@ from .kernels.cutoff import KERNELS, get_kernel, stretching
 from .fmm.evaluator import FMM
 from .summation import induced_velocity
 from .schedules import IterationInterval, TimeInterval, WallTimeInterval
+from .model import VortexModel
 from .simulation import Callback, Simulation, SimulationError
 from .cases import from_config, list_cases, make_case
 
 __version__ = "0.1.0"
 
-__all__ = ["induced_velocity", "FMM", "KERNELS", "get_kernel", "stretching", "Device", "Simulation",
+__all__ = ["induced_velocity", "FMM", "KERNELS", "get_kernel", "stretching", "Device", "VortexModel", "Simulation",
            "SimulationError", "Callback", "TimeInterval", "IterationInterval",
            "WallTimeInterval", "make_case", "list_cases", "from_config", "__version__"]

@@ -58,7 +58,7 @@ def test_a_run_through_the_cli_writes_diagnostics_and_picks_up_bitwise(tmp_path)
 
     import xarray as xr
     from vortexsim.cli import main
-    from vortexsim.turbulence import energy_spectrum, flow_statistics
+    from vortexsim.diagnostics.turbulence import energy_spectrum, flow_statistics
     out = tmp_path / "run"
     assert main(["run", "isotropic_turbulence", "--set", "n=16", "--set", "t_end=0.1",
                  "--set", "snapshot_interval=0.05", "--out", str(out), "-q"]) == 0

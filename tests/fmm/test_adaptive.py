@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from vortexsim.fmm.evaluator import FMM
-from vortexsim.inputs import clustered, rings
+from vortexsim.cases.inputs import clustered, rings
 from vortexsim.kernels.cutoff import get_kernel
 from vortexsim.kernels.direct import direct_sum_at_elements, direct_sum_numpy
 

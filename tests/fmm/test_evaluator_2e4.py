@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vortexsim.fmm.evaluator import FMM as _FMM
-from vortexsim.inputs import rings
+from vortexsim.cases.inputs import rings
 from vortexsim.kernels.cutoff import get_kernel
 from vortexsim.kernels.direct import direct_sum_at_elements, direct_sum_numpy
 

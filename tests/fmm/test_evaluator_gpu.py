@@ -4,7 +4,7 @@ import pytest
 
 from vortexsim.backend import gpu_available
 from vortexsim.fmm.evaluator import FMM
-from vortexsim.inputs import rings
+from vortexsim.cases.inputs import rings
 from vortexsim.kernels.cutoff import get_kernel
 from vortexsim.kernels.direct import direct_sum_at_elements, direct_sum_numpy
 
@@ -520,7 +520,7 @@ def test_gpu_adaptive_tree_on_a_plummer_cloud_2_20(tol):
     (σ from the half-mass spacing, Gaussian): u ≤ tol and ∇u ≤ 10·tol on 200 sampled
     targets."""
     import cupy as cp
-    from vortexsim.inputs import clustered
+    from vortexsim.cases.inputs import clustered
     rng = np.random.default_rng(11)
     x, alpha, _ = clustered(_N20, rng)
     r_half = 1.305 * 0.05
@@ -540,7 +540,7 @@ def test_gpu_adaptive_tree_equals_cpu(kernel, tol):
     """GPU and CPU adaptive trees agree to round-off, sources = targets (tol 1e-6) and
     ≠, one evaluator per device for both.  5000 points of the Plummer cloud (the CPU's
     M2L grows with the boxes) have leaves on every level from 2 to 7, as 2×10^4 have."""
-    from vortexsim.inputs import clustered
+    from vortexsim.cases.inputs import clustered
     rng = np.random.default_rng(12)
     n = 5000
     x, alpha, _ = clustered(n, rng)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from vortexsim import diagnostics as D
-from vortexsim import simulation as S
+from vortexsim.diagnostics import row as S
 from vortexsim.cases.registry import make_case
 from vortexsim.fmm import fields as F
 from vortexsim.fmm.evaluator import FMM

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from vortexsim import diagnostics as D
-from vortexsim import simulation as S
+from vortexsim.diagnostics import row as S
 from vortexsim.backend import to_host
 from vortexsim.cases.registry import make_case
 from vortexsim.fmm.evaluator import FMM

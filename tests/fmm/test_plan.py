@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vortexsim.fmm import FMM as _FMM, Plan
-from vortexsim.inputs import clustered
+from vortexsim.cases.inputs import clustered
 
 
 def FMM(*args, **kwargs):

@@ -133,7 +133,7 @@ def test_classical_stretching_keeps_the_total_vorticity_zero():
     assert np.abs(sim.elements.alpha.sum(axis=0)).max() <= 1e-14 * scale
     _, grad = sim.summation(sim.elements.x, sim.elements.alpha, sim.elements.sigma,
                             sim.elements.x, n_self=len(sim.elements), gradient=True,
-                            sigma_range=sim._sigma_range)
+                            sigma_range=sim.sigma_range)
     bare = stretching(sim.elements.alpha, grad, "classical").sum(axis=0)
     assert np.abs(bare).max() > 1e-9 * scale
 
@@ -225,7 +225,7 @@ def test_taylor_green_dissipation_with_pse_and_remeshing():
     remeshed = dict(remesh_every=1, remesh_spacing=h)
     free = make(nu=nu)
     t, e, eps = _series(free, 4)
-    assert free._sigma_range == (h, h) and (free.elements.sigma == h).all()
+    assert free.sigma_range == (h, h) and (free.elements.sigma == h).all()
     np.testing.assert_allclose(eps, 6 * nu * e, rtol=0.01)
     rate0 = -np.polyfit(t, e, 2)[1]
     assert rate0 == pytest.approx(eps[0], rel=0.01)                     # 0.992

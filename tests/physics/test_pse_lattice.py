@@ -58,7 +58,7 @@ def test_a_viscous_run_takes_it_at_the_lattice_stage():
         sim = vortexsim.make_case("taylor_green", n=16, dt=0.1, tol=1e-10, device="cpu",
                                   progress=False)
         if disable:
-            sim._on_lattice = lambda: None
+            sim.model.on_lattice = lambda: None
         for _ in range(3):
             sim.step()
         return sim.elements.alpha

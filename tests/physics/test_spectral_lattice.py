@@ -68,9 +68,9 @@ def test_the_stepper_sums_the_lattice_stage_by_ffts():
         sim = vortexsim.make_case("taylor_green", n=12, nu=0.0, dt=0.2, tol=1e-10,
                                   device="cpu", progress=False)
         if disable:
-            sim._on_lattice = lambda: None
+            sim.model.on_lattice = lambda: None
         calls = []
-        ev = sim.summation.spectral_sum(None, sim._sigma_range)
+        ev = sim.summation.spectral_sum(None, sim.sigma_range)
         orig = type(ev).evaluate
         type(ev).evaluate = lambda self, *a, **k: (calls.append(1), orig(self, *a, **k))[1]
         try:

@@ -1,8 +1,8 @@
-r"""Decaying isotropic turbulence in the periodic box [0, 2π)³ (issue 17's case).
+r"""Decaying isotropic turbulence in the periodic box [0, 2π)³.
 
 The initial velocity is a random, Gaussian, divergence-free field on the n³ lattice with
 the spectrum E(k) ∝ k⁴ exp(−2 (k/k_p)²) and ½⟨|u|²⟩ = ``energy``
-(:func:`vortexsim.turbulence.random_solenoidal_field`, seeded by ``seed``: the same field
+(:func:`vortexsim.diagnostics.turbulence.random_solenoidal_field`, seeded by ``seed``: the same field
 on the CPU and the GPU, modes kept by the 2/3 rule).  Its vorticity ω = ∇ × u is taken
 spectrally (exact for this band-limited field), and the elements sit on the lattice with
 α = ω h³, volumes h³ and cores σ = ``overlap`` × h; as in ``taylor_green`` they are
@@ -42,7 +42,7 @@ INITIAL_FIELD_FILE = "initial_field.nc"
 def isotropic_turbulence_field(n, k_peak=4.0, energy=0.5, seed=0):
     """The initial velocity (n, n, n, 3) [L/T] at the nodes (i, j, k) h, h = 2π/n, of the
     case with these parameters (``k_peak`` in units of k₀ = 1 for the 2π box)."""
-    from ..turbulence import random_solenoidal_field  # noqa: PLC0415
+    from ..diagnostics.turbulence import random_solenoidal_field  # noqa: PLC0415
     return random_solenoidal_field(int(n), BOX, k_peak=float(k_peak), energy=float(energy),
                                    seed=int(seed))
 

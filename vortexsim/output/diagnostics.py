@@ -205,7 +205,7 @@ def _write_netcdf4(ds, path):
     ``ds.to_netcdf(path, engine="netcdf4", encoding={v: {"_FillValue": None}})`` writes
     (the same dimensions, variables, dtypes and attributes; the ring names as
     variable-length strings), in ~40 % of its time — it runs on the output thread, next to
-    the time steps, at most every ``MIN_REWRITE_INTERVAL`` during a run (issue 15)."""
+    the time steps, at most every ``MIN_REWRITE_INTERVAL`` during a run."""
     import netCDF4  # noqa: PLC0415
 
     with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:

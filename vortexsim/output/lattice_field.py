@@ -1,4 +1,4 @@
-r"""A velocity field on the n³ lattice of the periodic box as a netCDF file (issue 17).
+r"""A velocity field on the n³ lattice of the periodic box as a netCDF file.
 
 The file that carries one velocity field between vortexsim and other codes: the initial
 field of a case (``initial_field.nc`` of an ``isotropic_turbulence`` run directory) and the

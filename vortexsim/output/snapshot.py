@@ -40,7 +40,7 @@ bitwise like the uninterrupted run.
 
 :func:`read_snapshot` refuses (``SnapshotError``, one line) a missing, truncated,
 corrupted or foreign file with a message that says which.  A file is input like any
-other (issue 19): every attribute and variable is checked for type, dtype and shape
+other: every attribute and variable is checked for type, dtype and shape
 before it is used (:mod:`.validate`), the checksum is verified under the file's format
 (1, 2 or 3), and the values are checked even when the checksum matches, since a forged
 file can recompute it: finite numbers, σ and dt > 0, volumes > 0 or NaN, group labels

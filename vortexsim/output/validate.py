@@ -1,4 +1,4 @@
-r"""Checks of values read from files, before they are used (issue 19).
+r"""Checks of values read from files, before they are used.
 
 A netCDF file is input like any other: its attributes may be of any type (text, numbers,
 arrays), its variables of any dtype and shape, its JSON of any structure and nesting, its

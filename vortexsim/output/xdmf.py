@@ -1,4 +1,4 @@
-r"""XDMF (version 3) descriptions of a run's snapshots, for ParaView (issue 18).
+r"""XDMF (version 3) descriptions of a run's snapshots, for ParaView.
 
 ``vortexsim export --xdmf RUN_DIR`` writes into the run directory::
 

@@ -25,7 +25,7 @@ thread runs while the next steps are computed::
   the thread then takes jobs again.
 * **Signals.**  The thread blocks SIGINT and SIGTERM, so they are delivered to the main
   thread, where Python runs their handlers; a ``KeyboardInterrupt`` never lands inside a
-  netCDF call (issue 19: one that did left xarray's file lock held, and the process hung).
+  netCDF call (one that did would leave xarray's file lock held, and the process hung).
   The main thread waits in timed waits on a C queue (:class:`queue.SimpleQueue`) and
   holds no lock that the thread needs, so a handler runs at once, and may raise.
   :meth:`~WriterThread.abort` (a second Ctrl-C) then discards the queued jobs and waits a

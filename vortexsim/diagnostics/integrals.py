@@ -53,8 +53,8 @@ import math
 
 import numpy as np
 
-from .backend import array_namespace
-from .kernels.cutoff import blob_pair_factors, get_kernel, stream_factor
+from ..backend import array_namespace
+from ..kernels.cutoff import blob_pair_factors, get_kernel, stream_factor
 
 __all__ = ["total_vorticity", "linear_impulse", "angular_impulse", "ring_centre",
            "ring_radius", "ring_frame", "kinetic_energy", "enstrophy", "energy_and_enstrophy",
@@ -162,7 +162,7 @@ def element_rows(x, alpha, fields=None, ref=None):
     psi, omega, u = ((zero, zero, zero) if fields is None else
                      (fields.psi, zero if fields.omega is None else fields.omega, fields.u))
     if xp is not np:
-        from .kernels.modules import elementwise_kernel  # noqa: PLC0415
+        from ..kernels.modules import elementwise_kernel  # noqa: PLC0415
         rows = xp.empty((n, ROW_COLUMNS))
         if n:
             elementwise_kernel("vortexsim_diagnostic_row")(

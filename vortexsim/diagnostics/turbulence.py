@@ -31,7 +31,7 @@ import numbers
 
 import numpy as np
 
-from .backend import array_namespace, to_host
+from ..backend import array_namespace, to_host
 
 logger = logging.getLogger(__name__)
 

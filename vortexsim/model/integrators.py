@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from ._names import did_you_mean
+from .._names import did_you_mean
 
 __all__ = ["Scheme", "SCHEMES", "register_scheme", "get_scheme"]
 

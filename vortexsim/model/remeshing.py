@@ -1,0 +1,127 @@
+"""Remeshing as an updater: it acts on the model between two steps.
+
+Every ``remesh_every`` steps the elements are interpolated onto the lattice of spacing
+``remesh_spacing`` with M4′ (:func:`vortexsim.physics.remesh.remesh`; ``docs/remeshing.md``)
+and the model's particle set is replaced (:meth:`VortexModel.replace_elements`).  The
+schedule is the iteration count, so a restart keeps it, and whether the elements sit on
+the periodic lattice in remesh order is a function of (iteration, parameters) alone.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..physics.domain import PeriodicBox
+from ..physics.remesh import periodic_nodes, remesh
+
+__all__ = ["Remeshing"]
+
+
+class Remeshing:
+    """The remeshing of a model: its parameters (``remesh_every``, ``remesh_spacing``,
+    ``remesh_overlap``, ``remesh_threshold``, ``remesh_project`` of the run parameters),
+    checked once at construction against the model's domain, viscous term and groups."""
+
+    def __init__(self, cfg, domain, rhs, groups):
+        self.parameters, self.domain = cfg, domain
+        self.check(cfg, domain, rhs, groups)
+
+    @property
+    def every(self):
+        """Steps between two remeshings (0: never)."""
+        return self.parameters["remesh_every"]
+
+    @staticmethod
+    def check(cfg, domain, rhs, groups):
+        """Validate the remeshing parameters (``remesh_*``) once, at construction."""
+        every = cfg["remesh_every"]
+        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 0:
+            raise ValueError(f"remesh_every must be an integer >= 0 (steps between two "
+                             f"remeshings; 0: never), got {every!r}.")
+        project = cfg["remesh_project"]
+        if not isinstance(project, (bool, np.bool_)):
+            raise ValueError(f"remesh_project must be true or false, got {project!r}.")
+        if project and not (every and isinstance(domain, PeriodicBox)):
+            raise ValueError("remesh_project = true projects the periodic lattice's strengths "
+                             "after each remeshing: it needs boundary = 'periodic' and "
+                             f"remesh_every > 0 (got boundary = {domain.name!r}, "
+                             f"remesh_every = {every}).")
+        if rhs.nu > 0 and rhs.viscous == "lattice" and every != 1:
+            raise ValueError("viscous='lattice' diffuses the remeshing lattice around every "
+                             f"step: it needs remesh_every = 1 (got {every}).")
+        if not every:
+            return
+        h = cfg["remesh_spacing"]
+        if h is None or not (isinstance(h, (int, float)) and math.isfinite(h) and h > 0):
+            raise ValueError(f"remesh_every = {every} needs the lattice spacing "
+                             f"remesh_spacing = h > 0 [L], got {h!r}.")
+        if not float(cfg["remesh_overlap"]) > 0:
+            raise ValueError(f"remesh_overlap must be > 0, got {cfg['remesh_overlap']!r}.")
+        if not 0 <= float(cfg["remesh_threshold"]) < 1:
+            raise ValueError(f"remesh_threshold must be in [0, 1), got "
+                             f"{cfg['remesh_threshold']!r}.")
+        if rhs.nu > 0 and rhs.viscous == "core_spreading":
+            raise ValueError("remeshing resets every core to remesh_overlap × h, which undoes "
+                             "core spreading: with nu > 0 remesh with viscous='pse', or set "
+                             "remesh_every = 0.")
+        if domain.n_images_per_element:
+            raise ValueError(f"remeshing with boundary={domain.name!r} is not built yet "
+                             "(the lattice would reach below the plane); use free space or "
+                             "the periodic box, or remesh_every = 0.")
+        if rhs.viscous == "pse" and rhs.nu > 0 and len(groups) > 1 \
+                and not isinstance(domain, PeriodicBox):
+            raise ValueError("viscous='pse' with remeshing of several groups in free space is "
+                             "not built yet: each group is remeshed onto its own lattice, and "
+                             "PSE would count the volume of the nodes they share twice.")
+        if isinstance(domain, PeriodicBox):
+            periodic_nodes(domain.box, float(h))   # L/h an integer >= 4, or a clear error
+
+    def due(self, iteration):
+        """Whether the step that ended at ``iteration`` ends with a remeshing."""
+        every = self.every
+        return bool(every) and iteration % every == 0
+
+    def lattice_nodes(self):
+        """n of the periodic n³ remeshing lattice (periodic box, remeshing on), else None."""
+        if not (self.every and isinstance(self.domain, PeriodicBox)):
+            return None
+        return periodic_nodes(self.domain.box, float(self.parameters["remesh_spacing"]))
+
+    def remeshed_lattice(self, iteration):
+        """n when the elements sit on the periodic n³ lattice in remesh order because the
+        step that ended at ``iteration`` ended with a remeshing; else None."""
+        if not (iteration > 0 and self.due(iteration)):
+            return None
+        return self.lattice_nodes()
+
+    def apply(self, model):
+        """Remesh the elements of ``model`` (see :meth:`VortexModel.remesh`)."""
+        cfg, el, xp = self.parameters, model.elements, model.device.xp
+        if cfg.get("remesh_spacing") is None:
+            raise ValueError("remesh() needs the lattice spacing: build the simulation with "
+                             "remesh_spacing = h [L].")
+        h, overlap = float(cfg["remesh_spacing"]), float(cfg["remesh_overlap"])
+        if isinstance(self.domain, PeriodicBox):
+            out = remesh(el.x, el.alpha, h, box_length=self.domain.box, overlap=overlap)
+            alpha = out.alpha
+            if cfg["remesh_project"]:
+                from ..physics.projection import project_solenoidal  # noqa: PLC0415
+                alpha = project_solenoidal(alpha, periodic_nodes(self.domain.box, h))
+            return model.replace_elements(out.x, alpha, out.sigma, volume=out.volume)
+        # free space: the groups' ranges, then the elements outside every group
+        ranges = [(g.start, g.stop) for g in model.groups]
+        inside = np.zeros(len(el), dtype=bool)
+        for a, b in ranges:
+            inside[a:b] = True
+        rest = np.nonzero(~inside)[0]
+        parts = [(el.x[a:b], el.alpha[a:b], i) for i, (a, b) in enumerate(ranges)]
+        if rest.size:
+            idx = xp.asarray(rest)
+            parts.append((el.x[idx], el.alpha[idx], -1))
+        outs = [(remesh(x, a, h, threshold=float(cfg["remesh_threshold"]), overlap=overlap),
+                 label) for x, a, label in parts]
+        x, alpha, sigma, volume = (xp.concatenate([getattr(o, name) for o, _ in outs])
+                                   for name in ("x", "alpha", "sigma", "volume"))
+        labels = np.concatenate([np.full(len(o.x), label) for o, label in outs])
+        return model.replace_elements(x, alpha, sigma, volume=volume, group=labels)
