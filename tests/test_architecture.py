@@ -17,7 +17,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "vortexsim"
 
 #: (layer name, module prefixes), lowest first
 LAYERS = (
-    ("base", ("vortexsim._names", "vortexsim._startup", "vortexsim.backend",
+    ("base", ("vortexsim._names", "vortexsim.backend",
               "vortexsim.config", "vortexsim.schedules")),
     ("kernels", ("vortexsim.kernels",)),
     ("fmm", ("vortexsim.fmm", "vortexsim.spectral", "vortexsim.spectral_lattice")),  # fast sums
@@ -27,8 +27,8 @@ LAYERS = (
     ("simulation", ("vortexsim.simulation", "vortexsim.writer_thread")),
     ("io", ("vortexsim.output",)),
     ("viz", ("vortexsim.viz",)),                         # pictures of run directories
-    ("cases", ("vortexsim.cases", "vortexsim.resources")),
-    ("cli", ("vortexsim.cli", "vortexsim.demo", "vortexsim.__main__", "vortexsim",
+    ("cases", ("vortexsim.cases",)),
+    ("cli", ("vortexsim.cli", "vortexsim.__main__", "vortexsim",
              "vortexsim.viz.cli")),                    # the commands of those layers
 )
 

@@ -1,4 +1,4 @@
-r"""What a run will cost, checked before anything is allocated or written (issue 19).
+r"""What a run will cost, checked before anything is allocated or written.
 
 ``vortexsim run`` (and ``restart``, with the configuration stored in the snapshot)
 calls these before it builds the case, so that a request the machine cannot serve ends
@@ -144,8 +144,8 @@ def problem_size(config):
     twice with a ground plane (the images).  Raises what the builder raises for values it
     rejects (ValueError, TypeError).
     """
-    from .cases import get_case  # noqa: PLC0415
-    from .cases.rings import cross_section_size  # noqa: PLC0415
+    from ..cases import get_case  # noqa: PLC0415
+    from ..cases.rings import cross_section_size  # noqa: PLC0415
 
     case = get_case(config["case"])
     defaults = case.params()
@@ -181,7 +181,7 @@ def _device_kind(device):
     kind = getattr(device, "kind", device)
     if kind in ("cpu", "gpu"):
         return kind
-    from .backend import gpu_available  # noqa: PLC0415
+    from ..backend import gpu_available  # noqa: PLC0415
     return "gpu" if gpu_available() else "cpu"
 
 
@@ -206,7 +206,7 @@ def estimate_memory(config, device="auto"):
 def _method(config):
     """"direct", "fmm" or "spectral": the summation whose memory the run needs ("auto" in
     a periodic box: :func:`vortexsim.summation.periodic_auto_method`; elsewhere the FMM)."""
-    from .summation import periodic_auto_method  # noqa: PLC0415
+    from ..summation import periodic_auto_method  # noqa: PLC0415
     method = config.get("method", "direct")
     if method == "auto" and config.get("boundary") == "periodic":
         try:
@@ -221,9 +221,9 @@ def _spectral_grid_points(config):
     (``n`` nodes per side, σ = ``overlap`` × box/n): those of the
     :class:`vortexsim.spectral.SpectralSum` and its :class:`vortexsim.kernels.nufft.PeriodicNufft`
     that the run will make; 0 where the config does not tell σ."""
-    from .kernels.cutoff import GAUSSIAN_ORDERS  # noqa: PLC0415
-    from .kernels.nufft import PeriodicNufft  # noqa: PLC0415
-    from .spectral import SpectralSum  # noqa: PLC0415
+    from ..kernels.cutoff import GAUSSIAN_ORDERS  # noqa: PLC0415
+    from ..kernels.nufft import PeriodicNufft  # noqa: PLC0415
+    from ..spectral import SpectralSum  # noqa: PLC0415
     n, box = _count(config.get("n")), config.get("box")
     overlap, tol = config.get("overlap", 1.0), config.get("tol", 1e-6)
     order = GAUSSIAN_ORDERS.get(config.get("kernel", "gaussian"))
@@ -288,7 +288,7 @@ def available_memory(device="cpu"):
     gpu = None
     if _device_kind(device) == "gpu":
         try:
-            from .backend import import_cupy  # noqa: PLC0415
+            from ..backend import import_cupy  # noqa: PLC0415
             gpu = int(import_cupy().cuda.runtime.memGetInfo()[0])
         except Exception:  # noqa: BLE001 - no estimate rather than no run
             gpu = None
@@ -344,7 +344,7 @@ def _auto_intervals(dt, duration, snapshot_interval, diagnostics_interval):
     """The intervals of ``vortexsim.output.writers.output_intervals``, refused where the
     automatic diagnostics interval would be derived from more than :data:`HARD_LIMIT`
     steps (the caller has bounded duration / dt)."""
-    from .output.writers import output_intervals  # noqa: PLC0415
+    from ..output.writers import output_intervals  # noqa: PLC0415
     snap, _ = output_intervals(dt, duration, snapshot_interval, diagnostics_interval or dt)
     if not diagnostics_interval and not snap / (10 * dt) <= HARD_LIMIT:
         raise ResourceError(f"snapshot_interval {snap:.6g} is about {snap / dt:.3g} steps of "
