@@ -56,17 +56,35 @@ guards or an output directory that cannot be written); 130/143 interrupted by
 SIGINT/SIGTERM (checkpoint written during a run; one line at any time, also while the
 command starts: :mod:`vortexsim.cli.startup`).
 
-Modules: :mod:`~vortexsim.cli.main` (the parser, ``main``), :mod:`~vortexsim.cli.run`,
+Modules: :mod:`~vortexsim.cli.command` (the parser, ``main``), :mod:`~vortexsim.cli.run`,
 :mod:`~vortexsim.cli.restart`, :mod:`~vortexsim.cli.info` (``cases`` and ``info``),
 :mod:`~vortexsim.cli.rundir` (run directories), :mod:`~vortexsim.cli.resources` (what a
 run will cost), :mod:`~vortexsim.cli.execute` (signals and exit codes of a run),
 :mod:`~vortexsim.cli.log`, :mod:`~vortexsim.cli.common`, :mod:`~vortexsim.cli.startup`
 (the signals while the command starts) and :mod:`~vortexsim.cli.demo`.
 """
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, case_file, case_files_dir
-from .main import build_parser, main
-from .run import check_memory
-from .rundir import RUN_MARKER
+from __future__ import annotations
 
-__all__ = ["main", "build_parser", "case_files_dir", "case_file", "UsageError", "RUN_MARKER",
-           "check_memory", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE"]
+import importlib
+
+#: the names this package offers and the module of each; imported when first used, so
+#: that ``vortexsim/__init__.py`` can install the start-up signal handlers
+#: (:mod:`vortexsim.cli.startup`) before anything heavier than the standard library loads
+EXPORTS = {"main": "command", "build_parser": "command", "case_files_dir": "common",
+           "case_file": "common", "UsageError": "common", "EXIT_OK": "common",
+           "EXIT_FAILED": "common", "EXIT_USAGE": "common", "RUN_MARKER": "rundir",
+           "check_memory": "run"}
+
+__all__ = list(EXPORTS)
+
+
+def __getattr__(name):
+    if name not in EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(EXPORTS))
