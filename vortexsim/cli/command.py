@@ -35,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _step_count(text):
-    """``--steps N``: a whole number from 1 to :data:`~vortexsim.resources.HARD_LIMIT`."""
+    """``--steps N``: a whole number from 1 to :data:`~vortexsim.cli.resources.HARD_LIMIT`."""
     try:
         n = int(text)
     except ValueError:
@@ -46,7 +46,7 @@ def _step_count(text):
 
 
 def _memory_size(text):
-    """``--max-memory 8GB``: bytes (:func:`vortexsim.resources.parse_size`)."""
+    """``--max-memory 8GB``: bytes (:func:`vortexsim.cli.resources.parse_size`)."""
     try:
         return parse_size(text)
     except ValueError as exc:
@@ -195,7 +195,7 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     in_main = threading.current_thread() is threading.main_thread()
     if in_main:
-        end_startup()           # SIGINT is KeyboardInterrupt again (vortexsim._startup)
+        end_startup()           # SIGINT is KeyboardInterrupt again (vortexsim.cli.startup)
     old_term = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     try:
         try:

@@ -190,7 +190,7 @@ def restart_target(snap, stop, truncate=False, out=None):
 
 def _check_restart_schedule(snap, config, stop, force):
     """Refuse (UsageError) a restart whose stored schedule and stop would take more steps
-    or write more files than :func:`vortexsim.resources.check_schedule` allows (a
+    or write more files than :func:`vortexsim.cli.resources.check_schedule` allows (a
     snapshot can carry tiny intervals; ``--force`` lifts the bounds as for ``run``)."""
     s = snap.schedule
     dt = float(config["dt"])

@@ -141,7 +141,7 @@ def cmd_run(args, argv):
 
 def check_costs(case, config, output, device, run_dir, args, freed):
     """Refuse (UsageError) a run that does not fit in memory (``--max-memory``), whose
-    schedule is beyond the bounds of :mod:`vortexsim.resources` or whose files would not
+    schedule is beyond the bounds of :mod:`vortexsim.cli.resources` or whose files would not
     fit on the disk (``--force`` lifts the last two)."""
     config = {k: v for k, v in config.items() if k not in OUTPUT_DEFAULTS}
     config["case"] = case
@@ -166,7 +166,7 @@ def check_costs(case, config, output, device, run_dir, args, freed):
 def check_memory(config, device, max_memory=None):
     """Refuse (UsageError) the run of ``config`` (a snapshot's stored config on restart)
     when it would not fit in memory on ``device``
-    (:func:`vortexsim.resources.check_resources`); a config whose size cannot be told is
+    (:func:`vortexsim.cli.resources.check_resources`); a config whose size cannot be told is
     left to ``from_config`` to reject."""
     try:
         check_resources(config, device, max_memory)
