@@ -1,4 +1,4 @@
-"""Tests of ``vortexsim/backend.py``: devices, array namespaces, host/device copies.
+"""Tests of ``vortexsim/backend/device.py``: devices, array namespaces, host/device copies.
 
 CuPy-specific checks are skipped without CuPy and a GPU; the NumPy/CuPy mixing
 logic is also checked without CuPy through stand-in objects whose type lives in a
@@ -16,7 +16,7 @@ import types
 import numpy as np
 import pytest
 
-from vortexsim import backend
+from vortexsim.backend import device as backend
 from vortexsim.backend import (Device, array_namespace, gpu_available, import_cupy,
                                is_cupy_array, resolve_device, to_device, to_host)
 

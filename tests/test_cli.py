@@ -1,4 +1,4 @@
-"""The vortexsim command end to end (vortexsim/cli.py): every case at a tiny resolution,
+"""The vortexsim command end to end (vortexsim/cli/): every case at a tiny resolution,
 bitwise restart, SIGINT/SIGTERM checkpoints, refused files, bad input (exit code 2)."""
 from __future__ import annotations
 

@@ -135,3 +135,34 @@ def test_resolved_toml_round_trips_exactly(tmp_path):
     assert back == params  # floats bitwise (repr), ints, bools, strings
     for key in params:
         assert key in PARAMETERS
+
+
+def test_the_parameter_table_gives_the_run_defaults_of_the_simulation():
+    """config.RUN_DEFAULTS (from the table) is simulation.RUN_DEFAULTS: keys, values, order."""
+    from vortexsim import config, simulation
+    assert list(config.RUN_DEFAULTS) == list(simulation.RUN_DEFAULTS)
+    assert config.RUN_DEFAULTS == simulation.RUN_DEFAULTS
+    assert [repr(v) for v in config.RUN_DEFAULTS.values()] == \
+        [repr(v) for v in simulation.RUN_DEFAULTS.values()]
+    table = config.PARAMETER_TABLE
+    assert all(table[k].section is not None for k in PARAMETERS)
+    assert config.CLI_ONLY == ("progress",) and table["progress"].section is None
+    assert OUTPUT_DEFAULTS == {"snapshot_interval": None, "diagnostics_interval": None,
+                               "plot": True}
+
+
+def test_a_parameter_of_an_unknown_kind_is_refused():
+    from vortexsim.config import Parameter
+    with pytest.raises(ValueError, match="parameter 'x'"):
+        Parameter("x", "physics", "L", "a length", kind="complex")
+    with pytest.raises(ValueError, match="parameter 'y'"):
+        Parameter("y", "nowhere", "L", "a length")
+
+
+def test_docs_parameters_md_is_generated_from_the_table():
+    from vortexsim.config import parameters_markdown
+    with open(os.path.join(REPO, "docs", "parameters.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    assert text == parameters_markdown(), (
+        "docs/parameters.md is not the output of vortexsim.config.parameters_markdown(); "
+        "regenerate it (the command is in the file)")

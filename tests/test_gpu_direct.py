@@ -86,7 +86,7 @@ def test_mixed_namespaces_raise():
 
 
 def test_ring_centre_identity_gpu():
-    from vortexsim.demo import ring_elements
+    from vortexsim.cli.demo import ring_elements
     for kernel in ALL_KERNELS:
         for n in (3, 100, 4097):
             x, alpha = ring_elements(n, 1.0, 1.0)

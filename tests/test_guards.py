@@ -3,7 +3,7 @@ a run directory, memory estimated before anything is allocated, hostile case fil
 schedules that would never end or flood the disk, one line (no traceback) for a full disk,
 an unwritable directory, a Ctrl-C while starting and SIGTERM after the last step.
 
-vortexsim/resources.py, vortexsim/config.py, vortexsim/cli.py, vortexsim/_startup.py."""
+vortexsim/cli/resources.py, vortexsim/config.py, vortexsim/cli/, vortexsim/cli/startup.py."""
 from __future__ import annotations
 
 import errno
@@ -19,10 +19,10 @@ import pytest
 
 import vortexsim
 import vortexsim.output.writers as writers
-import vortexsim.resources as resources
+import vortexsim.cli.resources as resources
 from vortexsim.cli import RUN_MARKER, main
 from vortexsim.config import MAX_CASE_FILE_BYTES, ConfigError, load_case_file, parse_assignments
-from vortexsim.resources import ResourceError, check_disk, check_resources, check_schedule
+from vortexsim.cli.resources import ResourceError, check_disk, check_resources, check_schedule
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--set", "n_phi=6", "--set", "layers=1", "--set", "tracers_per_ring=4", "--device",
@@ -281,7 +281,7 @@ def test_a_full_disk_ends_the_run_with_one_line(failure, tmp_path, capsys, monke
 def test_a_full_disk_that_also_stops_run_log_is_one_line(tmp_path, capsys, monkeypatch):
     """On a full disk run.log fails too: no "--- Logging error ---" tracebacks on stderr,
     and the line says that run.log could not be written."""
-    from vortexsim import cli
+    from vortexsim.cli import log as cli_log
 
     def full(self, record):
         self.handleError(record)       # what logging does when the write raises
@@ -289,7 +289,7 @@ def test_a_full_disk_that_also_stops_run_log_is_one_line(tmp_path, capsys, monke
     def write_snapshot(path, *args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
 
-    monkeypatch.setattr(cli._RunLog, "emit", full)
+    monkeypatch.setattr(cli_log.RunLog, "emit", full)
     monkeypatch.setattr(writers, "write_snapshot", write_snapshot)
     assert main(["run", "single_ring", *TINY, "-qq", "--steps", "2", "--out",
                  str(tmp_path / "r")]) == 1
@@ -333,11 +333,11 @@ def test_restart_in_a_read_only_run_directory_is_one_line(tmp_path, capsys, monk
         out.chmod(0o500)
         (out / "run.log").chmod(0o400)
     else:
-        from vortexsim import cli
+        from vortexsim.cli import log as cli_log
 
         def run_log(path, *args, **kwargs):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
-        monkeypatch.setattr(cli, "_RunLog", run_log)
+        monkeypatch.setattr(cli_log, "RunLog", run_log)
     try:
         assert main(["restart", str(out / "snapshot_00000001.nc"), "--steps", "1"]) == 2
         _one_line(capsys, "Permission denied")
@@ -352,7 +352,7 @@ def _env():
 
 def test_ctrl_c_while_starting_is_one_line_and_130(tmp_path):
     """SIGINT while `python -m vortexsim` imports (before its handlers exist): the start-up
-    hook of vortexsim/_startup.py; sent once NumPy is being loaded (after the hook)."""
+    hook of vortexsim/cli/startup.py; sent once NumPy is being loaded (after the hook)."""
     if not os.path.exists("/proc/self/maps"):
         pytest.skip("needs /proc to see the child's imports")
     for delay in (0.0, 0.2):
@@ -378,7 +378,7 @@ def test_ctrl_c_while_starting_is_one_line_and_130(tmp_path):
 
 
 def test_the_startup_hook_is_only_for_the_command():
-    from vortexsim._startup import is_command
+    from vortexsim.cli.startup import is_command
     assert is_command(["/usr/bin/vortexsim", "run"], [])
     assert is_command(["-m", "run"], ["python", "-m", "vortexsim", "run"])
     assert not is_command(["-m"], ["python", "-m", "pytest"])

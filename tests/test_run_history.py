@@ -1,4 +1,4 @@
-"""Run history that branches safely (issue 19, defect 2; vortexsim/cli.py restart,
+"""Run history that branches safely (issue 19, defect 2; vortexsim/cli/restart.py,
 vortexsim/output/writers.py): a restart from a snapshot that is not the newest state of
 its directory writes a branch and leaves every file of the run as it was; each branch is
 bitwise the uninterrupted run from its snapshot; ``--truncate`` deletes exactly what it

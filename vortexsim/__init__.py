@@ -19,7 +19,7 @@ TimeInterval, IterationInterval, WallTimeInterval
 make_case         build a named case (single_ring, leapfrog, collision, oblique_collision,
                   ring_ground) as a Simulation; list_cases, from_config
 """
-from ._startup import guard_startup as _guard_startup
+from .cli.startup import guard_startup as _guard_startup
 
 _guard_startup()   # a Ctrl-C while the vortexsim command imports: one line, exit 130
 

@@ -1,4 +1,4 @@
-"""``python -m vortexsim``: the ``vortexsim`` command (:mod:`vortexsim.cli`)."""
+"""``python -m vortexsim``: the ``vortexsim`` command (:mod:`vortexsim.cli.command`)."""
 import sys
 
 from .cli import main

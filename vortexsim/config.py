@@ -26,6 +26,7 @@ registry.  Errors are :class:`ConfigError` (a ``ValueError``) with a one-line me
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -39,7 +40,8 @@ else:  # pragma: no cover - Python 3.10
 
 from ._names import did_you_mean
 
-__all__ = ["ConfigError", "PARAMETERS", "SECTIONS", "OUTPUT_DEFAULTS", "CLI_ONLY",
+__all__ = ["ConfigError", "Parameter", "TABLE", "PARAMETER_TABLE", "FROM_CASE", "PARAMETERS",
+           "SECTIONS", "RUN_DEFAULTS", "OUTPUT_DEFAULTS", "CLI_ONLY", "parameters_markdown",
            "MAX_CASE_FILE_BYTES", "load_case_file", "load_presets", "PRESETS",
            "parse_assignments", "check_params", "to_toml", "closest"]
 
@@ -51,81 +53,191 @@ class ConfigError(ValueError):
 #: Table of a key in a case file, in the order they are written.
 SECTIONS = ("physics", "discretization", "tracers", "time", "solver", "output")
 
-#: key: (table, unit, description).  Units: L length, T time, "-" dimensionless.
-PARAMETERS = {
-    # physics
-    "radius": ("physics", "L", "ring radius R"),
-    "circulation": ("physics", "L^2/T", "ring circulation Gamma (> 0 moves a ring along its axis)"),
-    "core": ("physics", "L", "Gaussian core radius sigma_c of a ring (0: the core is the blob itself)"),
-    "spacing": ("physics", "L", "distance between the two rings along their axis"),
-    "separation": ("physics", "L", "distance between the two ring centres"),
-    "angle": ("physics", "degree", "tilt of each ring axis toward the other, from +z, in [0, 90)"),
-    "height": ("physics", "L", "height of the ring centre above the ground plane"),
-    "nu": ("physics", "L^2/T", "kinematic viscosity (0: inviscid; > 0: core spreading)"),
-    "viscous": ("physics", "-", "viscous model: core_spreading | pse (particle strength "
-                "exchange) | lattice (exact diffusion on the periodic remeshing lattice)"),
-    "pse_order": ("physics", "-", "order in epsilon of the PSE kernel: 2 (Gaussian) | 4"),
-    "boundary": ("physics", "-", "free (free space) | ground (plane z = ground_z, by images) "
-                 "| periodic (the box [0, box)^3; method spectral (gaussian kernels) or fmm; "
-                 "CPU and GPU)"),
-    "ground_z": ("physics", "L", "height of the ground plane"),
-    "box": ("physics", "L", "edge of the periodic box (boundary = periodic)"),
-    "remesh_every": ("discretization", "-", "steps between two remeshings onto the lattice (0: never)"),
-    "remesh_spacing": ("discretization", "L", "lattice spacing h of the remeshing"),
-    "remesh_overlap": ("discretization", "-", "core radius / h after a remeshing"),
-    "remesh_threshold": ("discretization", "-", "free space: nodes with |alpha| <= this x max |alpha| are dropped"),
-    "remesh_project": ("discretization", "-", "periodic box: make the lattice strengths divergence-free (and their sum zero) after each remeshing"),
-    # discretization
-    "n_phi": ("discretization", "-", "stations around each ring"),
-    "layers": ("discretization", "-", "concentric layers of elements in the core (1: centre line only)"),
-    "layer_spacing": ("discretization", "-", "layer spacing in units of the core radius sigma_c"),
-    "sigma": ("discretization", "L", "element core radius; auto = max(2 pi R / n_phi, layer spacing)"),
-    "kernel": ("discretization", "-", "cutoff kernel: gaussian | algebraic | winckelmans | "
-               "polynomial | singular | gaussian4 | gaussian6 (the last two: periodic "
-               "spectral sum only)"),
-    # tracers
-    "tracers_per_ring": ("tracers", "-", "passive tracers seeded around each ring"),
-    "tracer_spread": ("tracers", "L", "standard deviation of the tracers' offsets across the ring"),
-    "seed": ("tracers", "-", "seed of the tracer positions"),
-    # time
-    "t_end": ("time", "T", "end time of the run"),
-    "dt": ("time", "T", "time step (the largest step when adaptive = true)"),
-    "integrator": ("time", "-", "euler | rk2 | rk4"),
-    "adaptive": ("time", "-", "adaptive step dt = courant / max |grad u| (bounded by dt and dt_min)"),
-    "courant": ("time", "-", "C of the adaptive rule, in (0, 2]"),
-    "dt_min": ("time", "T", "smallest adaptive step; auto = dt / 1000"),
-    # solver
-    "method": ("solver", "-", "direct (all pairs) | fmm | auto (fmm for large problems)"),
-    "tol": ("solver", "-", "FMM relative accuracy of u (grad u: 10 tol), 1e-9 to 1e-2"),
-    "precision": ("solver", "-", "float64 | float32 (float32: summation only)"),
-    "device": ("solver", "-", "auto (GPU if CuPy sees one) | cpu | gpu"),
-    "stretching": ("solver", "-", "transpose (conserves total vorticity) | classical (periodic box: minus its mean, so the total stays zero)"),
-    "max_speed": ("solver", "L/T", "blow-up bound on |u|; auto = 100 x max |u| at t0"),
-    "root_slack": ("solver", "-", "FMM root-cube margin, fraction of the box width"),
-    # output
-    "snapshot_interval": ("output", "T", "time between snapshot (= checkpoint) files; auto = about t_end / 10, a multiple of dt"),
-    "diagnostics_interval": ("output", "T", "time between rows of diagnostics.nc; auto = about snapshot_interval / 10, a multiple of dt"),
-    "plot": ("output", "-", "write plot.png at the end of the run (needs matplotlib)"),
-}
+
+class _FromCase:
+    """The default of a case parameter: each case builder has its own."""
+
+    def __repr__(self):
+        return "FROM_CASE"
+
+
+#: the default of a parameter whose value each case sets (:func:`vortexsim.cases.case_defaults`)
+FROM_CASE = _FromCase()
+
+#: kinds of values; bounds of numbers
+KINDS = ("float", "int", "bool", "str")
+BOUNDS = (None, "positive", "nonnegative", "nonzero")
+#: who reads a parameter: a case builder, the Simulation (:data:`RUN_DEFAULTS`), the
+#: output writers of the command (:data:`OUTPUT_DEFAULTS`)
+SCOPES = ("case", "run", "output")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Parameter:
+    """One parameter of a run: its case-file key, default, unit, meaning and validation.
+
+    name : str, the key (``n_phi``)
+    section : str, its table in a case file (:data:`SECTIONS`); None for a parameter that
+        the command line sets, never a case file (:data:`CLI_ONLY`)
+    unit : str, "L" length, "T" time, "L^2/T", "L/T", "degree"; "-" dimensionless
+    help : str, its meaning (written beside it in resolved case files and the docs)
+    kind : "float" | "int" | "bool" | "str"
+    default : the value when none is given (:data:`FROM_CASE`: the case's own; None: "auto"
+        where ``auto``, else derived or required at run time)
+    scope : "case" | "run" | "output" (:data:`SCOPES`)
+    auto : bool, "auto" is accepted (read as None: derived at run time)
+    bound : None | "positive" (> 0) | "nonnegative" (>= 0) | "nonzero" (numbers only)
+    """
+
+    name: str
+    section: str | None
+    unit: str
+    help: str
+    kind: str = "float"
+    default: object = FROM_CASE
+    scope: str = "case"
+    auto: bool = False
+    bound: str | None = None
+
+    def __post_init__(self):
+        if self.section not in (*SECTIONS, None) or self.kind not in KINDS or \
+                self.bound not in BOUNDS or self.scope not in SCOPES:
+            raise ValueError(f"parameter {self.name!r}: section {self.section!r}, kind "
+                             f"{self.kind!r}, bound {self.bound!r}, scope {self.scope!r}; "
+                             f"expected one of {SECTIONS}, {KINDS}, {BOUNDS}, {SCOPES}.")
+
+
+P = Parameter
+#: Every parameter of a run, in this order: the case builders' parameters, the run
+#: parameters of the Simulation (in the order of :data:`RUN_DEFAULTS`), the output
+#: parameters of the command.  Units: L length, T time, "-" dimensionless.
+TABLE = (
+    # the case builders' parameters (defaults: each case's own)
+    P("radius", "physics", "L", "ring radius R", bound="positive"),
+    P("circulation", "physics", "L^2/T",
+      "ring circulation Gamma (> 0 moves a ring along its axis)", bound="nonzero"),
+    P("core", "physics", "L",
+      "Gaussian core radius sigma_c of a ring (0: the core is the blob itself)",
+      bound="nonnegative"),
+    P("spacing", "physics", "L", "distance between the two rings along their axis",
+      bound="positive"),
+    P("separation", "physics", "L", "distance between the two ring centres", bound="positive"),
+    P("angle", "physics", "degree",
+      "tilt of each ring axis toward the other, from +z, in [0, 90)"),
+    P("height", "physics", "L", "height of the ring centre above the ground plane",
+      bound="positive"),
+    P("n_phi", "discretization", "-", "stations around each ring", kind="int",
+      bound="positive"),
+    P("layers", "discretization", "-",
+      "concentric layers of elements in the core (1: centre line only)", kind="int",
+      bound="positive"),
+    P("layer_spacing", "discretization", "-",
+      "layer spacing in units of the core radius sigma_c", bound="positive"),
+    P("sigma", "discretization", "L",
+      "element core radius; auto = max(2 pi R / n_phi, layer spacing)", auto=True,
+      bound="positive"),
+    P("tracers_per_ring", "tracers", "-", "passive tracers seeded around each ring",
+      kind="int", bound="nonnegative"),
+    P("tracer_spread", "tracers", "L",
+      "standard deviation of the tracers' offsets across the ring", bound="nonnegative"),
+    P("seed", "tracers", "-", "seed of the tracer positions", kind="int", bound="nonnegative"),
+    # the run parameters of the Simulation
+    P("dt", "time", "T", "time step (the largest step when adaptive = true)", default=None,
+      scope="run", bound="positive"),
+    P("t_end", "time", "T", "end time of the run", default=None, scope="run",
+      bound="positive"),
+    P("integrator", "time", "-", "euler | rk2 | rk4", kind="str", default="rk4", scope="run"),
+    P("kernel", "discretization", "-",
+      "cutoff kernel: gaussian | algebraic | winckelmans | polynomial | singular | "
+      "gaussian4 | gaussian6 (the last two: periodic spectral sum only)", kind="str",
+      default="gaussian", scope="run"),
+    P("method", "solver", "-", "direct (all pairs) | fmm | auto (fmm for large problems)",
+      kind="str", default="direct", scope="run"),
+    P("tol", "solver", "-", "FMM relative accuracy of u (grad u: 10 tol), 1e-9 to 1e-2",
+      default=1e-6, scope="run", bound="positive"),
+    P("precision", "solver", "-", "float64 | float32 (float32: summation only)", kind="str",
+      default="float64", scope="run"),
+    P("device", "solver", "-", "auto (GPU if CuPy sees one) | cpu | gpu", kind="str",
+      default="auto", scope="run"),
+    P("stretching", "solver", "-",
+      "transpose (conserves total vorticity) | classical (periodic box: minus its mean, so "
+      "the total stays zero)", kind="str", default="transpose", scope="run"),
+    P("nu", "physics", "L^2/T", "kinematic viscosity (0: inviscid; > 0: core spreading)",
+      default=0.0, scope="run", bound="nonnegative"),
+    P("viscous", "physics", "-",
+      "viscous model: core_spreading | pse (particle strength exchange) | lattice (exact "
+      "diffusion on the periodic remeshing lattice)", kind="str", default="core_spreading",
+      scope="run"),
+    P("pse_order", "physics", "-", "order in epsilon of the PSE kernel: 2 (Gaussian) | 4",
+      kind="int", default=2, scope="run"),
+    P("boundary", "physics", "-",
+      "free (free space) | ground (plane z = ground_z, by images) | periodic (the box "
+      "[0, box)^3; method spectral (gaussian kernels) or fmm; CPU and GPU)", kind="str",
+      default="free", scope="run"),
+    P("ground_z", "physics", "L", "height of the ground plane", default=0.0, scope="run"),
+    P("box", "physics", "L", "edge of the periodic box (boundary = periodic)", default=None,
+      scope="run", auto=True, bound="positive"),
+    P("remesh_every", "discretization", "-",
+      "steps between two remeshings onto the lattice (0: never)", kind="int", default=0,
+      scope="run", bound="nonnegative"),
+    P("remesh_spacing", "discretization", "L", "lattice spacing h of the remeshing",
+      default=None, scope="run", auto=True, bound="positive"),
+    P("remesh_overlap", "discretization", "-", "core radius / h after a remeshing",
+      default=None, scope="run", auto=True, bound="positive"),
+    P("remesh_threshold", "discretization", "-",
+      "free space: nodes with |alpha| <= this x max |alpha| are dropped", default=1e-6,
+      scope="run", bound="nonnegative"),
+    P("remesh_project", "discretization", "-",
+      "periodic box: make the lattice strengths divergence-free (and their sum zero) after "
+      "each remeshing", kind="bool", default=False, scope="run"),
+    P("adaptive", "time", "-",
+      "adaptive step dt = courant / max |grad u| (bounded by dt and dt_min)", kind="bool",
+      default=False, scope="run"),
+    P("courant", "time", "-", "C of the adaptive rule, in (0, 2]", default=0.1, scope="run",
+      bound="positive"),
+    P("dt_min", "time", "T", "smallest adaptive step; auto = dt / 1000", default=None,
+      scope="run", auto=True, bound="positive"),
+    P("max_speed", "solver", "L/T", "blow-up bound on |u|; auto = 100 x max |u| at t0",
+      default=None, scope="run", auto=True, bound="positive"),
+    P("root_slack", "solver", "-", "FMM root-cube margin, fraction of the box width",
+      default=0.05, scope="run", bound="positive"),
+    P("progress", None, "-", "progress bar in Simulation.run (the command: off with -q)",
+      kind="bool", default=True, scope="run"),
+    # the output parameters of the command
+    P("snapshot_interval", "output", "T",
+      "time between snapshot (= checkpoint) files; auto = about t_end / 10, a multiple of "
+      "dt", default=None, scope="output", auto=True, bound="positive"),
+    P("diagnostics_interval", "output", "T",
+      "time between rows of diagnostics.nc; auto = about snapshot_interval / 10, a "
+      "multiple of dt", default=None, scope="output", auto=True, bound="positive"),
+    P("plot", "output", "-", "write plot.png at the end of the run (needs matplotlib)",
+      kind="bool", default=True, scope="output"),
+)
+del P
+
+#: {key: Parameter} of :data:`TABLE`
+PARAMETER_TABLE = {p.name: p for p in TABLE}
+
+#: key: (table, unit, description) of every case-file key
+PARAMETERS = {p.name: (p.section, p.unit, p.help) for p in TABLE if p.section is not None}
+
+#: Run parameters of the Simulation and their defaults (``Simulation(elements, **run)``).
+RUN_DEFAULTS = {p.name: p.default for p in TABLE if p.scope == "run"}
 
 #: Output parameters (read by the CLI, not by the simulation) and their defaults.
-OUTPUT_DEFAULTS = {"snapshot_interval": None, "diagnostics_interval": None, "plot": True}
+OUTPUT_DEFAULTS = {p.name: p.default for p in TABLE if p.scope == "output"}
 
 #: Run parameters that the command line sets, never a case file.
-CLI_ONLY = ("progress",)
+CLI_ONLY = tuple(p.name for p in TABLE if p.section is None)
 
-_INT = ("n_phi", "layers", "tracers_per_ring", "seed", "remesh_every", "pse_order")
-_BOOL = ("adaptive", "plot", "remesh_project")
-_STR = ("integrator", "kernel", "method", "precision", "device", "stretching", "viscous",
-        "boundary")
-_AUTO = ("sigma", "dt_min", "max_speed", "snapshot_interval", "diagnostics_interval", "box",
-         "remesh_spacing", "remesh_overlap")
-_POSITIVE = ("box", "remesh_spacing", "remesh_overlap", "radius", "n_phi", "layers", "sigma", "layer_spacing", "dt", "t_end", "tol",
-             "courant", "dt_min", "max_speed", "root_slack", "spacing", "separation", "height",
-             "snapshot_interval", "diagnostics_interval")
-_NONNEGATIVE = ("core", "tracers_per_ring", "tracer_spread", "nu", "seed", "remesh_every",
-                "remesh_threshold")
-_NONZERO = ("circulation",)
+_INT = tuple(p.name for p in TABLE if p.kind == "int")
+_BOOL = tuple(p.name for p in TABLE if p.kind == "bool" and p.section is not None)
+_STR = tuple(p.name for p in TABLE if p.kind == "str")
+_AUTO = tuple(p.name for p in TABLE if p.auto)
+_POSITIVE = tuple(p.name for p in TABLE if p.bound == "positive")
+_NONNEGATIVE = tuple(p.name for p in TABLE if p.bound == "nonnegative")
+_NONZERO = tuple(p.name for p in TABLE if p.bound == "nonzero")
+
 
 
 def closest(key, known):
@@ -420,3 +532,43 @@ def to_toml(case, params, header="", derived=None):
         lines += ["", "# derived (not read back):"]
         lines += [f"#   {k} = {json.dumps(v)}" for k, v in derived.items()]
     return "\n".join(lines) + "\n"
+
+
+def _default_text(p):
+    if p.default is None and p.auto:
+        return "auto"
+    if p.default is FROM_CASE or p.default is None:     # None: each case sets dt and t_end
+        return "the case's"
+    return f"`{_toml_value(p.default)}`"
+
+
+def _bound_text(p):
+    return {"positive": "> 0", "nonnegative": ">= 0", "nonzero": "!= 0"}.get(p.bound, "")
+
+
+def parameters_markdown():
+    """The text of ``docs/parameters.md``: every parameter of :data:`TABLE`, one table
+    per case-file section (the command line's own last), with default, unit, kind and
+    meaning.  ``tests/test_config.py`` checks that the committed file equals it."""
+    lines = ["# Parameters", "",
+             "Every parameter of a run: its key in a case file (the `[section]` tables only "
+             "group the keys; `--set key=value` sets any of them), default, unit, kind and "
+             "meaning.  Units are the case's: L length, T time; `-` is dimensionless.  "
+             "\"auto\" values are derived at run time; \"the case's\" defaults are set by "
+             "each case (`vortexsim run CASE --dry-run` prints them).", "",
+             "Generated from `vortexsim/config.py` (`TABLE`) by "
+             "`python -c \"from vortexsim.config import parameters_markdown as m; "
+             "print(m(), end='')\" > docs/parameters.md`; do not edit by hand.", ""]
+    for section in (*SECTIONS, None):
+        rows = [p for p in TABLE if p.section == section]
+        title = f"[{section}]" if section else "Set by the command line, never a case file"
+        lines += [f"## {title}", "",
+                  "| key | default | unit | kind | meaning |",
+                  "|---|---|---|---|---|"]
+        for p in rows:
+            kind = p.kind + (f" {_bound_text(p)}" if p.bound else "") + \
+                (" or \"auto\"" if p.auto else "")
+            text = p.help.replace("|", "\\|")
+            lines.append(f"| `{p.name}` | {_default_text(p)} | {p.unit} | {kind} | {text} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import import_cupy
+from ..backend.memory import gpu_total_memory
 from ..kernels.direct import source_parameters
 from ..kernels.modules import CTYPES, elementwise_kernel, get_function
 from . import expansions as E
@@ -103,7 +104,7 @@ class CudaBackend:
 
     def total_memory(self):
         """The GPU's memory [bytes]."""
-        return import_cupy().cuda.runtime.memGetInfo()[1]
+        return gpu_total_memory()
 
 
 def near_block_for(n_points, n_leaves):

@@ -354,14 +354,8 @@ def _check_memory(path, ds):
 
 def _available_memory():
     """Bytes of memory available (``MemAvailable`` of /proc/meminfo), or None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    from ..backend.memory import meminfo_available  # noqa: PLC0415
+    return meminfo_available()
 
 
 def read_snapshot(path):

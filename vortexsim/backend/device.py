@@ -17,8 +17,9 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PRECISIONS", "check_precision", "Device", "resolve_device", "array_namespace", "to_host",
-           "to_device", "gpu_available", "is_cupy_array", "import_cupy", "stable_argsort"]
+__all__ = ["PRECISIONS", "DEVICE_NAMES", "check_precision", "Device", "resolve_device",
+           "device_kind", "array_namespace", "to_host", "to_device", "gpu_available",
+           "is_cupy_array", "import_cupy", "stable_argsort"]
 
 DEVICE_NAMES = ("cpu", "gpu", "auto")
 
@@ -121,6 +122,15 @@ def resolve_device(device) -> Device:
             raise RuntimeError("device='gpu' was requested but no CUDA GPU is visible. "
                                "Pass device='cpu' or device='auto'.")
     return Device(device)
+
+
+def device_kind(device) -> str:
+    """"cpu" or "gpu" for a device name or a :class:`Device`, "auto" (or any other name)
+    resolved by whether a GPU is usable, without building a :class:`Device`."""
+    kind = getattr(device, "kind", device)
+    if kind in ("cpu", "gpu"):
+        return kind
+    return "gpu" if gpu_available() else "cpu"
 
 
 def array_namespace(*arrays):

@@ -1,4 +1,4 @@
-r"""What a run will cost, checked before anything is allocated or written (issue 19).
+r"""What a run will cost, checked before anything is allocated or written.
 
 ``vortexsim run`` (and ``restart``, with the configuration stored in the snapshot)
 calls these before it builds the case, so that a request the machine cannot serve ends
@@ -12,7 +12,7 @@ that would never end or would flood the disk is refused unless the user insists
   device (:func:`estimate_memory`: host memory on the CPU; GPU memory and the host copies
   of the output on the GPU) against what the machine has (:func:`available_memory`:
   ``MemAvailable`` of ``/proc/meminfo`` within the cgroup's limit, the free memory of
-  the GPU) or the user's ``--max-memory``.
+  the GPU: :mod:`vortexsim.backend.memory`) or the user's ``--max-memory``.
 * **Schedule** (:func:`check_schedule`): steps, snapshot files and diagnostics rows of
   the run, bounded by :data:`MAX_STEPS`, :data:`MAX_SNAPSHOTS` and
   :data:`MAX_DIAGNOSTICS_ROWS` (``force=True`` lifts these), and never more than
@@ -144,8 +144,8 @@ def problem_size(config):
     twice with a ground plane (the images).  Raises what the builder raises for values it
     rejects (ValueError, TypeError).
     """
-    from .cases import get_case  # noqa: PLC0415
-    from .cases.rings import cross_section_size  # noqa: PLC0415
+    from ..cases import get_case  # noqa: PLC0415
+    from ..cases.rings import cross_section_size  # noqa: PLC0415
 
     case = get_case(config["case"])
     defaults = case.params()
@@ -176,15 +176,6 @@ def problem_size(config):
     return n_elements, n_tracers, n_sources
 
 
-def _device_kind(device):
-    """"cpu" or "gpu" for a device name ("auto" resolved) or a Device."""
-    kind = getattr(device, "kind", device)
-    if kind in ("cpu", "gpu"):
-        return kind
-    from .backend import gpu_available  # noqa: PLC0415
-    return "gpu" if gpu_available() else "cpu"
-
-
 def estimate_memory(config, device="auto"):
     """The :class:`Estimate` of the run of ``config`` on ``device`` ("cpu", "gpu",
     "auto" or a Device), or None when its size cannot be told (:func:`problem_size`)."""
@@ -192,7 +183,8 @@ def estimate_memory(config, device="auto"):
     if size is None:
         return None
     n_elements, n_tracers, n_sources = size
-    kind = _device_kind(device)
+    from ..backend import device_kind  # noqa: PLC0415
+    kind = device_kind(device)
     method = _method(config)
     work = _PER_ELEMENT[method] * n_sources + _PER_TRACER[method] * n_tracers
     if method == "spectral":
@@ -206,7 +198,7 @@ def estimate_memory(config, device="auto"):
 def _method(config):
     """"direct", "fmm" or "spectral": the summation whose memory the run needs ("auto" in
     a periodic box: :func:`vortexsim.summation.periodic_auto_method`; elsewhere the FMM)."""
-    from .summation import periodic_auto_method  # noqa: PLC0415
+    from ..summation import periodic_auto_method  # noqa: PLC0415
     method = config.get("method", "direct")
     if method == "auto" and config.get("boundary") == "periodic":
         try:
@@ -221,9 +213,9 @@ def _spectral_grid_points(config):
     (``n`` nodes per side, σ = ``overlap`` × box/n): those of the
     :class:`vortexsim.spectral.SpectralSum` and its :class:`vortexsim.kernels.nufft.PeriodicNufft`
     that the run will make; 0 where the config does not tell σ."""
-    from .kernels.cutoff import GAUSSIAN_ORDERS  # noqa: PLC0415
-    from .kernels.nufft import PeriodicNufft  # noqa: PLC0415
-    from .spectral import SpectralSum  # noqa: PLC0415
+    from ..kernels.cutoff import GAUSSIAN_ORDERS  # noqa: PLC0415
+    from ..kernels.nufft import PeriodicNufft  # noqa: PLC0415
+    from ..spectral import SpectralSum  # noqa: PLC0415
     n, box = _count(config.get("n")), config.get("box")
     overlap, tol = config.get("overlap", 1.0), config.get("tol", 1e-6)
     order = GAUSSIAN_ORDERS.get(config.get("kernel", "gaussian"))
@@ -235,64 +227,11 @@ def _spectral_grid_points(config):
     return PeriodicNufft(spectral.m_max, spectral.eps).n ** 3
 
 
-def _meminfo():
-    """{field: bytes} of /proc/meminfo ({} where there is none)."""
-    out = {}
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                name, _, rest = line.partition(":")
-                parts = rest.split()
-                if parts and parts[0].isdigit():
-                    out[name] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
-    except OSError:
-        pass
-    return out
-
-
-def _read_int(path):
-    try:
-        with open(path, encoding="ascii") as fh:
-            text = fh.read(64).strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
-def _cgroup_room():
-    """Bytes the process's cgroup may still allocate (limit − usage), or None."""
-    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                          "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        lim, used = _read_int(limit), _read_int(usage)
-        if lim is not None and used is not None and lim < 2 ** 60:
-            return max(0, lim - used)
-    return None
-
-
 def available_memory(device="cpu"):
-    """(host bytes available, GPU bytes free or None), None where unknown.
-
-    Host: ``MemAvailable`` of /proc/meminfo (else the free physical pages of
-    ``os.sysconf``), within the room left by the cgroup's memory limit.  GPU: the free
-    memory of the current CUDA device (CuPy)."""
-    host = _meminfo().get("MemAvailable")
-    if host is None:
-        try:
-            host = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            host = None
-    room = _cgroup_room()
-    if room is not None:
-        host = room if host is None else min(host, room)
-    gpu = None
-    if _device_kind(device) == "gpu":
-        try:
-            from .backend import import_cupy  # noqa: PLC0415
-            gpu = int(import_cupy().cuda.runtime.memGetInfo()[0])
-        except Exception:  # noqa: BLE001 - no estimate rather than no run
-            gpu = None
-    return host, gpu
+    """(host bytes available, GPU bytes free or None), None where unknown
+    (:func:`vortexsim.backend.memory.available_memory`)."""
+    from ..backend.memory import available_memory as query  # noqa: PLC0415
+    return query(device)
 
 
 def _what(est):
@@ -344,7 +283,7 @@ def _auto_intervals(dt, duration, snapshot_interval, diagnostics_interval):
     """The intervals of ``vortexsim.output.writers.output_intervals``, refused where the
     automatic diagnostics interval would be derived from more than :data:`HARD_LIMIT`
     steps (the caller has bounded duration / dt)."""
-    from .output.writers import output_intervals  # noqa: PLC0415
+    from ..output.writers import output_intervals  # noqa: PLC0415
     snap, _ = output_intervals(dt, duration, snapshot_interval, diagnostics_interval or dt)
     if not diagnostics_interval and not snap / (10 * dt) <= HARD_LIMIT:
         raise ResourceError(f"snapshot_interval {snap:.6g} is about {snap / dt:.3g} steps of "

@@ -1,4 +1,4 @@
-"""A Ctrl-C or SIGTERM while the ``vortexsim`` command starts (issue 19): one line.
+"""A Ctrl-C or SIGTERM while the ``vortexsim`` command starts: one line.
 
 The command's own handlers (:func:`vortexsim.cli.main`) exist only once the package is
 imported, which takes about half a second (NumPy, xarray, the FMM modules).  A SIGINT

@@ -1,6 +1,6 @@
 """Small demonstration: the velocity induced by a discretized vortex ring.
 
-Run ``python -m vortexsim.demo`` (or ``vortexsim-demo``).  It builds one ring
+Run ``python -m vortexsim.cli.demo`` (or ``vortexsim-demo``).  It builds one ring
 of N equal elements (radius R = 1, circulation Γ = 1, core σ = 0.1), evaluates
 the velocity at the ring centre and on the elements with the direct sum, and
 compares the centre velocity with the exact value of the discretized ring,
@@ -15,8 +15,8 @@ import sys
 
 import numpy as np
 
-from .kernels.cutoff import get_kernel
-from .summation import induced_velocity
+from ..kernels.cutoff import get_kernel
+from ..summation import induced_velocity
 
 
 def ring_elements(n, radius=1.0, circulation=1.0):

@@ -1,0 +1,89 @@
+"""The communicator between the processes of one run.
+
+Every collective operation of vortexsim goes through a :class:`Communicator`: its rank and
+size, a barrier, a sum over ranks of an array, and the gathering and broadcasting of
+Python objects.  Today a run is one process (:class:`SingleProcess`: rank 0 of 1, every
+operation the identity).  This is the slot where distribution plugs in, behind the same
+interface, with the run's other components unchanged:
+
+* MPI ranks through mpi4py: ``rank = comm.Get_rank()``, ``size = comm.Get_size()``,
+  ``barrier = comm.Barrier``, ``allreduce_sum`` = ``comm.Allreduce(array, out, op=MPI.SUM)``
+  on host arrays, ``allgather = comm.allgather``, ``bcast = comm.bcast``;
+* NCCL through CuPy (``cupy.cuda.nccl.NcclCommunicator``, one GPU per rank, its unique id
+  broadcast over MPI): ``allReduce`` of device arrays on the run's stream, without a host
+  copy, and the object operations over MPI.
+
+An implementation must keep the run deterministic where its summation is: the same
+inputs on every rank give the same result on every rank (``allreduce_sum`` sums in an
+order that does not depend on timing).
+"""
+from __future__ import annotations
+
+import abc
+
+__all__ = ["Communicator", "SingleProcess"]
+
+
+class Communicator(abc.ABC):
+    """The collective operations between the ``size`` processes of a run.
+
+    Attributes
+    ----------
+    rank : int, this process's number, 0 ≤ rank < size
+    size : int, the number of processes
+    """
+
+    rank: int
+    size: int
+
+    @property
+    def is_root(self) -> bool:
+        """True on rank 0 (the process that writes the run's files and logs)."""
+        return self.rank == 0
+
+    @abc.abstractmethod
+    def barrier(self):
+        """Return once every process has called it."""
+
+    @abc.abstractmethod
+    def allreduce_sum(self, array):
+        """The element-wise sum of ``array`` (NumPy or CuPy, the same shape and dtype on
+        every rank) over all ranks, on every rank; a new array of the same namespace."""
+
+    @abc.abstractmethod
+    def allgather(self, obj):
+        """[obj of rank 0, obj of rank 1, ...] on every rank (picklable objects)."""
+
+    @abc.abstractmethod
+    def bcast(self, obj, root=0):
+        """The ``obj`` of rank ``root`` on every rank."""
+
+    def describe(self) -> str:
+        """One line for the run log, e.g. ``'single process'`` or ``'MPI rank 3 of 8'``."""
+        return f"{type(self).__name__} rank {self.rank} of {self.size}"
+
+
+class SingleProcess(Communicator):
+    """The communicator of a run in one process: rank 0 of 1; a barrier returns at once,
+    the sum over ranks is a copy of the array, the gathered list has one item and a
+    broadcast returns its object."""
+
+    rank = 0
+    size = 1
+
+    def barrier(self):
+        return None
+
+    def allreduce_sum(self, array):
+        return array.copy()
+
+    def allgather(self, obj):
+        return [obj]
+
+    def bcast(self, obj, root=0):
+        if root != 0:
+            raise ValueError(f"root must be a rank of this communicator (0), got {root!r}.")
+        return obj
+
+    def describe(self) -> str:
+        return "single process"

@@ -1,0 +1,153 @@
+"""Running a built simulation from the command: the SIGINT/SIGTERM handlers and the
+mapping of the run's outcome to one line and an exit code."""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shlex
+import shutil
+import signal
+
+from ..schedules import DUE_RTOL
+from .common import EXIT_FAILED, EXIT_OK, first_line, say
+from .log import log_to_file
+from .resources import format_bytes
+
+__all__ = ["StopOnSignal", "run_simulation", "is_write_failure", "write_failure_text",
+           "log_cores"]
+
+logger = logging.getLogger("vortexsim.cli")
+
+
+class StopOnSignal:
+    """SIGINT/SIGTERM → ``sim.request_stop()``: the run finishes the step in progress and
+    the pending writes, its writers checkpoint, and the command exits 128 + signal; a
+    second SIGINT aborts (KeyboardInterrupt: the run gives up its queued writes and lets
+    the one in flight finish; no partial file)."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.signum = None
+        self._old = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            # an ignored SIGINT stays ignored (a background job of a shell without job
+            # control: the terminal's Ctrl-C is not meant for it; SIGTERM still stops it)
+            if sig == signal.SIGINT and signal.getsignal(sig) is signal.SIG_IGN:
+                continue
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def _handle(self, signum, frame):
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signum = signum
+        self.sim.request_stop()
+        logger.warning("%s received: finishing the current step, then writing a checkpoint "
+                       "(press Ctrl-C again to abort without one)", signal.Signals(signum).name)
+
+
+def run_simulation(sim, progress, **stop):
+    """Run ``sim`` (its output writers attached) with the signal handlers; the exit code.
+
+    The run loop writes the checkpoints (:meth:`vortexsim.Simulation.run`); this maps its
+    outcome to the command's messages and exit codes: done 0 (said in one line when the
+    run took no step, or when a signal came after its last step), a failed safety check
+    1 (the last good state written), a failed file write 1 (one line: disk full, no
+    permission, a netCDF/HDF5 error; the traceback goes to run.log), SIGINT/SIGTERM
+    128 + signal (a checkpoint written).
+    """
+    from ..simulation import SimulationError  # noqa: PLC0415
+    snapshots = sim.output_writers["snapshots"]
+    start = sim.iteration
+    with StopOnSignal(sim) as stop_signal:
+        try:
+            sim.run(progress=progress, **stop)
+        except SimulationError as exc:
+            logger.error("run stopped: %s", exc)
+            say(f"vortexsim: the simulation failed at step {exc.step} (t = {exc.t:.6g}); the "
+                 f"last good state is in {snapshots.last_path}. {first_line(exc)}")
+            return EXIT_FAILED
+        except Exception as exc:
+            if not is_write_failure(exc):
+                raise
+            say(write_failure_text(exc, sim, snapshots))
+            return EXIT_FAILED
+        if sim.stop_reason == "interrupted":
+            path = snapshots.last_path
+            name = signal.Signals(stop_signal.signum).name
+            say(f"vortexsim: interrupted by {name} at t = {sim.t:.6g} (iteration "
+                 f"{sim.iteration}); checkpoint written: {path}. Continue with: vortexsim "
+                 f"restart {shlex.quote(path)}")
+            return 128 + stop_signal.signum
+    logger.info("done at t = %.6g, iteration %d; last snapshot %s", sim.t, sim.iteration,
+                snapshots.last_path)
+    if sim.iteration == start:
+        end = (f"t_end = {sim.stop_time:.10g}" if sim.stop_time is not None
+               else f"iteration {sim.stop_iteration}")
+        say(f"vortexsim: the run took no step: it starts at t = {sim.t:.10g} (iteration "
+             f"{sim.iteration}), which is already its end ({end}, within the schedule's "
+             f"relative tolerance {DUE_RTOL:g}); its state is in {snapshots.last_path}.")
+    elif stop_signal.signum is not None:
+        say(f"vortexsim: {signal.Signals(stop_signal.signum).name} came after the run's last "
+             f"step; the run is complete (t = {sim.t:.6g}, iteration {sim.iteration}; last "
+             f"snapshot {snapshots.last_path}).")
+    return EXIT_OK
+
+
+def is_write_failure(exc):
+    """A file write that failed (the output thread's or the main thread's): an OSError
+    (disk full, permission, read-only file system) or netCDF4's RuntimeError
+    ("NetCDF: HDF error", what a full disk gives inside HDF5)."""
+    return isinstance(exc, OSError) or (isinstance(exc, RuntimeError)
+                                        and ("NetCDF" in str(exc) or "HDF" in str(exc)))
+
+
+def write_failure_text(exc, sim, snapshots):
+    """The one-line message of a run ended by a failed write."""
+    run_dir = snapshots.run_dir
+    try:
+        free = f"{format_bytes(shutil.disk_usage(run_dir).free)} free"
+    except OSError:
+        free = "free space unknown"
+    code = getattr(exc, "errno", None)
+    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        what = f"the disk is full ({os.strerror(code)}; {run_dir}: {free})"
+    elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        what = f"no permission to write in {run_dir} ({os.strerror(code)})"
+    elif isinstance(exc, OSError):
+        what = f"{exc.strerror or first_line(exc)} ({run_dir}: {free})"
+    else:
+        what = (f"{first_line(exc)} (netCDF/HDF5 says this on a full disk, among other "
+                f"causes; {run_dir}: {free})")
+    log = os.path.join(run_dir, "run.log")
+    log_failed = log_to_file("the run stopped: a file write failed", exc)
+    logged = f"{log} could not be written either" if log_failed else \
+        f"the traceback is in {log}"
+    return (f"vortexsim: error: writing the run's files failed: {what}. The run stopped at "
+            f"t = {sim.t:.6g} (iteration {sim.iteration}); "
+            + (f"the newest snapshot is {snapshots.last_path}; once the problem is fixed, "
+               "continue from it with vortexsim restart" if snapshots.last_path else
+               "no snapshot was written")
+            + f"; {logged}.")
+
+
+def log_cores(config):
+    """Log the physical, element and effective cores; warn when σ > σ_c."""
+    from ..cases import core_summary  # noqa: PLC0415
+    summary = core_summary(config)
+    if summary is None:
+        return
+    text, resolved = summary
+    if resolved:
+        logger.info(text)
+    else:
+        logger.warning("%s: the element sigma exceeds the physical core, so the core is not "
+                       "resolved and the run simulates a core of the effective size (raise "
+                       "n_phi/layers and lower sigma, e.g. --preset gpu)", text)

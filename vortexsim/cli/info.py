@@ -1,0 +1,148 @@
+"""``vortexsim cases`` (the named cases, their files and presets) and ``vortexsim info``
+(what a netCDF file is; for a snapshot, what a restart of it would do)."""
+from __future__ import annotations
+
+import shlex
+
+from ..config import load_presets
+from .common import EXIT_OK, UsageError, case_file, first_line
+from .restart import restart_stop, restart_target
+
+__all__ = ["cmd_cases", "cmd_info"]
+
+
+def cmd_cases(args, argv):
+    from ..cases import list_cases  # noqa: PLC0415
+    cases = list_cases()
+    width = max(len(n) for n in cases)
+    for name, doc in cases.items():
+        path = case_file(name)
+        print(f"{name:<{width}}  {doc.replace('``', '')}")
+        print(f"{'':<{width}}  file: {path or '(no case file; the defaults of make_case)'}")
+        for preset, values in (load_presets(path) if path else {}).items():
+            settings = " ".join(f"{k}={v}" for k, v in values.items())
+            print(f"{'':<{width}}  --preset {preset}: {settings}")
+    print("\nRun one with: vortexsim run NAME [--preset NAME] [--set key=value]; copy a case "
+          "file to make your own.")
+    return EXIT_OK
+
+
+def _restart_note(path, snap):
+    """What ``vortexsim restart path`` would do with the snapshot ``snap`` (read and
+    checked), in the words of ``info``: refused, the end of its run, or where it
+    continues (the checks and the choice of :func:`cmd_restart`)."""
+    from ..output.writers import SCHEDULE_KEYS  # noqa: PLC0415
+    if any(snap.schedule.get(k) is None for k in SCHEDULE_KEYS):
+        return "NOT restartable: no output schedule (run_* attributes); not written by " \
+               "vortexsim run"
+    try:
+        mode, where, later = restart_target(snap, {})
+        restart_stop(snap)
+    except UsageError as exc:
+        text = " ".join(str(exc).split())
+        if text.startswith("cannot restart: "):
+            return "NOT restartable: " + text[len("cannot restart: "):]
+        return text                    # the end of its run: how to continue
+    command = "restart with: vortexsim restart " + shlex.quote(path)
+    if mode == "in place":
+        return f"{command} (continues in {where})"
+    return (f"{command} (continues in the new branch {where}: {later.run_dir} holds "
+            f"{later.describe()} after it, left as it is)")
+
+
+def cmd_info(args, argv):
+    """Describe a netCDF file.  A file that says it is a vortexsim snapshot is read and
+    checked like a restart (:func:`vortexsim.output.read_snapshot`): a bad one is a
+    one-line error, exit 2.  Every text taken from the file is printed with its control
+    characters escaped (:func:`vortexsim.output.validate.printable`)."""
+    from ..output import SnapshotError, open_netcdf, read_snapshot  # noqa: PLC0415
+    from ..output.cf import unit_label  # noqa: PLC0415
+    from ..output.diagnostics import DIAGNOSTICS_FORMAT  # noqa: PLC0415
+    from ..output.snapshot import FORMAT  # noqa: PLC0415
+    from ..output.validate import printable  # noqa: PLC0415
+    try:
+        ds = open_netcdf(args.file)
+    except SnapshotError as exc:
+        raise UsageError(first_line(exc)) from None
+    a = ds.attrs
+    fmt = a.get("vortexsim_format")
+    fmt = fmt if isinstance(fmt, str) else None
+    lines = [printable(args.file)]
+    if fmt == FORMAT:
+        try:
+            snap = read_snapshot(args.file)
+        except SnapshotError as exc:
+            raise UsageError(first_line(exc)) from None
+        lines += _snapshot_lines(snap, args.file)
+    elif fmt == DIAGNOSTICS_FORMAT:
+        lines.append(_diagnostics_line(ds, args.file))
+    elif fmt is not None and fmt.startswith("vortexsim"):
+        lines.append(f"  {printable(fmt)}: not a vortexsim format this version knows")
+    else:
+        lines.append("  not a vortexsim file (no vortexsim_format attribute)")
+    lines.append("  dimensions: " + ", ".join(f"{printable(k)} = {v}"
+                                              for k, v in ds.sizes.items()))
+    for key in ("length_unit", "time_unit"):
+        if key in a:
+            lines.append(f"  {key}: {printable(a[key])}")
+    lines.append("  variables (dimension in the case's units L, T):")
+    for name, var in ds.variables.items():
+        dims = ", ".join(printable(d) for d in var.dims)
+        lines.append(f"    {printable(name)} ({dims}) [{printable(unit_label(var.attrs) or '?')}] "
+                     f"{printable(var.attrs.get('long_name', ''))}".rstrip())
+    hist = a.get("history", "")
+    hist = (hist if isinstance(hist, str) else str(hist)).strip()
+    if hist:
+        lines.append("  history:")
+        lines += [f"    {printable(h)}" for h in hist.splitlines()]
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+def _snapshot_lines(snap, path):
+    """What ``info`` says of a checked snapshot (every text from the file escaped)."""
+    from ..cases import core_summary  # noqa: PLC0415
+    from ..output.snapshot import FORMAT_VERSION  # noqa: PLC0415
+    from ..output.validate import printable  # noqa: PLC0415
+    a, cfg, s = snap.attrs, snap.config, snap.schedule
+
+    def attr(name):
+        return printable(a.get(name))
+
+    el, tr = snap.state["elements"], snap.state["tracers"]
+    cores = core_summary(cfg)
+    version = int(a["vortexsim_format_version"])
+    scope = "" if version >= 2 else (
+        f" (format {version}: the checksum does not cover the config TOML text)")
+    if version < 3 <= FORMAT_VERSION:
+        scope += (f" (format {version}: no element volumes and groups; a run whose remeshing "
+                  "changed the element count cannot restart from it)")
+    end = (f"t = {s['stop_time']!r}" if s.get("stop_time") is not None
+           else f"iteration {s.get('stop_iteration')}")
+    return [f"  vortexsim snapshot ({attr('snapshot_kind')}), case {printable(cfg.get('case'))}, "
+            f"vortexsim {attr('vortexsim_version')}",
+            f"  t = {snap.t:.10g}, iteration {snap.iteration}, next dt = "
+            f"{snap.state['dt']:.6g}",
+            f"  {len(el['x'])} elements, {len(tr['x'])} tracers; "
+            f"{printable(cfg.get('integrator'))} dt = {printable(cfg.get('dt'))}, "
+            f"{printable(cfg.get('method'))} (tol {printable(cfg.get('tol'))}), kernel "
+            f"{printable(cfg.get('kernel'))}, {printable(cfg.get('precision'))}, device "
+            f"{attr('device')}",
+            *([f"  {printable(cores[0])}"] if cores else []),
+            f"  run end: {end}",
+            f"  checksum ok{scope}; {printable(_restart_note(path, snap))}"]
+
+
+def _diagnostics_line(ds, path):
+    """``info``'s line for a diagnostics file (UsageError when its times are unusable)."""
+    from ..output.cf import TIME, with_current_names  # noqa: PLC0415
+    from ..output.validate import printable  # noqa: PLC0415
+    ds = with_current_names(ds)                  # "time" in formats 1 to 3
+    t = ds[TIME].values if TIME in ds.variables else None
+    if t is None or t.ndim != 1 or t.dtype.kind != "f":
+        what = "no time variable" if t is None else f"time of dtype {t.dtype}, shape {t.shape}"
+        raise UsageError(f"{path}: a vortexsim diagnostics file with {what}, expected float "
+                         f"times ({TIME}); the file is corrupted.")
+    case = printable(ds.attrs.get("case"))
+    return (f"  vortexsim diagnostics, case {case}: {len(t)} rows, t = "
+            + (f"{t[0]:.6g} … {t[-1]:.6g}" if len(t) else "(none)"))

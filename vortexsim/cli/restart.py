@@ -1,0 +1,207 @@
+"""``vortexsim restart``: continue the run of a snapshot, in its directory, in a new
+branch directory beside its later output, or truncating that output (``docs/cli.md``,
+*Run history*)."""
+from __future__ import annotations
+
+import logging
+import math
+import os
+
+from ..schedules import due
+from .common import UsageError, check_device, first_line
+from .execute import log_cores, run_simulation
+from .log import add_file_log
+from .resources import ResourceError, check_schedule
+from .rundir import history_line, mark_run_dir, remove_branch, run_metadata
+from .run import check_memory
+
+__all__ = ["cmd_restart", "restart_stop", "restart_target"]
+
+logger = logging.getLogger("vortexsim.cli")
+
+
+def cmd_restart(args, argv):
+    from ..output import SnapshotError, read_snapshot, run_writers  # noqa: PLC0415
+    from ..output.writers import SCHEDULE_KEYS, start_branch, truncate_run  # noqa: PLC0415
+    try:
+        snap = read_snapshot(args.snapshot)
+    except SnapshotError as exc:
+        raise UsageError(f"cannot restart: {first_line(exc)}") from None
+    config = dict(snap.config)
+    s = dict(snap.schedule)
+    if any(s.get(k) is None for k in SCHEDULE_KEYS):
+        raise UsageError(f"cannot restart: {args.snapshot} has no output schedule (run_* "
+                         "attributes); it was not written by vortexsim run.")
+    original = config.get("device", "auto")
+    if args.device:
+        config["device"] = args.device
+    try:
+        check_device(config.get("device", "auto"))
+    except UsageError as exc:
+        hint = (f" (the snapshot was computed on device {original!r}; restart with --device "
+                "cpu to continue on the CPU, not bitwise equal)" if not args.device else "")
+        raise UsageError(f"{exc}{hint}") from None
+    t = snap.t
+    stop = restart_stop(snap, args.t_end, args.steps)
+    check_memory(config, config.get("device", "auto"), args.max_memory)
+    _check_restart_schedule(snap, config, stop, args.force)
+    if args.out is not None and os.path.exists(args.out) and \
+            (not os.path.isdir(args.out) or os.listdir(args.out)):
+        raise UsageError(f"--out {args.out} exists and is not an empty directory; the "
+                         "continuation of a restart goes into a new (or empty) directory.")
+    mode, run_dir, later = restart_target(snap, stop, args.truncate, args.out)
+    source_dir = os.path.dirname(os.path.abspath(snap.path))
+    branch = mode == "branch"
+    created = False
+    if branch:
+        try:
+            created = not os.path.isdir(run_dir)
+            os.makedirs(run_dir, exist_ok=True)
+            mark_run_dir(run_dir)             # a run directory of its own (--overwrite)
+        except OSError as exc:
+            raise UsageError(f"cannot create the branch directory {run_dir} for the "
+                             f"continuation ({exc.strerror or exc}); choose one with --out "
+                             "DIR.") from None
+    add_file_log(run_dir)
+    from ..cases import from_config  # noqa: PLC0415
+    try:
+        try:
+            sim = from_config({**config, "progress": False})
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"cannot restart from {args.snapshot}: {first_line(exc)}") from None
+        meta = {k: snap.attrs.get(k) for k in ("case", "config", "vortexsim_version",
+                                               "precision", "kernel", "method", "tolerance",
+                                               "integrator")}
+        meta.update(run_metadata(sim, snap.attrs.get("config", "")))
+        history = (str(snap.attrs.get("history", "")) + "\n" + history_line(argv)).strip()
+        if branch:
+            if args.out is not None:
+                logger.info("restart from %s into %s, a new run directory (%s is left as "
+                            "it is)", args.snapshot, run_dir, source_dir)
+            else:
+                logger.warning(
+                    "%s is not the newest state of %s (which holds %s after it); that "
+                    "directory is left as it is and the continuation goes into the new "
+                    "branch %s (--truncate would continue in %s and delete that later "
+                    "output instead)", os.path.basename(snap.path), source_dir,
+                    later.describe(), run_dir, source_dir)
+            copy = start_branch(run_dir, snap.path, later.rows, meta, history,
+                                snap.attrs.get("config") or None)
+            snap = read_snapshot(copy)
+        sim.output_writers.update(run_writers(
+            run_dir, meta, history, float(s["snapshot_interval"]),
+            float(s["diagnostics_interval"]), plot=bool(s.get("plot", 1))))
+        try:     # the state, the schedules, the stop criterion; diagnostics.nc resumed
+            sim.pickup(snap)
+        except SnapshotError as exc:
+            raise UsageError(f"cannot restart: {first_line(exc)}") from None
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"cannot restart from {args.snapshot}: {first_line(exc)}") from None
+    except BaseException:
+        if branch:
+            remove_branch(run_dir, created)
+        raise
+    if mode == "truncate":
+        if later:
+            logger.warning("--truncate: continuing in %s from iteration %d; deleting its %s",
+                           run_dir, snap.iteration, later.describe())
+            truncate_run(later, meta, history)
+        else:
+            logger.info("--truncate: %s holds nothing after iteration %d; nothing deleted",
+                        run_dir, snap.iteration)
+    elif mode == "in place" and later.later_rows:
+        logger.info("restart: %s holds %s, written after this snapshot by a run that did not "
+                    "finish; the continuation writes them again", run_dir, later.describe())
+    logger.info("restart %s from %s: t = %.10g, iteration %d, on %s; writing into %s",
+                config.get("case"), args.snapshot, t, snap.iteration, sim.device.describe(),
+                run_dir)
+    log_cores(sim.config)
+    return run_simulation(sim, args.quiet == 0, **stop)
+
+
+def restart_stop(snap, t_end=None, steps=None):
+    """The stop criterion of a restart of ``snap``: ``{"t_end": T}``, ``{"steps": N}`` or
+    ``{}`` (the one stored in the snapshot: the end its run was heading for).  Raises
+    :class:`UsageError` for a bad one, or without one at the end of a finished run."""
+    s, t = snap.schedule, snap.t
+    if t_end is not None:
+        if not (math.isfinite(t_end) and t_end > t):
+            raise UsageError(f"--t-end {t_end:g} is not after the snapshot's time "
+                             f"t = {t:.10g}.")
+        return {"t_end": float(t_end)}
+    if steps is not None:                  # 1 ≤ steps ≤ HARD_LIMIT (_step_count)
+        return {"steps": steps}
+    if (s.get("stop_iteration") is not None and snap.iteration >= s["stop_iteration"]) or \
+            (s.get("stop_time") is not None and due(t, float(s["stop_time"]))):
+        end = (f"iteration {s['stop_iteration']}" if s.get("stop_iteration") is not None
+               else f"t_end = {s['stop_time']:g}")
+        raise UsageError(f"{snap.path} is the end of its run ({end}); pass --t-end T "
+                         f"(T > {t:.10g}) or --steps N to continue.")
+    return {}
+
+
+def _reaches(snap, stop, row):
+    """Whether a restart of ``snap`` with ``stop`` runs at least to the diagnostics
+    ``row`` (so that it writes that row again)."""
+    s = snap.schedule
+    if "t_end" in stop:
+        return due(stop["t_end"], row["t"])
+    if "steps" in stop:
+        return snap.iteration + stop["steps"] >= row["iteration"]
+    if s.get("stop_iteration") is not None:
+        return int(s["stop_iteration"]) >= row["iteration"]
+    return s.get("stop_time") is not None and due(float(s["stop_time"]), row["t"])
+
+
+def restart_target(snap, stop, truncate=False, out=None):
+    """Where a restart of ``snap`` continues (``docs/cli.md``, *Run history*):
+    ``(mode, directory, later)``, ``later`` the :class:`~vortexsim.output.writers.LaterOutput`
+    of the snapshot's directory.
+
+    * ``"in place"``: the snapshot's directory, when it holds no later snapshot and any
+      later diagnostics rows (written after the snapshot by a run that was killed) are
+      rewritten by the continuation;
+    * ``"truncate"`` (``--truncate``): the snapshot's directory, its later output deleted;
+    * ``"branch"``: ``out`` (``--out DIR``), or otherwise, when the directory holds later
+      output, the new directory ``branch_<iteration>[_k]`` inside it; the snapshot's
+      directory is left as it is.
+
+    Raises :class:`UsageError` when the directory's ``diagnostics.nc`` does not match the
+    snapshot (missing, or another number of rows up to it).
+    """
+    from ..output import SnapshotError  # noqa: PLC0415
+    from ..output.writers import branch_dir, later_output  # noqa: PLC0415
+    run_dir = os.path.dirname(os.path.abspath(snap.path))
+    try:
+        rows = int(snap.schedule["diagnostics_rows"])
+        later = later_output(run_dir, snap.iteration, rows)
+    except (TypeError, ValueError) as exc:   # SnapshotError is a ValueError
+        what = first_line(exc) if isinstance(exc, SnapshotError) else \
+            f"{snap.path} has a malformed run_diagnostics_rows attribute"
+        raise UsageError(f"cannot restart: {what}") from None
+    if out is not None:
+        return "branch", os.path.abspath(out), later
+    if truncate:
+        return "truncate", run_dir, later
+    if not later.snapshots and all(_reaches(snap, stop, r) for r in later.later_rows[-1:]):
+        return "in place", run_dir, later
+    return "branch", branch_dir(run_dir, snap.iteration), later
+
+
+def _check_restart_schedule(snap, config, stop, force):
+    """Refuse (UsageError) a restart whose stored schedule and stop would take more steps
+    or write more files than :func:`vortexsim.cli.resources.check_schedule` allows (a
+    snapshot can carry tiny intervals; ``--force`` lifts the bounds as for ``run``)."""
+    s = snap.schedule
+    dt = float(config["dt"])
+    steps = stop.get("steps")
+    if steps is None and "t_end" not in stop and s.get("stop_iteration") is not None:
+        steps = max(1, int(s["stop_iteration"]) - snap.iteration)
+    end = stop.get("t_end", s.get("stop_time"))
+    duration = (float(end) - snap.t) if end is not None else (steps or 1) * dt
+    try:
+        check_schedule(dt=dt, duration=duration, steps=steps,
+                       snapshot_interval=float(s["snapshot_interval"]),
+                       diagnostics_interval=float(s["diagnostics_interval"]), force=force)
+    except ResourceError as exc:
+        raise UsageError(f"cannot restart {snap.path}: {exc}") from None
