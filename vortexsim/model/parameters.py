@@ -1,49 +1,18 @@
 """The run parameters of a :class:`~vortexsim.model.VortexModel` and their checks.
 
-:data:`RUN_DEFAULTS` lists every parameter that is not the state (``dt``, the method, the
-physics, the remeshing, ...) with its default; the checks below raise the same clear
-errors at construction, before anything is computed.
+:data:`RUN_DEFAULTS` (from the one parameter table, :data:`vortexsim.config.TABLE`)
+lists every parameter that is not the state (``dt``, the method, the physics, the
+remeshing, ...) with its default; the checks below raise clear errors at construction,
+before anything is computed.
 """
 from __future__ import annotations
 
 import math
 
 from .._names import did_you_mean
+from ..config import RUN_DEFAULTS
 
 __all__ = ["RUN_DEFAULTS", "check_run_names", "check_dt", "check_step_bounds"]
-
-#: Run parameters of :class:`vortexsim.model.VortexModel` and their defaults.
-RUN_DEFAULTS = {
-    "dt": None,                    # [T] step (dt_max with adaptive=True); required
-    "t_end": None,                 # [T] default stop time of run()
-    "integrator": "rk4",           # euler | rk2 | rk4
-    "kernel": "gaussian",
-    "method": "direct",            # direct | fmm | auto
-    "tol": 1e-6,                   # FMM relative accuracy
-    "precision": "float64",
-    "device": "auto",              # auto | cpu | gpu
-    "stretching": "transpose",     # transpose | classical
-    "nu": 0.0,                     # [L²/T]
-    "viscous": "core_spreading",   # core_spreading | pse (free space, periodic box)
-    "pse_order": 2,                # order in ε of the PSE kernel: 2 | 4
-    "boundary": "free",            # free | ground | periodic
-    "ground_z": 0.0,               # [L] height of the ground plane
-    "box": None,                   # [L] edge of the periodic box [0, L)³
-    "remesh_every": 0,             # steps between two remeshings (0: never)
-    "remesh_spacing": None,        # [L] lattice spacing h of the remeshing
-    "remesh_overlap": None,        # σ = overlap × h after a remeshing (None: 1, or the case's)
-    "remesh_threshold": 1e-6,      # free space: nodes with |α| ≤ this × max|α| dropped
-    "remesh_project": False,       # periodic box: α made divergence-free after remeshing
-    "adaptive": False,
-    "courant": 0.1,                # C of the adaptive rule dt = C / max‖∇u‖
-    "dt_min": None,                # [T] lower bound of the adaptive dt (default dt/1000)
-    "max_speed": None,             # [L/T] blow-up bound on |u| (default 100 × max|u| at t0)
-    "root_slack": 0.05,            # FMM root cube margin, fraction of the box width
-    #                                (a wider cube makes wider leaves: at 0.25 the leapfrog
-    #                                GPU case had 0.40 instead of 0.32 and 1.8× the pairs)
-    "progress": True,              # progress bar in run()
-}
-
 
 def check_run_names(run):
     """Raise TypeError naming every key of ``run`` that is not a run parameter."""
