@@ -5,7 +5,7 @@ import pytest
 import vortexsim
 from vortexsim.physics import FreeSpace, GroundPlane, VortexRHS
 from vortexsim.physics.planner import FMMPlanner, StepPlan
-from vortexsim.physics.rhs import Term
+from vortexsim.physics.terms import Term
 
 
 def _sim(**kw):

@@ -96,7 +96,7 @@ def test_gpu_term_matches_cpu_term():
     """The time loop's term (rhs.PSE: ε = σ/√2 from the stage's one core) on device
     arrays gives the CPU term's rate."""
     import cupy as cp
-    from vortexsim.physics.rhs import PSE, Stage
+    from vortexsim.physics.terms import PSE, Stage
     x, alpha, volume = _elements(4000, 3.0, seed=2)
     sigma = 0.1
     for order in (2, 4):

@@ -9,7 +9,7 @@ The model knows nothing of a run (stop criteria, output, callbacks): that is
 
 One step (:meth:`VortexModel.time_step`), in this order::
 
-    α    = before_step hooks of the terms (lattice diffusion: half a step)
+    α    = before_step of every term (lattice diffusion: half a step of it)
     root = FMM root cube: the box of elements, images and tracers at t_n, widened on
            each side by max(`root_slack` × its width, 2 dt U), U = max |u| over the
            stages of the previous step (host numbers from the last check; U is part of
@@ -22,7 +22,7 @@ One step (:meth:`VortexModel.time_step`), in this order::
            tracers above a ground plane.  A failed check raises SimulationError and leaves
            the model at its last good state (t_n).
     commit: t ← t_n + dt, iteration += 1; the next adaptive dt
-    updaters: remeshing every `remesh_every` steps; after_step hooks of the terms
+    updaters: remeshing every `remesh_every` steps; then after_step of every term
 
 Adaptive rule (``adaptive=True``): dt_{n+1} = min(dt_max, max(dt_min, C / G_n)) with
 G_n = max over the elements and the stages of step n of the Frobenius norm ‖∇u‖_F
@@ -48,7 +48,6 @@ from ..backend import Device, resolve_device, to_host
 from ..kernels.morton import column_range
 from ..physics import FMMPlanner, Summation, VortexRHS, make_domain
 from ..physics.domain import PeriodicBox
-from ..physics.lattice_viscosity import LatticeDiffusion
 from ..state import (ElementGroup, Elements, Tracers, check_group_ranges, group_labels,
                      make_elements, make_tracers)
 from .adaptive import AdaptiveTimeStep
@@ -114,6 +113,7 @@ class VortexModel:
         self.rhs = VortexRHS(self.summation, self.domain, cfg["stretching"], cfg["nu"],
                              cfg["viscous"], cfg["pse_order"])
         self.remeshing = Remeshing(cfg, self.domain, self.rhs, self.groups)
+        self.rhs.bind_lattice(self.remeshing.lattice_nodes())
         self.planner = FMMPlanner(self.domain, self.device.xp,
                                   active=self.summation.method == "fmm",
                                   root_slack=cfg["root_slack"])
@@ -121,7 +121,6 @@ class VortexModel:
         self.t = float(t0)
         self.iteration = 0
         self.sigma_range = self._host_sigma_range()
-        self._lattice_diffusion = None
         self.planner.observe_box(self._host_box_stats())
         # -- an evaluation at t0: the blow-up bound and the first adaptive dt ---
         speed, grad = self._initial_maxima()
@@ -213,8 +212,9 @@ class VortexModel:
                                   self.t, self.state_dict())
         xp = self.device.xp
         el, tr = self.elements, self.tracers
-        diffusion = self.lattice_diffusion()
-        alpha0 = el.alpha if diffusion is None else diffusion.before_step(el.alpha, dt)
+        alpha0 = el.alpha
+        for term in self.rhs.terms:                # lattice diffusion: the first half step
+            alpha0 = term.before_step(alpha0, el.x, self.iteration, dt)
         plan, margin = self.planner.step(self.iteration, dt)
         self.rhs.begin_step(self.t, el.sigma, self.sigma_range, plan=plan,
                             volume=el.volume, lattice=self.lattice_start())
@@ -245,23 +245,12 @@ class VortexModel:
             self.dt = self.adaptive.next_dt(float(np.sqrt(stats[2])))
         if self.remeshing.due(self.iteration):
             self.remesh()
-        if diffusion is not None:                   # the second half of the split step
-            self.elements = dataclasses.replace(
-                self.elements, alpha=diffusion.after_step(self.elements.alpha, dt))
+        alpha = self.elements.alpha
+        for term in self.rhs.terms:                # lattice diffusion: the second half
+            alpha = term.after_step(alpha, dt)
+        if alpha is not self.elements.alpha:
+            self.elements = dataclasses.replace(self.elements, alpha=alpha)
         return self
-
-    def lattice_diffusion(self):
-        """The term :class:`~vortexsim.physics.lattice_viscosity.LatticeDiffusion` when
-        ``viscous = "lattice"`` and ν > 0 (the step is then split around it), else None;
-        at iteration 0 it checks that the elements start on the lattice."""
-        if not (self.rhs.viscous == "lattice" and self.rhs.nu > 0):
-            return None
-        if self._lattice_diffusion is None:
-            self._lattice_diffusion = LatticeDiffusion(self.remeshing.lattice_nodes(),
-                                                       self.domain.box, self.rhs.nu)
-        if self.iteration == 0:
-            self._lattice_diffusion.check_start(self.elements.x)
-        return self._lattice_diffusion
 
     def lattice_start(self):
         """``(n, x)`` when this step starts with the elements ``x`` on the periodic n³
@@ -363,8 +352,8 @@ class VortexModel:
         self.groups = tuple(groups)
         self.elements.group = self.device.xp.asarray(remap[labels])   # (-1 stays -1)
         self.sigma_range = self._host_sigma_range()
-        if self._lattice_diffusion is not None:
-            self._lattice_diffusion.forget()
+        for term in self.rhs.terms:
+            term.reset()
         self.planner.invalidate()
         self.planner.observe_box(self._host_box_stats())
         self.config.update(n_elements=len(self.elements),

@@ -10,7 +10,8 @@ elements sit on the n³ lattice of spacing h = L/n, node (i, j, k) in row (i·n 
 and the step is split symmetrically (Strang): half a step of diffusion, the inviscid
 particle step (advection and stretching, :class:`vortexsim.physics.rhs.VortexRHS` with no
 viscous term), the remeshing (and projection), half a step of diffusion: the hooks
-``before_step`` and ``after_step`` of the term :class:`LatticeDiffusion`, which
+``before_step`` and ``after_step`` of the term
+:class:`vortexsim.physics.terms.LatticeDiffusion`, which
 :meth:`vortexsim.model.VortexModel.time_step` calls around the particle step.  The splitting is second order in dt; the diffusion
 itself has no error in h: particle strength exchange on the same lattice (``viscous =
 "pse"``) damps a mode of wavenumber k at ν|k|² times its symbol's ratio, which falls
@@ -26,55 +27,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+from ..backend import array_namespace
 
-from ..backend import array_namespace, to_host
-
-__all__ = ["diffuse_lattice", "LatticeDiffusion"]
-
-
-class LatticeDiffusion:
-    """The viscous term ``viscous = "lattice"`` (ν > 0): half a step of exact lattice
-    diffusion before the particle step (:meth:`before_step`) and half a step after it and
-    its remeshing (:meth:`after_step`), on the periodic n³ lattice of edge ``box`` [L].
-
-    The elements must start on the lattice in remesh order; at iteration 0 that is
-    checked once per particle set (:meth:`check_start`; :meth:`forget` after a new set).
-    """
-
-    def __init__(self, n, box, nu):
-        self.n, self.box, self.nu = int(n), float(box), float(nu)
-        self._on_nodes = None
-
-    def check_start(self, x):
-        """Raise ValueError unless the positions ``x`` (n³, 3) [L] are the lattice nodes
-        (i, j, k) L/n in the order (i n + j) n + k (one host check per particle set)."""
-        if self._on_nodes is None:
-            n = self.n
-            x = to_host(x)
-            ok = x.shape == (n ** 3, 3)
-            if ok:
-                h = self.box / n
-                g = np.arange(n) * h
-                nodes = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
-                ok = bool(np.abs(x - nodes).max() <= 1e-9 * h)
-            self._on_nodes = ok
-        if not self._on_nodes:
-            raise ValueError(
-                "viscous='lattice' needs the elements on the remeshing lattice at the start "
-                f"(the {self.n}^3 nodes (i, j, k) L/n in the order (i n + j) n + k, as the "
-                "periodic cases place them); remesh them first (Simulation.remesh()) or use "
-                "viscous='pse'.")
-
-    def forget(self):
-        """A new particle set: check it again at iteration 0."""
-        self._on_nodes = None
-
-    def before_step(self, alpha, dt):
-        """The strengths α (n³, 3) after half a step ``dt``/2 of diffusion."""
-        return diffuse_lattice(alpha, self.n, self.box, self.nu, 0.5 * dt)
-
-    after_step = before_step
+__all__ = ["diffuse_lattice"]
 
 
 def diffuse_lattice(alpha, n, box, nu, tau):

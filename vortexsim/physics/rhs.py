@@ -8,7 +8,7 @@ For elements p (position x_p, strength α_p, core σ_p) and passive tracers y_t
             = (α_p·∇) u(x_p)        (stretching="classical"; in the periodic box minus
                                       its mean over the elements, so Σα stays 0)
             [+ ν (Δα)_p by particle strength exchange, viscous="pse"]
-            [viscous="lattice": no rate here; the simulation diffuses the remeshing lattice
+            [viscous="lattice": no rate here; the term diffuses the remeshing lattice
              exactly around each step, :mod:`vortexsim.physics.lattice_viscosity`]
     dy_t/dt = u(y_t)
 
@@ -17,7 +17,8 @@ where u and ∇u are the regularized Biot–Savart sums over the elements and th
 summation call (:class:`vortexsim.physics.summation.Summation`): the sources are the
 elements (+ images), the targets the elements followed by the tracers.
 
-The rates of α are the sum of the :class:`Term` objects of :attr:`VortexRHS.terms`; each
+The rates of α are the sum of the :class:`~vortexsim.physics.terms.Term` objects of
+:attr:`VortexRHS.terms` (:mod:`vortexsim.physics.terms`); each
 gets the stage's :class:`Stage` (state, cores and the evaluated velocity field) and returns
 its dα/dt (N, 3) or None.  Viscous terms may also act on the cores: core spreading
 (``viscous="core_spreading"``, σ² ← σ² + 2ν Δt for all elements alike, applied exactly:
@@ -34,134 +35,20 @@ stages stay on the device until the simulation's once-per-step check.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import numpy as np
 
-from ..kernels.cutoff import stretching as stretching_rhs
-from ..kernels.morton import column_sums
-from ..state import uniform_core_radius
 from .planner import StepPlan
 from .summation import Summation, choice
+from .terms import PSE, CoreSpreading, LatticeDiffusion, Stage, Stretching, Term
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["VortexRHS", "Stage", "Term", "Stretching", "CoreSpreading", "PSE",
-           "STRETCHING_SCHEMES", "VISCOUS_SCHEMES"]
+           "LatticeDiffusion", "VISCOUS_SCHEMES"]
 
-STRETCHING_SCHEMES = ("transpose", "classical")
 VISCOUS_SCHEMES = ("core_spreading", "pse", "lattice")
-
-
-@dataclasses.dataclass
-class Stage:
-    """What the terms of one right-hand-side evaluation see (device arrays).
-
-    x, alpha : (N, 3) elements [L], [L³/T]; sigma : (N,) cores at the stage time [L];
-    t : float [T]; u : (N, 3) velocity at the elements [L/T]; grad_u : (N, 3, 3) its
-    gradient [1/T], ∂u_i/∂x_j, self pairs removed; volume : (N,) element volumes [L³]
-    (NaN: not known); sigma_range : host (min σ, max σ) at the stage time; lattice : n
-    when the elements sit on the periodic n³ lattice in remesh order (else None).
-    """
-
-    x: object
-    alpha: object
-    sigma: object
-    t: float
-    u: object
-    grad_u: object
-    volume: object = None
-    sigma_range: tuple = (0.0, 0.0)
-    lattice: int | None = None
-
-
-class Term:
-    """A contribution to dα/dt.  Subclasses implement :meth:`alpha_rate`; viscous terms
-    that act on the cores also :meth:`sigma_at` (the identity by default)."""
-
-    name = "term"
-
-    def alpha_rate(self, stage: Stage):
-        """dα/dt (N, 3) [L³/T²] of this term at ``stage``, or None when it adds none."""
-        return None
-
-    def sigma_at(self, sigma0, elapsed, xp):
-        """Cores (N,) [L] after ``elapsed`` [T] of the term's action on ``sigma0``."""
-        return sigma0
-
-    def sigma_range_at(self, sigma_range, elapsed):
-        """Host (min σ, max σ) after ``elapsed`` [T], from ``sigma_range`` at its start."""
-        return sigma_range
-
-
-class Stretching(Term):
-    """Vortex stretching, dα/dt = (∇u)ᵀ α ("transpose") or (α·∇) u ("classical").
-
-    ``zero_sum`` (the periodic box with the classical scheme): the rates' mean is taken
-    off every element, s_p ← s_p − (1/N) Σ_q s_q, so that Σα stays exactly as it was
-    (zero in the box).  The continuous rate integrates to zero (∫(ω·∇)u dV = 0 for a
-    periodic field), so the correction is of the size of the particle quadrature's
-    error; the transpose scheme keeps Σα without it."""
-
-    name = "stretching"
-
-    def __init__(self, scheme="transpose", zero_sum=False):
-        self.scheme = choice("stretching scheme", scheme, STRETCHING_SCHEMES)
-        self.zero_sum = bool(zero_sum) and self.scheme == "classical"
-
-    def alpha_rate(self, stage):
-        rate = stretching_rhs(stage.alpha, stage.grad_u, self.scheme)
-        if self.zero_sum:
-            rate = rate - column_sums(rate) / rate.shape[0]
-        return rate
-
-
-class CoreSpreading(Term):
-    """Gaussian core spreading: σ(t)² = σ(t₀)² + 2ν (t − t₀); no rate of α."""
-
-    name = "core_spreading"
-
-    def __init__(self, nu):
-        self.nu = float(nu)
-
-    def sigma_at(self, sigma0, elapsed, xp):
-        if elapsed == 0:
-            return sigma0
-        return xp.sqrt(sigma0 * sigma0 + 2.0 * self.nu * elapsed)
-
-    def sigma_range_at(self, sigma_range, elapsed):
-        lo, hi = sigma_range
-        if elapsed == 0:
-            return lo, hi
-        grow = 2.0 * self.nu * elapsed
-        return float(np.sqrt(lo * lo + grow)), float(np.sqrt(hi * hi + grow))
-
-
-class PSE(Term):
-    """Viscous diffusion by particle strength exchange: dα_p/dt = ν (Δα)_p
-    (:func:`vortexsim.physics.pse.pse_rate`, kernel width ε = σ/√2, one σ, kernel of
-    ``order`` 2 or 4), in free space or the periodic box of edge ``box``, on the arrays'
-    device; the cores do not change."""
-
-    name = "pse"
-
-    def __init__(self, nu, box=None, order=2):
-        self.nu = float(nu)
-        self.box = box
-        self.order = order
-
-    def alpha_rate(self, stage):
-        from .pse import pse_rate  # noqa: PLC0415
-        sigma = uniform_core_radius(*stage.sigma_range, "viscous='pse'")
-        if stage.lattice is not None:          # the same pair sum as FFT convolutions
-            from .pse_lattice import pse_rate_lattice  # noqa: PLC0415
-            return pse_rate_lattice(stage.alpha, stage.volume, stage.lattice, self.box,
-                                    sigma / np.sqrt(2.0), self.nu,
-                                    order=self.order).astype(stage.alpha.dtype, copy=False)
-        return pse_rate(stage.x, stage.alpha, stage.volume, sigma / np.sqrt(2.0), self.nu,
-                        box=self.box, order=self.order).astype(stage.alpha.dtype,
-                                                               copy=False)
 
 
 class VortexRHS:
@@ -208,8 +95,8 @@ class VortexRHS:
                 raise ValueError("viscous='lattice' diffuses the periodic remeshing lattice's "
                                  "strengths: it needs boundary = 'periodic' (use 'pse' or "
                                  "'core_spreading' elsewhere).")
-            # no rate: the simulation diffuses the lattice around each inviscid step
-            # (:mod:`vortexsim.physics.lattice_viscosity`)
+            # no rate: the term diffuses the lattice around each inviscid step
+            self.terms.append(LatticeDiffusion(domain.box, nu))
         elif nu > 0:
             self.terms.append(CoreSpreading(nu))
         self.xp = summation.device.xp
@@ -221,6 +108,13 @@ class VortexRHS:
         self._lattice = None
         self.stage_max = None
         self.evaluations = 0
+
+    def bind_lattice(self, n):
+        """Tell the terms that act on the periodic remeshing lattice its n (nodes per
+        edge; None without remeshing)."""
+        for term in self.terms:
+            if isinstance(term, LatticeDiffusion):
+                term.n = n
 
     @property
     def stretching(self):

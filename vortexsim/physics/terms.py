@@ -1,0 +1,209 @@
+r"""The terms of the right-hand side: each a contribution to dα/dt, an action on the cores,
+or an action around the particle step (:class:`Term`).
+
+    Stretching        dα/dt = (∇u)ᵀ α ("transpose") or (α·∇) u ("classical")
+    CoreSpreading     σ² ← σ² + 2ν Δt, exactly at every stage time (viscous="core_spreading")
+    PSE               dα/dt += ν (Δα) by particle strength exchange (viscous="pse")
+    LatticeDiffusion  exact diffusion of the periodic remeshing lattice, half a step before
+                      and half after the particle step (viscous="lattice")
+
+A new term (a sub-grid model) is a new :class:`Term`; :class:`vortexsim.physics.rhs.VortexRHS`
+sums their rates and the model calls their step hooks.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..backend import to_host
+from ..kernels.cutoff import stretching as stretching_rhs
+from ..kernels.morton import column_sums
+from ..state import uniform_core_radius
+from .lattice_viscosity import diffuse_lattice
+from .summation import choice
+
+__all__ = ["Stage", "Term", "Stretching", "CoreSpreading", "PSE", "LatticeDiffusion",
+           "STRETCHING_SCHEMES"]
+
+STRETCHING_SCHEMES = ("transpose", "classical")
+
+
+@dataclasses.dataclass
+class Stage:
+    """What the terms of one right-hand-side evaluation see (device arrays).
+
+    x, alpha : (N, 3) elements [L], [L³/T]; sigma : (N,) cores at the stage time [L];
+    t : float [T]; u : (N, 3) velocity at the elements [L/T]; grad_u : (N, 3, 3) its
+    gradient [1/T], ∂u_i/∂x_j, self pairs removed; volume : (N,) element volumes [L³]
+    (NaN: not known); sigma_range : host (min σ, max σ) at the stage time; lattice : n
+    when the elements sit on the periodic n³ lattice in remesh order (else None).
+    """
+
+    x: object
+    alpha: object
+    sigma: object
+    t: float
+    u: object
+    grad_u: object
+    volume: object = None
+    sigma_range: tuple = (0.0, 0.0)
+    lattice: int | None = None
+
+
+class Term:
+    """A contribution to dα/dt.  Subclasses implement :meth:`alpha_rate`; viscous terms
+    that act on the cores also :meth:`sigma_at` (the identity by default); terms that act
+    around the particle step (lattice diffusion) :meth:`before_step` and
+    :meth:`after_step`, which the model calls before the step's first stage and after its
+    commit and remeshing."""
+
+    name = "term"
+
+    def before_step(self, alpha, x, iteration, dt):
+        """The strengths α (N, 3) [L³/T] the particle step starts from, given the
+        elements' α and positions x (N, 3) [L] at ``iteration`` and the step ``dt`` [T]
+        (the identity by default)."""
+        return alpha
+
+    def after_step(self, alpha, dt):
+        """The strengths α (N, 3) after the step of ``dt`` [T] and its remeshing (the
+        identity by default)."""
+        return alpha
+
+    def reset(self):
+        """A new particle set replaced the elements (nothing by default)."""
+
+    def alpha_rate(self, stage: Stage):
+        """dα/dt (N, 3) [L³/T²] of this term at ``stage``, or None when it adds none."""
+        return None
+
+    def sigma_at(self, sigma0, elapsed, xp):
+        """Cores (N,) [L] after ``elapsed`` [T] of the term's action on ``sigma0``."""
+        return sigma0
+
+    def sigma_range_at(self, sigma_range, elapsed):
+        """Host (min σ, max σ) after ``elapsed`` [T], from ``sigma_range`` at its start."""
+        return sigma_range
+
+
+class Stretching(Term):
+    """Vortex stretching, dα/dt = (∇u)ᵀ α ("transpose") or (α·∇) u ("classical").
+
+    ``zero_sum`` (the periodic box with the classical scheme): the rates' mean is taken
+    off every element, s_p ← s_p − (1/N) Σ_q s_q, so that Σα stays exactly as it was
+    (zero in the box).  The continuous rate integrates to zero (∫(ω·∇)u dV = 0 for a
+    periodic field), so the correction is of the size of the particle quadrature's
+    error; the transpose scheme keeps Σα without it."""
+
+    name = "stretching"
+
+    def __init__(self, scheme="transpose", zero_sum=False):
+        self.scheme = choice("stretching scheme", scheme, STRETCHING_SCHEMES)
+        self.zero_sum = bool(zero_sum) and self.scheme == "classical"
+
+    def alpha_rate(self, stage):
+        rate = stretching_rhs(stage.alpha, stage.grad_u, self.scheme)
+        if self.zero_sum:
+            rate = rate - column_sums(rate) / rate.shape[0]
+        return rate
+
+
+class CoreSpreading(Term):
+    """Gaussian core spreading: σ(t)² = σ(t₀)² + 2ν (t − t₀); no rate of α."""
+
+    name = "core_spreading"
+
+    def __init__(self, nu):
+        self.nu = float(nu)
+
+    def sigma_at(self, sigma0, elapsed, xp):
+        if elapsed == 0:
+            return sigma0
+        return xp.sqrt(sigma0 * sigma0 + 2.0 * self.nu * elapsed)
+
+    def sigma_range_at(self, sigma_range, elapsed):
+        lo, hi = sigma_range
+        if elapsed == 0:
+            return lo, hi
+        grow = 2.0 * self.nu * elapsed
+        return float(np.sqrt(lo * lo + grow)), float(np.sqrt(hi * hi + grow))
+
+
+class PSE(Term):
+    """Viscous diffusion by particle strength exchange: dα_p/dt = ν (Δα)_p
+    (:func:`vortexsim.physics.pse.pse_rate`, kernel width ε = σ/√2, one σ, kernel of
+    ``order`` 2 or 4), in free space or the periodic box of edge ``box``, on the arrays'
+    device; the cores do not change."""
+
+    name = "pse"
+
+    def __init__(self, nu, box=None, order=2):
+        self.nu = float(nu)
+        self.box = box
+        self.order = order
+
+    def alpha_rate(self, stage):
+        from .pse import pse_rate  # noqa: PLC0415
+        sigma = uniform_core_radius(*stage.sigma_range, "viscous='pse'")
+        if stage.lattice is not None:          # the same pair sum as FFT convolutions
+            from .pse_lattice import pse_rate_lattice  # noqa: PLC0415
+            return pse_rate_lattice(stage.alpha, stage.volume, stage.lattice, self.box,
+                                    sigma / np.sqrt(2.0), self.nu,
+                                    order=self.order).astype(stage.alpha.dtype, copy=False)
+        return pse_rate(stage.x, stage.alpha, stage.volume, sigma / np.sqrt(2.0), self.nu,
+                        box=self.box, order=self.order).astype(stage.alpha.dtype,
+                                                               copy=False)
+
+
+class LatticeDiffusion(Term):
+    """The viscous term ``viscous = "lattice"`` (ν > 0): half a step of exact lattice
+    diffusion before the particle step (:meth:`before_step`) and half a step after it and
+    its remeshing (:meth:`after_step`), on the periodic n³ lattice of edge ``box`` [L]
+    (``n`` is set by :meth:`vortexsim.physics.rhs.VortexRHS.bind_lattice`).  It adds no
+    rate of α.
+
+    The elements must start on the lattice in remesh order; at iteration 0 that is
+    checked once per particle set (:meth:`reset` after a new set).
+    """
+
+    name = "lattice_diffusion"
+
+    def __init__(self, box, nu, n=None):
+        self.box, self.nu, self.n = float(box), float(nu), n
+        self._on_nodes = None
+
+    def _check_start(self, x):
+        """Raise ValueError unless the positions ``x`` (n³, 3) [L] are the lattice nodes
+        (i, j, k) L/n in the order (i n + j) n + k (one host check per particle set)."""
+        if self._on_nodes is None:
+            n = self.n
+            x = to_host(x)
+            ok = x.shape == (n ** 3, 3)
+            if ok:
+                h = self.box / n
+                g = np.arange(n) * h
+                nodes = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
+                ok = bool(np.abs(x - nodes).max() <= 1e-9 * h)
+            self._on_nodes = ok
+        if not self._on_nodes:
+            raise ValueError(
+                "viscous='lattice' needs the elements on the remeshing lattice at the start "
+                f"(the {self.n}^3 nodes (i, j, k) L/n in the order (i n + j) n + k, as the "
+                "periodic cases place them); remesh them first (Simulation.remesh()) or use "
+                "viscous='pse'.")
+
+    def reset(self):
+        """A new particle set: check it again at iteration 0."""
+        self._on_nodes = None
+
+    def before_step(self, alpha, x, iteration, dt):
+        """The strengths α (n³, 3) after half a step ``dt``/2 of diffusion; at iteration 0
+        the positions ``x`` must be the lattice's nodes."""
+        if iteration == 0:
+            self._check_start(x)
+        return diffuse_lattice(alpha, self.n, self.box, self.nu, 0.5 * dt)
+
+    def after_step(self, alpha, dt):
+        """The strengths α (n³, 3) after the other half step of diffusion."""
+        return diffuse_lattice(alpha, self.n, self.box, self.nu, 0.5 * dt)
