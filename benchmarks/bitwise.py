@@ -8,11 +8,18 @@ What it dumps (float64, CPU, fixed seeds):
 * ``runs``: 20 steps of every ring case with the direct sum and the FMM (plus adaptive dt
   with viscosity, and RK2 in float32): final state and diagnostics;
 * ``cli``: two ``vortexsim run`` commands whose output intervals shorten steps: every
-  snapshot's arrays and the diagnostics file.
+  snapshot's arrays and the diagnostics file;
+* ``periodic``: Taylor–Green and isotropic turbulence in the periodic box at n = 8 and 16
+  (spectral sum; one periodic FMM run) with remeshing alone (ν = 0, every step and every
+  second step), the lattice viscosity and PSE: the final state and diagnostics after a
+  few steps, and the same run restarted from ``checkpoint_state()`` in a freshly built
+  simulation (its final state must equal the uninterrupted run's: compare the
+  ``.../full/...`` and ``.../restart/...`` keys); and a ``vortexsim run taylor_green``
+  restarted from its middle snapshot with ``vortexsim restart`` (about 30 s in all).
 
 Usage (the tree under test comes from PYTHONPATH; run outside any checkout)::
 
-    PYTHONPATH=/path/to/old python benchmarks/bitwise.py save old.npz [--only fmm|runs|cli]
+    PYTHONPATH=/path/to/old python benchmarks/bitwise.py save old.npz [--only fmm|runs|cli|periodic]
     PYTHONPATH=/path/to/new python benchmarks/bitwise.py save new.npz [--only ...]
     python benchmarks/bitwise.py compare old.npz new.npz    # "N keys, 0 differ", exit 0
 
@@ -27,7 +34,10 @@ KERNELS = ("gaussian", "algebraic", "winckelmans", "polynomial", "singular")
 
 def fmm_cases(out):
     from vortexsim.fmm.evaluator import FMM
-    from vortexsim.inputs import rings, clustered
+    try:
+        from vortexsim.inputs import rings, clustered
+    except ImportError:  # the restructured package
+        from vortexsim.cases.inputs import rings, clustered
     rng = np.random.default_rng(7)
     xr, ar, tr = rings(2400, 1600, rng)
     xc, ac, _ = clustered(6000, np.random.default_rng(8))
@@ -106,6 +116,93 @@ def cli_cases(out):
         print(f"cli/{case}", flush=True)
 
 
+def dump_state(out, key, sim):
+    """The final state arrays and the diagnostics of ``sim`` under ``key``."""
+    st = sim.state_dict()
+    for k, v in st["elements"].items():
+        out[f"{key}/el_{k}"] = np.asarray(v)
+    out[f"{key}/tr_x"] = np.asarray(st["tracers"]["x"])
+    out[f"{key}/scalars"] = np.array([st["t"], st["iteration"], st["dt"], *st["sigma_range"]])
+    out[f"{key}/groups"] = np.array(repr(st["groups"]))
+    for k, v in sim.diagnostics().items():
+        v = np.asarray(v)
+        out[f"{key}/diag_{k}"] = v if v.dtype.kind in "fiub" else np.array(repr(v.tolist()))
+
+
+PERIODIC = (  # (label, case, parameters); the case's defaults otherwise
+    ("tg8-remesh", "taylor_green", dict(n=8, nu=0.0)),
+    ("tg8-remesh2", "taylor_green", dict(n=8, nu=0.0, viscous="pse", remesh_every=2)),
+    ("tg8-lattice", "taylor_green", dict(n=8, viscous="lattice")),
+    ("tg8-lattice-rk4-f32", "taylor_green", dict(n=8, viscous="lattice", integrator="rk4",
+                                                 precision="float32")),
+    ("tg16-pse", "taylor_green", dict(n=16, viscous="pse", tracers=50)),
+    ("tg8-fmm", "taylor_green", dict(n=8, overlap=0.5, method="fmm", kernel="gaussian")),
+    ("iso16-remesh", "isotropic_turbulence", dict(n=16, nu=0.0)),
+    ("iso16-lattice", "isotropic_turbulence", dict(n=16, viscous="lattice")),
+    ("iso16-pse", "isotropic_turbulence", dict(n=16, viscous="pse", adaptive=True)),
+)
+
+
+def periodic_cases(out):
+    import copy
+    import vortexsim
+    steps, first = 4, 2
+    for label, case, params in PERIODIC:
+        key = f"periodic/{case}/{label}"
+
+        def build():
+            return vortexsim.make_case(case, device="cpu", progress=False, **params)
+        try:
+            sim = build()
+            sim.run(steps=steps)
+            dump_state(out, key + "/full", sim)
+            part = build()
+            part.run(steps=first)
+            checkpoint = copy.deepcopy(part.checkpoint_state())
+            del part
+            sim = build()
+            sim.pickup(checkpoint)
+            sim.run(steps=steps - first)
+            dump_state(out, key + "/restart", sim)
+        except Exception as exc:  # record the error text
+            out[key + "/err"] = np.array(f"{type(exc).__name__}: {exc}")
+        print(key, flush=True)
+    periodic_cli(out)
+
+
+def periodic_cli(out):
+    """``vortexsim run taylor_green`` (n = 8, 6 steps, snapshots every 2), then ``vortexsim
+    restart`` of its snapshot at iteration 2 into a new directory: every snapshot of both
+    and both diagnostics files."""
+    d = tempfile.mkdtemp()
+    base = [sys.executable, "-m", "vortexsim"]
+    subprocess.run(base + ["run", "taylor_green", "--set", "n=8", "--set", "t_end=0.6",
+                           "--set", "snapshot_interval=0.2", "--set", "diagnostics_interval=0.1",
+                           "--device", "cpu", "-q", "--out", d + "/run"], check=True)
+    subprocess.run(base + ["restart", d + "/run/snapshot_00000002.nc", "-q",
+                           "--out", d + "/restart"], check=True)
+    for run in ("run", "restart"):
+        key = f"periodic/cli/taylor_green/{run}"
+        files = sorted(glob.glob(f"{d}/{run}/snapshot_*.nc"))
+        out[f"{key}/files"] = np.array([os.path.basename(f) for f in files])
+        for f in files:
+            with xr_open(f) as ds:
+                for v in ("element_x", "element_alpha", "element_sigma", "element_volume",
+                          "tracer_x", "time", "dt_next"):
+                    out[f"{key}/{os.path.basename(f)}/{v}"] = ds[_name(ds, v)].values
+        with xr_open(f"{d}/{run}/diagnostics.nc") as ds:
+            for v in ds.data_vars:
+                if ds[v].dtype.kind in "fi":
+                    out[f"{key}/diag/{v}"] = ds[v].values
+            out[f"{key}/diag/time"] = ds[_name(ds, "time")].values
+    print("periodic/cli/taylor_green", flush=True)
+
+
+def xr_open(path):
+    import xarray as xr
+    return xr.open_dataset(path)
+
+
 def _name(ds, name):
     """``name`` in ``ds``; the time coordinate is ``t`` from file format 4 on, ``time``
     before (the keys of the saved arrays keep "time" so that both versions compare)."""
@@ -118,7 +215,8 @@ def main():
         only = sys.argv[3:] and sys.argv[4] if len(sys.argv) > 4 else None
         import vortexsim
         print("vortexsim from", vortexsim.__file__)
-        for name, f in (("fmm", fmm_cases), ("runs", run_cases), ("cli", cli_cases)):
+        for name, f in (("fmm", fmm_cases), ("runs", run_cases), ("cli", cli_cases),
+                        ("periodic", periodic_cases)):
             if only in (None, name):
                 f(out)
                 np.savez(sys.argv[2] + ".part.npz", **out)
