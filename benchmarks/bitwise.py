@@ -24,7 +24,11 @@ Usage (the tree under test comes from PYTHONPATH; run outside any checkout)::
     python benchmarks/bitwise.py compare old.npz new.npz    # "N keys, 0 differ", exit 0
 
 ``compare`` checks the parts present in both files byte for byte and exits 1 on any
-difference.
+difference.  ``compare-runs RUN_A RUN_B`` compares two run directories (e.g. a run and a
+``vortexsim restart --out RUN_B`` of one of its snapshots): every variable of each
+``snapshot_*.nc``, ``diagnostics.nc`` and ``spectra.nc`` of RUN_B that RUN_A also holds,
+byte for byte (RUN_B's diagnostics rows against RUN_A's rows of the same times); exit 1
+on any difference.
 """
 import os, subprocess, sys, tempfile, glob
 import numpy as np
@@ -209,7 +213,40 @@ def _name(ds, name):
     return "t" if name == "time" and "t" in ds.variables else name
 
 
+def compare_runs(dir_a, dir_b):
+    """Number of differing variables of the files in ``dir_b`` that ``dir_a`` also has."""
+    import xarray as xr
+    names = sorted(os.path.basename(f) for f in glob.glob(os.path.join(dir_b, "*.nc")))
+    bad = checked = 0
+    for name in names:
+        fa, fb = os.path.join(dir_a, name), os.path.join(dir_b, name)
+        if not os.path.exists(fa):
+            print("MISSING in", dir_a, name); bad += 1; continue
+        with xr.open_dataset(fa, decode_cf=False) as a, xr.open_dataset(fb, decode_cf=False) as b:
+            if name.startswith("snapshot_"):
+                pairs = [(a, b)]
+            else:  # rows: RUN_B's times are a tail of RUN_A's
+                tname = _name(b, "time")
+                rows = np.isin(a[tname].values, b[tname].values)
+                if rows.sum() != b.sizes[a[tname].dims[0]]:
+                    print("ROWS", name, "times of", dir_b, "not all in", dir_a); bad += 1
+                    continue
+                pairs = [(a.isel({a[tname].dims[0]: np.flatnonzero(rows)}), b)]
+            for x, y in pairs:
+                for v in sorted(set(x.variables) | set(y.variables)):
+                    checked += 1
+                    if v not in x.variables or v not in y.variables:
+                        print("MISSING", name, v, v in x.variables, v in y.variables); bad += 1
+                    elif x[v].values.tobytes() != y[v].values.tobytes() \
+                            or x[v].dtype != y[v].dtype:
+                        print("DIFF", name, v); bad += 1
+    print(f"{len(names)} files, {checked} variables, {bad} differ")
+    return bad
+
+
 def main():
+    if sys.argv[1] == "compare-runs":
+        sys.exit(1 if compare_runs(sys.argv[2], sys.argv[3]) else 0)
     if sys.argv[1] == "save":
         out = {}
         only = sys.argv[3:] and sys.argv[4] if len(sys.argv) > 4 else None
