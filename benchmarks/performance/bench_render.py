@@ -19,7 +19,7 @@ import argparse
 
 import numpy as np
 
-import _timing as T
+import timing as T
 
 TARGET_S = {"cpu": 10.0, "gpu": 1.0}
 

@@ -42,7 +42,7 @@ from collections import defaultdict
 
 import numpy as np
 
-import _timing as T
+import timing as T
 
 TARGET_MS = 60.0
 

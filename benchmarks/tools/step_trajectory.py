@@ -25,12 +25,16 @@ row per block, and a table printed last.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 import numpy as np
 
-import _timing as T
+# the shared helpers of benchmarks/performance/ (timing.py, bench_fmm.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "performance"))
+import timing as T  # noqa: E402
 
 
 def point_counts(sim):

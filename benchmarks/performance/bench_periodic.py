@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-import _timing as T
+import timing as T
 
 
 def main(argv=None):

@@ -26,7 +26,7 @@ import argparse
 
 import numpy as np
 
-import _timing as T
+import timing as T
 
 
 def measure(n_phi, device, repeats, direct):

@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-import _timing as T
+import timing as T
 
 RAN = re.compile(r"ran (\d+) steps .* in ([0-9.e+-]+) s")
 STEPS = re.compile(r"time: steps ([0-9.e+-]+) s")

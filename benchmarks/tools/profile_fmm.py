@@ -27,13 +27,17 @@ profiled evaluation's stages, and a table of the median stages printed last.
 from __future__ import annotations
 
 import argparse
+import os
 import dataclasses
 import sys
 
 import numpy as np
 
-import _timing as T
-from bench_fmm import CASES, case_arrays, case_seed, fmm_options
+# the shared helpers of benchmarks/performance/ (timing.py, bench_fmm.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "performance"))
+import timing as T  # noqa: E402
+from bench_fmm import CASES, case_arrays, case_seed, fmm_options  # noqa: E402
 
 
 def main(argv=None):

@@ -39,7 +39,7 @@ Options:
     --direct-max-pairs X  time the direct sum outright up to X pairs, else estimate;
     --no-direct           skip the direct-sum time
     --no-stages           skip the profiled evaluation
-    --device gpu|cpu, --out PATH, --label TEXT   (see _timing.py)
+    --device gpu|cpu, --out PATH, --label TEXT   (see timing.py)
 
 Output: JSON (default ``benchmarks/results/bench_fmm_DATE[_LABEL].json``) with one row
 per case (every stage, config, times of every timed evaluation) and a table printed last.
@@ -53,7 +53,7 @@ import sys
 
 import numpy as np
 
-import _timing as T
+import timing as T
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,7 +28,7 @@ import sys
 
 import numpy as np
 
-import _timing as T
+import timing as T
 
 #: pairs/s targets on one H100 at sigma = 0.1 (benchmarks.md; algebraic: the first probe)
 TARGETS = {("gaussian", "float64"): 1.0e11, ("gaussian", "float32"): 3.0e11,

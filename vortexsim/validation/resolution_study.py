@@ -1,4 +1,4 @@
-r"""Resolution study of the ring cases (issue 15): leapfrog, collision, ring_ground at three
+r"""Resolution study of the ring cases: leapfrog, collision, ring_ground at three
 resolutions up to ``--preset gpu``, and each case's CPU default beside them.
 
 What runs
@@ -39,20 +39,20 @@ quantity below, only the cost.
 Quantities (definitions; rows every ``--diag-interval``, default every step dt)
 --------------------------------------------------------------------------------
 Each ring is measured as ``Simulation.diagnostics()`` does (``physics.md``, "Vortex
-rings"; ``_rings.ring_rows``): its impulse centre Z (r²|α|-weighted position along the
+rings"; ``ring_events.ring_rows``): its impulse centre Z (r²|α|-weighted position along the
 axis) and its impulse radius R = √(|P·n̂|/(π|Γ|)).
 
 leapfrog     pass times: every t in [0, t_end] where the axial gap Z_front − Z_rear
-             changes sign (``_rings.crossing_times``, linear between rows, as
-             validate_rings.py did); radius range: (min, max) of each ring's R over
-             [0, t_end] (``_rings.value_range``: interior extrema refined by the parabola
+             changes sign (``ring_events.crossing_times``, linear between rows, as
+             validate_rings.py does); radius range: (min, max) of each ring's R over
+             [0, t_end] (``ring_events.value_range``: interior extrema refined by the parabola
              through three rows).
 collision    the rings are mirror images about z = 0 (the head-on collision is the ring
              hitting a wall); h = (Z_upper − Z_lower)/2, the height of each ring above the
              plane of symmetry.
 ring_ground  h = Z − ground_z, the height of the ring above the ground (the same flow as
              the upper ring of collision, whose case file has spacing = 2 × height).
-  closest approach   the minimum of h over [0, t_end] (``_rings.extremum``, parabolic);
+  closest approach   the minimum of h over [0, t_end] (``ring_events.extremum``, parabolic);
                      its time t_min is reported only when the minimum lies inside the run:
                      an inviscid ring approaching a wall (or its mirror image) slows and
                      spreads but never rebounds (a rebound needs the wall's boundary
@@ -80,7 +80,7 @@ with the same parameters and runs the rest.
 
 GPU (one H100, one call of at most ~8 min)::
 
-    PYTHONPATH=. python benchmarks/resolution_study.py --device gpu --budget 420
+    PYTHONPATH=. python benchmarks/validation/resolution_study.py --device gpu --budget 420
 
 Estimate: an RK4 step of the fine leapfrog is 55 ms with 2^20 tracers (bench_step; less
 with 32 tracers); medium/coarse are latency-bound (≈ 15–25 ms); ring_ground's images
@@ -95,7 +95,7 @@ short is marked ``complete: false``) should it be slower.
 CPU test of the pipeline (tiny sizes: the gpu preset with n_phi / 8, σ × 4, two layers,
 then coarsened as above; t_end = 10 dt; the defaults at their size)::
 
-    PYTHONPATH=. python benchmarks/resolution_study.py --quick --device cpu --out /tmp/rs.json
+    PYTHONPATH=. python benchmarks/validation/resolution_study.py --quick --device cpu --out /tmp/rs.json
 
 Options: --cases, --levels, --device auto|cpu|gpu, --quick, --t-end, --dt, --tol,
 --tracers, --diag-interval, --no-energy, --budget SECONDS, --resume, --list, --out.
@@ -119,8 +119,10 @@ from vortexsim.cli import case_file
 from vortexsim.config import (OUTPUT_DEFAULTS, check_params, load_case_file,
                               load_presets)
 
-import _timing as T
-from _rings import RingRecorder, crossing_times, extremum, first_crossing, value_range
+from vortexsim.validation.records import (device_name, environment, free_gpu_memory,
+                                          jsonable)
+from vortexsim.validation.ring_events import (RingRecorder, crossing_times, extremum,
+                                              first_crossing, value_range)
 
 CASES = ("leapfrog", "collision", "ring_ground")
 #: rows of the tables, in this order; runs go default first (small), then coarse → fine
@@ -133,7 +135,7 @@ APPROACH = (0.5, 0.25)
 #: rings of each case (element counts before a run)
 N_RINGS = {"leapfrog": 2, "collision": 2, "ring_ground": 1}
 PRESET = "gpu"
-DEFAULT_OUT = os.path.join(T.RESULTS_DIR, "resolution_study.json")
+OUT_NAME = "resolution_study.json"
 TRACERS_NOTE = ("tracers are passive (advected, inducing nothing): their number changes no "
                 "element and no quantity here, only the cost, so every level runs with "
                 "--tracers per ring")
@@ -395,25 +397,17 @@ def run_one(run, args, remaining):
         raise RuntimeError(f"{case} {level}: built {res['n_elements']} elements, the plan "
                            f"said {info['n_elements']}; fix element_count.")
     del sim
-    T.free_gpu_memory(resolve_device(args.device).kind)
+    free_gpu_memory(resolve_device(args.device).kind)
     return res
 
 
 # -- output -----------------------------------------------------------------------------
-def _jsonable(v):
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    if isinstance(v, np.generic):
-        return v.item()
-    return str(v)
-
-
 def write_json(path, doc):
     """Write ``doc`` to ``path`` atomically (a temporary file, then rename)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as fh:
-        json.dump(doc, fh, indent=1, default=_jsonable)
+        json.dump(doc, fh, indent=1, default=jsonable)
     os.replace(tmp, path)
 
 
@@ -510,7 +504,7 @@ def print_plan(runs):
 
 
 # -- main -------------------------------------------------------------------------------
-def parse_args(argv=None):
+def parse_args(argv=None, results_dir="results"):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
@@ -533,7 +527,8 @@ def parse_args(argv=None):
     p.add_argument("--resume", action="store_true",
                    help="keep the complete runs of an existing --out with the same parameters")
     p.add_argument("--list", action="store_true", help="print the planned runs and exit")
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"JSON path (default {DEFAULT_OUT})")
+    default_out = os.path.join(results_dir, OUT_NAME)
+    p.add_argument("--out", default=default_out, help=f"JSON path (default {default_out})")
     args = p.parse_args(argv)
     for name in ("t_end", "dt", "tol", "diag_interval", "budget"):
         v = getattr(args, name)
@@ -544,8 +539,10 @@ def parse_args(argv=None):
     return args
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def main(argv=None, results_dir="results"):
+    """Run the study as the command line ``argv`` says (``results_dir``: the folder of
+    ``--out`` when not given); returns the result document."""
+    args = parse_args(argv, results_dir)
     start = time.perf_counter()
     runs = plan(args)
     print_plan(runs)
@@ -558,7 +555,7 @@ def main(argv=None):
             old = json.load(fh).get("cases", {})
     now = datetime.datetime.now().isoformat(timespec="seconds")
     doc = {"tool": "resolution_study", "date": now,
-           "device": T.device_name(device), **T.environment(), "args": vars(args),
+           "device": device_name(device), **environment(), "args": vars(args),
            "levels_note": ("fine = [presets.gpu]; medium, coarse = fine with every element "
                            "spacing (sigma, layer spacing, station spacing) times sqrt(2), 2; "
                            "default = the case file without a preset; sigma_eff = "
@@ -572,7 +569,7 @@ def main(argv=None):
                                               "runs": {}})
         prev = old.get(case, {}).get("runs", {}).get(level)
         if prev and prev.get("complete") and json.loads(json.dumps(
-                run["params"], default=_jsonable)) == prev.get("params"):
+                run["params"], default=jsonable)) == prev.get("params"):
             print(f"  {case} {level}: kept from {args.out}", flush=True)
             entry["runs"][level] = prev
         else:
@@ -589,7 +586,7 @@ def main(argv=None):
             entry["runs"][level] = res
             print(f"  {case} {level}: done in {res['wall_s']:.1f} s "
                   f"({_f(res['step_ms'], '.1f')} ms/step): "
-                  f"{json.dumps(res['quantities'], default=_jsonable)}", flush=True)
+                  f"{json.dumps(res['quantities'], default=jsonable)}", flush=True)
         fine, medium = entry["runs"].get("fine"), entry["runs"].get("medium")
         if fine and medium:
             entry["spread_fine_medium"] = spread(fine["quantities"], medium["quantities"])
@@ -602,6 +599,3 @@ def main(argv=None):
           flush=True)
     return doc
 
-
-if __name__ == "__main__":
-    main()

@@ -8,28 +8,35 @@ relative L2 errors, the command-line options every tool shares (``--device``, ``
 Every tool imports whatever ``vortexsim`` is first on the Python path, so that one GPU
 can A/B two trees::
 
-    PYTHONPATH=/path/to/old python benchmarks/bench_fmm.py --suite standard --label old
-    PYTHONPATH=/path/to/new python benchmarks/bench_fmm.py --suite standard --label new
+    PYTHONPATH=/path/to/old python benchmarks/performance/bench_fmm.py --suite standard --label old
+    PYTHONPATH=/path/to/new python benchmarks/performance/bench_fmm.py --suite standard --label new
 
 Run as a script, it prints one short table of every result JSON in a folder (the
 ``summary`` rows each tool writes)::
 
-    python benchmarks/_timing.py benchmarks/results/
+    python benchmarks/performance/timing.py benchmarks/results/
 """
 from __future__ import annotations
 
-import datetime
+import importlib.util
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 
 import numpy as np
 
-#: default folder of new result files
-RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+if importlib.util.find_spec("vortexsim") is None:      # a checkout without pip install
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+
+from vortexsim.validation import records  # noqa: E402
+from vortexsim.validation.records import (device_name, environment, fmt,  # noqa: F401,E402
+                                          free_gpu_memory, synchronize, to_host)
+
+#: default folder of new result files: benchmarks/results
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "results")
 
 
 # -- timing ---------------------------------------------------------------------------
@@ -68,13 +75,6 @@ def time_median(fn, device, repeats=5, warmup=1):
         fn()
     synchronize(device)
     return float(np.median(times_on(device)(fn, repeats)))
-
-
-def synchronize(device):
-    """Wait for the GPU (no-op on the CPU)."""
-    if device == "gpu":
-        import cupy as cp
-        cp.cuda.Device().synchronize()
 
 
 def depth_model_inputs(fmm, x, targets, sigma_max, xp):
@@ -130,14 +130,6 @@ def profile_once(call, device, cprofile=0, ncu=False):
         cp.cuda.profiler.stop()
 
 
-def free_gpu_memory(device):
-    """Return CuPy's pooled blocks to the driver between cases (no-op on the CPU)."""
-    if device == "gpu":
-        import cupy as cp
-        cp.get_default_memory_pool().free_all_blocks()
-        cp.get_default_pinned_memory_pool().free_all_blocks()
-
-
 # -- arrays and accuracy --------------------------------------------------------------
 def to_device(a, device, dtype=np.float64):
     """``a`` (host array or None) as an array of ``device`` with ``dtype``."""
@@ -147,13 +139,6 @@ def to_device(a, device, dtype=np.float64):
         import cupy as cp
         return cp.asarray(a, dtype=dtype)
     return np.asarray(a, dtype=dtype)
-
-
-def to_host(a):
-    """A NumPy copy of a NumPy or CuPy array (None stays None)."""
-    if a is None:
-        return None
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def rel_l2(a, ref):
@@ -201,96 +186,21 @@ def errors(u, g, sample, ref):
     return rel_l2(to_host(u[idx]), ref[0]), rel_l2(to_host(g[idx]), ref[1])
 
 
-# -- options, environment, output -----------------------------------------------------
+# -- options and output (the records of vortexsim.validation.records, into RESULTS_DIR) --
 def add_common_options(parser, tool, device_default="gpu"):
     """``--device``, ``--out``, ``--label`` of every tool."""
-    parser.add_argument("--device", choices=("gpu", "cpu"), default=device_default,
-                        help=f"where vortexsim computes (default {device_default})")
-    parser.add_argument("--out", default=None,
-                        help=f"JSON path (default benchmarks/results/{tool}_DATE[_LABEL].json)")
-    parser.add_argument("--label", default="",
-                        help="free text stored in the JSON and the file name, e.g. 'old' / 'new'")
-
-
-def device_name(device):
-    """The GPU's name, or the CPU's model and core count."""
-    if device == "gpu":
-        import cupy as cp
-        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-        name = props["name"]
-        return name.decode() if isinstance(name, bytes) else name
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{model} ({os.cpu_count()} cores)"
-
-
-def environment():
-    """Which vortexsim ran (path, version, git commit of its tree) and the libraries."""
-    import vortexsim
-    path = os.path.dirname(os.path.abspath(vortexsim.__file__))
-    try:
-        commit = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", path, "status", "--porcelain", "--", "."],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        commit = (commit + ("+dirty" if dirty else "")) or None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
-    env = dict(vortexsim_path=path, vortexsim_version=getattr(vortexsim, "__version__", None),
-               vortexsim_commit=commit, python=platform.python_version(),
-               numpy=np.__version__, argv=sys.argv)
-    try:
-        import cupy
-        env["cupy"] = cupy.__version__
-    except ImportError:
-        pass
-    return env
+    records.add_common_options(parser, tool, device_default, "benchmarks/results")
 
 
 def out_path(args, tool):
     """``--out`` or benchmarks/results/TOOL_DATE[_LABEL].json."""
-    if args.out:
-        return args.out
-    label = "".join(c if c.isalnum() or c in "-_." else "-" for c in args.label)
-    name = f"{tool}_{datetime.date.today().isoformat()}" + (f"_{label}" if label else "")
-    return os.path.join(RESULTS_DIR, name + ".json")
+    return records.out_path(args, tool, RESULTS_DIR)
 
 
 def write_json(args, tool, device, payload, summary):
-    """Write ``payload`` with date, tool, label, device, environment and ``summary`` rows.
-
-    ``summary``: short rows (dicts with ``what``, ``ms``, ``err_u``, ``err_grad``,
-    ``target``, ``met``) that :func:`print_summary` tabulates across tools.
-    """
-    path = out_path(args, tool)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    meta = dict(tool=tool, date=datetime.datetime.now().isoformat(timespec="seconds"),
-                label=args.label, device=device_name(device), **environment(),
-                summary=summary, **payload)
-    with open(path, "w") as fh:
-        json.dump(meta, fh, indent=1, default=_jsonable)
-    print(f"\nwrote {path}")
-    return path
-
-
-def _jsonable(v):
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    return str(v)
-
-
-def fmt(v, spec):
-    """``format(v, spec)``, or '–' for None."""
-    return "–" if v is None else format(v, spec)
+    """Write ``payload`` with date, tool, label, device, environment and ``summary`` rows
+    (:func:`vortexsim.validation.records.write_json`) into ``--out`` or RESULTS_DIR."""
+    return records.write_json(args, tool, device, payload, summary, RESULTS_DIR)
 
 
 def print_summary(paths):

@@ -3,17 +3,18 @@
 What it measures, through ``vortexsim.make_case`` and ``Simulation.run``; one JSON line
 per result is printed, and all of them are written to ``--out``:
 
-    python benchmarks/validate_rings.py saffman  [--sigma-eff 0.045 0.065] [--device gpu --method fmm]
-    python benchmarks/validate_rings.py leapfrog [--n-phi 32 --layers 2 --dt 0.1]
-    python benchmarks/validate_rings.py ground   [--n-phi 48]
+    python benchmarks/validation/validate_rings.py saffman  [--sigma-eff 0.045 0.065] [--device gpu --method fmm]
+    python benchmarks/validation/validate_rings.py leapfrog [--n-phi 32 --layers 2 --dt 0.1]
+    python benchmarks/validation/validate_rings.py ground   [--n-phi 48]
 
 saffman   single ring with a resolved Gaussian core (4 layers to 3σ_c, σ = σ_c, stations
           spaced σ), inviscid, RK4: speed of the impulse centre fitted over one radius of
           travel against Saffman's U = Γ/(4πR)[ln(8R/(√2σ_eff)) − 0.558]; drift of Σα
           (relative to Σ|α|), of the linear impulse and of the energy.
 leapfrog  the default leapfrog case to t = 20: pass times (ring centres swap order,
-          ``_rings.crossing_times``), impulse and energy drift.  The same pass times at
-          three resolutions up to ``--preset gpu``: ``resolution_study.py``.
+          ``vortexsim.validation.ring_events.crossing_times``), impulse and energy drift.
+          The same pass times at three resolutions up to ``--preset gpu``:
+          ``resolution_study.py``.
 ground    ring_ground against the upper ring of the head-on collision of mirror rings
           (same dt, direct sum or FMM): the largest difference over the run, and the
           largest |w| on the plane z = 0.
@@ -32,11 +33,17 @@ import time
 
 import numpy as np
 
-import vortexsim
+import os
+import sys
 
-import _timing as T
-from _rings import crossing_times
-from _timing import to_host
+import vortexsim
+from vortexsim.validation.records import to_host
+from vortexsim.validation.ring_events import crossing_times
+
+# the shared helpers of benchmarks/performance/ (timing.py: the JSON result file)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "performance"))
+import timing as T  # noqa: E402
 
 
 def saffman_speed(circulation, radius, sigma_eff):

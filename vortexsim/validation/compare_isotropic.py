@@ -1,11 +1,11 @@
 r"""Decaying isotropic turbulence: a vortexsim run against a spectral_ns.py run from the
-same initial field (issue 17), side by side.
+same initial field, side by side (``benchmarks/validation/compare_isotropic.py``).
 
     vortexsim run isotropic_turbulence --preset gpu --out runs/hit128
-    python benchmarks/spectral_ns.py --init runs/hit128/initial_field.nc --nu 0.0056 \
+    python benchmarks/validation/spectral_ns.py --init runs/hit128/initial_field.nc --nu 0.0056 \
         --t-end 2 --dt 0.01 --every 5 --spectrum-times 0,1,2 --statistics --device gpu \
         --nc hit128_spectral.nc
-    python benchmarks/compare_isotropic.py runs/hit128 hit128_spectral.nc \
+    python benchmarks/validation/compare_isotropic.py runs/hit128 hit128_spectral.nc \
         --spectrum-times 1,2 --png hit128_spectra.png
 
 Inputs: the vortexsim run directory (``diagnostics.nc``: ``lattice_energy`` E = ½⟨|u|²⟩
@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 
 import numpy as np
 
@@ -415,6 +414,3 @@ def main(argv=None):
                 print(f"no spectrum at a common time: {args.png} not written")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

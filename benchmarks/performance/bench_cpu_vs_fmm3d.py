@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-import _timing as T
+import timing as T
 
 
 def fmm3d_velocity(x, alpha, eps):

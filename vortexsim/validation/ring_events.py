@@ -1,5 +1,5 @@
-"""Ring measurements shared by the ring benchmarks (``validate_rings.py``,
-``resolution_study.py``): a cheap per-ring record of a running simulation and the event
+"""Ring measurements shared by the ring studies (``benchmarks/validation/validate_rings.py``,
+:mod:`vortexsim.validation.resolution_study`): a cheap per-ring record of a running simulation and the event
 times read off its rows.
 
 Recording.  :func:`ring_rows` gives each ring group's impulse centre (3,) [L] and impulse

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-import _timing as T
+import timing as T
 
 L = 2.0 * math.pi
 

@@ -29,8 +29,10 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _timing as T  # noqa: E402
+# the shared helpers of benchmarks/performance/ (timing.py, bench_fmm.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "performance"))
+import timing as T  # noqa: E402
 
 
 def main(argv=None):
