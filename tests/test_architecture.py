@@ -30,6 +30,7 @@ LAYERS = (
     ("cases", ("vortexsim.cases", "vortexsim.resources")),
     ("cli", ("vortexsim.cli", "vortexsim.demo", "vortexsim.__main__", "vortexsim",
              "vortexsim.viz.cli")),                    # the commands of those layers
+    ("validation", ("vortexsim.validation",)),        # reference solver, validation studies
 )
 
 
