@@ -1,4 +1,4 @@
-"""Cost and error of ``Simulation.diagnostics()`` at GPU size (issue 15).
+"""Cost and error of ``Simulation.diagnostics()`` at GPU size.
 
 For the leapfrog case at the resolved-core GPU size (2 rings × n_phi stations × 127
 points across the core, sigma 0.05) it times, back to back on one device:
@@ -15,7 +15,7 @@ of E, Ω₂ and H against the double sums.
 
 Usage::
 
-    python benchmarks/bench_diagnostics.py [--n-phi 129 550] [--device gpu] [--label x]
+    python benchmarks/performance/bench_diagnostics.py [--n-phi 129 550] [--device gpu] [--label x]
 
 (``err_u`` of the summary rows holds the energy's error.)  Output: JSON (default ``benchmarks/results/bench_diagnostics_DATE[_LABEL].json``) and a
 table printed last.

@@ -11,9 +11,9 @@ field) and 0.01 (most pairs far).  The targets of benchmarks.md are judged at si
 
 Usage::
 
-    python benchmarks/bench_direct.py [--n 131072] [--kernels gaussian algebraic]
+    python benchmarks/performance/bench_direct.py [--n 131072] [--kernels gaussian algebraic]
         [--precisions float64 float32] [--sigmas 0.1 0.01] [--label new]
-    python benchmarks/bench_direct.py --device cpu --n 2000        # smoke test
+    python benchmarks/performance/bench_direct.py --device cpu --n 2000        # smoke test
 
 Options: --n, --sigmas, --kernels, --precisions, --repeats (default 5), --samples
 (default 128), --device gpu|cpu, --out PATH, --label TEXT.

@@ -17,11 +17,11 @@ cloud), ``clustered`` (Plummer cloud, sigma from the spacing at the half-mass ra
 
 Usage::
 
-    python benchmarks/bench_fmm.py --suite standard [--label new]     # the targets' cases
-    python benchmarks/bench_fmm.py --cases uniform-gauss-1e-6 rings-gauss-1e-6
-    python benchmarks/bench_fmm.py --input clustered --n 1048576 --tree adaptive \\
+    python benchmarks/performance/bench_fmm.py --suite standard [--label new]     # the targets' cases
+    python benchmarks/performance/bench_fmm.py --cases uniform-gauss-1e-6 rings-gauss-1e-6
+    python benchmarks/performance/bench_fmm.py --input clustered --n 1048576 --tree adaptive \\
         --leaf-size 512 --tol 1e-6 --kernel gaussian --precision float64
-    python benchmarks/bench_fmm.py --device cpu --input uniform --n 2000     # smoke test
+    python benchmarks/performance/bench_fmm.py --device cpu --input uniform --n 2000     # smoke test
 
 Options:
     --suite standard|report|tol1e-9|all   named case sets (``--list`` prints them);

@@ -1,5 +1,5 @@
 """The periodic FMM against the free-space FMM of the same elements, and its error
-against the spectral sum (issue 16's H100 target: periodic ≤ 1.10 × free space at 2^20
+against the spectral sum (the H100 target: periodic ≤ 1.10 × free space at 2^20
 uniform elements, tol 1e-6).
 
 Input (fixed seed): N elements uniform in the unit box [0, 1)³, α ~ N(0, 1)³ with its
@@ -20,8 +20,8 @@ mean subtracted (Σα = 0 to round-off), σ = ``--sigma-h`` × h, h = N^(−1/3)
 
 Usage::
 
-    python benchmarks/bench_periodic.py                       # H100: 2^20, tol 1e-6
-    python benchmarks/bench_periodic.py --device cpu --n 4096 --tol 1e-3   # smoke test
+    python benchmarks/performance/bench_periodic.py                       # H100: 2^20, tol 1e-6
+    python benchmarks/performance/bench_periodic.py --device cpu --n 4096 --tol 1e-3   # smoke test
 
 Output: JSON (default ``benchmarks/results/bench_periodic_DATE[_LABEL].json``).
 """

@@ -1,4 +1,4 @@
-"""Time per frame of the tracer renderer (``vortexsim.viz.render_points``, issue 18).
+"""Time per frame of the tracer renderer (``vortexsim.viz.render_points``).
 
 2^``--log2n`` random tracers in a ring-like cloud (radius 1, Gaussian core 0.1, a second
 ring 0.8 above: two leapfrogging rings) splatted into a ``--size`` image (default
@@ -8,7 +8,7 @@ finished image to the host, not the copy of the tracers to the device.
 
 Usage::
 
-    python benchmarks/bench_render.py [--device cpu|gpu] [--log2n 20] [--size 1920x1080]
+    python benchmarks/performance/bench_render.py [--device cpu|gpu] [--log2n 20] [--size 1920x1080]
 
 Output: JSON (default ``benchmarks/results/bench_render_DATE[_LABEL].json``) and a table.
 Targets: <= 10 s per frame on 2 CPU cores, <= 1 s on an H100.

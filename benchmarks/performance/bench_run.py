@@ -1,4 +1,4 @@
-"""A whole ``vortexsim run`` against its bare stepping, back to back (issue 15).
+"""A whole ``vortexsim run`` against its bare stepping, back to back.
 
 What it measures: the wall time a user meets.  After a warm-up run to t_end/2 (the CUDA
 kernels compile into CuPy's disk cache), it runs the same case through the CLI, in
@@ -10,7 +10,7 @@ fresh processes, ``--rounds`` times (2) in this order:
    snapshots, plot.png), as a user runs it;
 
 and reports, from each run log's last lines, the run's wall time ("ran N steps ... in
-S s") and its breakdown, the ratio of the medians full / bare (issue 15's target:
+S s") and its breakdown, the ratio of the medians full / bare (the target:
 ≤ 1.25), and each round's full run over the bare run's steps alone (its "time: steps"
 entry: the 200 bare RK4 steps of the same trajectory).  The
 bare run's steps are the reference rather than 200 × one step at t = 0
@@ -20,10 +20,10 @@ and ~89 ms near t = 20).
 
 Usage::
 
-    python benchmarks/bench_run.py                          # leapfrog --preset gpu, GPU
-    python benchmarks/bench_run.py --step --rounds 3        # + full / (200 × t = 0 step)
-    python benchmarks/bench_run.py --case collision --preset gpu
-    python benchmarks/bench_run.py --device cpu --preset "" --set n_phi=8 \\
+    python benchmarks/performance/bench_run.py                          # leapfrog --preset gpu, GPU
+    python benchmarks/performance/bench_run.py --step --rounds 3        # + full / (200 × t = 0 step)
+    python benchmarks/performance/bench_run.py --case collision --preset gpu
+    python benchmarks/performance/bench_run.py --device cpu --preset "" --set n_phi=8 \\
         --set tracers_per_ring=16 --set t_end=0.5              # smoke test
 
 Output: JSON (default ``benchmarks/results/bench_run_DATE[_LABEL].json``) with both run
@@ -109,7 +109,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="bare, full pairs (after a warm-up)")
     ap.add_argument("--step", action="store_true",
                     help="before each round, time the t = 0 step (bench_step.py --dt 0.1) "
-                         "and report full / (steps × that step), issue 15's criterion")
+                         "and report full / (steps × that step), the step criterion")
     T.add_common_options(ap, "bench_run")
     args = ap.parse_args()
     rows = {"bare": [], "full": []}

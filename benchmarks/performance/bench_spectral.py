@@ -1,5 +1,5 @@
 """Time and error of the periodic spectral sum (``vortexsim.spectral.SpectralSum``) on the
-Taylor–Green lattice (issue 16).
+Taylor–Green lattice.
 
 For the n³ Taylor–Green lattice of the box [0, 2π)³ (α = ω h³, σ = h) it times u and ∇u
 at the elements (their own free-space part left out, as in a time step): on the GPU the
@@ -13,7 +13,7 @@ tests' measure) and the relative L2 error.
 
 Usage::
 
-    python benchmarks/bench_spectral.py [--n 64 128] [--tol 1e-6] [--device gpu] [--label x]
+    python benchmarks/performance/bench_spectral.py [--n 64 128] [--tol 1e-6] [--device gpu] [--label x]
 
 Output: JSON (default ``benchmarks/results/bench_spectral_DATE[_LABEL].json``) and a table.
 """

@@ -11,12 +11,12 @@ the GPU, wall clock on the CPU) and reports the median and minimum of all.
 
 Usage::
 
-    python benchmarks/bench_step.py [--label new]                 # the target's case, GPU
-    python benchmarks/bench_step.py --cprofile 30                 # + host profile of a step
+    python benchmarks/performance/bench_step.py [--label new]                 # the target's case, GPU
+    python benchmarks/performance/bench_step.py --cprofile 30                 # + host profile of a step
     ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \\
-        python benchmarks/bench_step.py --ncu > kernels.csv        # kernels of one step
-    python benchmarks/bench_step.py --ncu-summary kernels.csv       # their time by name
-    python benchmarks/bench_step.py --device cpu --n-phi 16 --layers 2 --tracers 512 \\
+        python benchmarks/performance/bench_step.py --ncu > kernels.csv        # kernels of one step
+    python benchmarks/performance/bench_step.py --ncu-summary kernels.csv       # their time by name
+    python benchmarks/performance/bench_step.py --device cpu --n-phi 16 --layers 2 --tracers 512 \\
         --steps 2 --rounds 1 --warmup 1                           # smoke test
 
 ``--advance T`` times the steps at t = T instead of t = 0 (the case first runs to T with

@@ -19,9 +19,9 @@ What it dumps (float64, CPU, fixed seeds):
 
 Usage (the tree under test comes from PYTHONPATH; run outside any checkout)::
 
-    PYTHONPATH=/path/to/old python benchmarks/bitwise.py save old.npz [--only fmm|runs|cli|periodic]
-    PYTHONPATH=/path/to/new python benchmarks/bitwise.py save new.npz [--only ...]
-    python benchmarks/bitwise.py compare old.npz new.npz    # "N keys, 0 differ", exit 0
+    PYTHONPATH=/path/to/old python benchmarks/tools/bitwise.py save old.npz [--only fmm|runs|cli|periodic]
+    PYTHONPATH=/path/to/new python benchmarks/tools/bitwise.py save new.npz [--only ...]
+    python benchmarks/tools/bitwise.py compare old.npz new.npz    # "N keys, 0 differ", exit 0
 
 ``compare`` checks the parts present in both files byte for byte and exits 1 on any
 difference.  ``compare-runs RUN_A RUN_B`` compares two run directories (e.g. a run and a

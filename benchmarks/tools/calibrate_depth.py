@@ -17,8 +17,8 @@ A model is right when the depth it picks is (within a few per cent) the fastest 
 
 Usage::
 
-    python benchmarks/calibrate_depth.py [--advance 20] [--sets uniform leapfrog-t0 leapfrog-tT]
-    python benchmarks/calibrate_depth.py --device cpu --n 20000 --tracers 4096 --n-phi 16 \\
+    python benchmarks/tools/calibrate_depth.py [--advance 20] [--sets uniform leapfrog-t0 leapfrog-tT]
+    python benchmarks/tools/calibrate_depth.py --device cpu --n 20000 --tracers 4096 --n-phi 16 \\
         --layers 2 --advance 0.2 --repeats 1                           # smoke test
 
 Options: --sets, --advance T (20), --n (uniform points, 2^20), --n-phi (129), --layers (7),

@@ -15,11 +15,11 @@ own tol.
 Standard separation (tol ≥ 1e-6, M2L from boxes one apart) and the wide one (tol < 1e-6,
 two apart, ``--separation 2``)::
 
-    python benchmarks/calibrate_fmm.py --device cpu --n 4000 --tol 1e-6 \\
+    python benchmarks/tools/calibrate_fmm.py --device cpu --n 4000 --tol 1e-6 \\
         --kernels singular algebraic winckelmans --orders 8 10 12 14 16
-    python benchmarks/calibrate_fmm.py --device cpu --n 20000 --tol 1e-9 --separation 2 \\
+    python benchmarks/tools/calibrate_fmm.py --device cpu --n 20000 --tol 1e-9 --separation 2 \\
         --kernels gaussian --orders 12 14 16
-    python benchmarks/calibrate_fmm.py --device gpu --n 1048576 --tol 1e-9 --separation 2 \\
+    python benchmarks/tools/calibrate_fmm.py --device gpu --n 1048576 --tol 1e-9 --separation 2 \\
         --kernels gaussian singular --orders 13 14 15 --depths 4 5 --profile
 
 Options: --n (default 4000), --kernels, --orders, --depths, --tol (default 1e-6),

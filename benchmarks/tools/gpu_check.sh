@@ -4,7 +4,7 @@
 # bench_fmm --suite standard, bench_step), each writing its JSON and log to one output
 # folder; the last thing printed is one short table of every result.
 #
-#   bash benchmarks/gpu_check.sh [OUTDIR]
+#   bash benchmarks/tools/gpu_check.sh [OUTDIR]
 #
 # Run it from the repository root.  OUTDIR defaults to $OUT/gpu_check when $OUT is set
 # (the device machine's folder that comes back), else benchmarks/results/gpu_check_DATE.
@@ -55,19 +55,19 @@ for step in $STEPS; do
             run pytest_gpu 580 python3 -m pytest -m gpu -q --durations=25
             grep -E "^FAILED|^ERROR|passed|failed|^[0-9.]+s (call|setup)" "$OUTDIR/pytest_gpu.log" | tail -40 ;;
         direct)
-            run bench_direct 300 python3 benchmarks/bench_direct.py --kernels gaussian algebraic \
+            run bench_direct 300 python3 benchmarks/performance/bench_direct.py --kernels gaussian algebraic \
                 --sigmas 0.1 --out "$OUTDIR/bench_direct.json" --label "$LABEL" ;;
         fmm)
-            run bench_fmm 300 python3 benchmarks/bench_fmm.py --suite standard \
+            run bench_fmm 300 python3 benchmarks/performance/bench_fmm.py --suite standard \
                 --out "$OUTDIR/bench_fmm.json" --label "$LABEL" ;;
         step)
-            run bench_step 240 python3 benchmarks/bench_step.py \
+            run bench_step 240 python3 benchmarks/performance/bench_step.py \
                 --out "$OUTDIR/bench_step.json" --label "$LABEL" ;;
         diagnostics)
-            run bench_diagnostics 240 python3 benchmarks/bench_diagnostics.py \
+            run bench_diagnostics 240 python3 benchmarks/performance/bench_diagnostics.py \
                 --out "$OUTDIR/bench_diagnostics.json" --label "$LABEL" ;;
         run)
-            run bench_run 560 python3 benchmarks/bench_run.py \
+            run bench_run 560 python3 benchmarks/performance/bench_run.py \
                 --out "$OUTDIR/bench_run.json" --label "$LABEL" ;;
         *)
             echo "unknown step $step (tests, direct, fmm, step, diagnostics, run)" ;;
@@ -77,5 +77,5 @@ done
 echo
 echo "== results ($OUTDIR)"
 if compgen -G "$OUTDIR/*.json" > /dev/null; then
-    python3 benchmarks/_timing.py "$OUTDIR"
+    python3 benchmarks/performance/timing.py "$OUTDIR"
 fi

@@ -10,12 +10,12 @@ of one unprofiled evaluation, or one evaluation between cudaProfilerStart/Stop f
 
 Usage::
 
-    python benchmarks/profile_fmm.py --case rings-gauss-1e-6 [--tree adaptive]
-    python benchmarks/profile_fmm.py --case clustered-gauss-1e-6-local --cprofile 30
+    python benchmarks/tools/profile_fmm.py --case rings-gauss-1e-6 [--tree adaptive]
+    python benchmarks/tools/profile_fmm.py --case clustered-gauss-1e-6-local --cprofile 30
     ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \\
-        python benchmarks/profile_fmm.py --case rings-gauss-1e-6 --ncu > kernels.csv
-    python benchmarks/bench_step.py --ncu-summary kernels.csv      # time by kernel name
-    python benchmarks/profile_fmm.py --device cpu --case uniform-gauss-1e-6 --n 5000
+        python benchmarks/tools/profile_fmm.py --case rings-gauss-1e-6 --ncu > kernels.csv
+    python benchmarks/performance/bench_step.py --ncu-summary kernels.csv      # time by kernel name
+    python benchmarks/tools/profile_fmm.py --device cpu --case uniform-gauss-1e-6 --n 5000
 
 Options: --case NAME (bench_fmm's named cases), --n / --m (resize it), --tree, --leaf-size,
 --near-radius, --separation, --order (FMM options; unset: the FMM's defaults), --repeats

@@ -1,7 +1,7 @@
-"""Where a Taylor–Green step goes (issue 16): the step of the `taylor_green` case and its
+"""Where a Taylor–Green step goes: the step of the `taylor_green` case and its
 parts, timed one by one on the same state.
 
-    python benchmarks/profile_taylor_green.py --n 128 --device gpu
+    python benchmarks/tools/profile_taylor_green.py --n 128 --device gpu
 
 Builds the case (its defaults: RK2, spectral sum, PSE of order 4, remeshing every step
 with the solenoidal projection; ``--set key=value`` overrides them), takes ``--warm``

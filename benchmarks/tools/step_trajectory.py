@@ -9,9 +9,9 @@ trajectory as the rings travel and the tracers spread; this shows where.
 
 Usage::
 
-    python benchmarks/step_trajectory.py [--label new]
-    PYTHONPATH=old_tree python benchmarks/step_trajectory.py --label old     # A/B
-    python benchmarks/step_trajectory.py --device cpu --n-phi 12 --layers 1 \\
+    python benchmarks/tools/step_trajectory.py [--label new]
+    PYTHONPATH=old_tree python benchmarks/tools/step_trajectory.py --label old     # A/B
+    python benchmarks/tools/step_trajectory.py --device cpu --n-phi 12 --layers 1 \\
         --tracers 256 --t-end 0.4 --block 2                                # smoke test
 
 Options: --n-phi (129), --layers (7), --tracers (2^20), --dt (0.1), --t-end (20),

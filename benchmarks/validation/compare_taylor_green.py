@@ -1,7 +1,7 @@
-"""Taylor–Green: vortexsim runs against a spectral_ns.py run (issue 16), one table.
+"""Taylor–Green: vortexsim runs against a spectral_ns.py run, one table.
 
-    python benchmarks/compare_taylor_green.py SPECTRAL.json RUN1/diagnostics.nc [RUN2 ...]
-    python benchmarks/compare_taylor_green.py          # the runs in results/
+    python benchmarks/validation/compare_taylor_green.py SPECTRAL.json RUN1/diagnostics.nc [RUN2 ...]
+    python benchmarks/validation/compare_taylor_green.py          # the runs in results/
 
 SPECTRAL.json is what ``spectral_ns.py --out`` writes (rows of t, energy, dissipation);
 each vortexsim file is a ``diagnostics.nc`` of a periodic run (``particle_energy``,
@@ -13,13 +13,12 @@ each vortexsim file is a ``diagnostics.nc`` of a periodic run (``particle_energy
 * the maximum of −dE_p/dt (E_p = ``particle_energy``; centred differences of the rows);
 * the maximum of the blob velocity's ν⟨|∇×u|²⟩ (``dissipation``);
 * max |E_p/E − 1| over t ≤ 9 and over the whole run, E the spectral energy interpolated;
-* where the file has them (runs since session 13), the lattice field's ε =
+* where the file has them (newer runs), the lattice field's ε =
   ``lattice_dissipation`` maxima and max |E_lattice/E − 1|: the measures compared with
   the spectral solver (``docs/periodic.md``).
 
-Without arguments each file of ``results/issue16_tg400_vortexsim_*`` is compared with the
-spectral run of its own GPU (``*_H200.nc`` with ``issue16_tg400_spectral_ns_n128_H200.json``,
-the others with the H100's 256³ run).
+Without arguments each ``results/taylor_green/vortexsim_*_GPU.nc`` is compared with the
+spectral run of its own GPU (``results/taylor_green/spectral_ns_n128_GPU.json``).
 """
 from __future__ import annotations
 
@@ -60,13 +59,12 @@ def main(argv=None):
     p.add_argument("runs", nargs="*", help="vortexsim diagnostics.nc files")
     args = p.parse_args(argv)
     import xarray as xr
-    res = os.path.join(HERE, "results")
-    runs = args.runs or sorted(glob.glob(os.path.join(res, "issue16_tg400_vortexsim_*.nc")))
+    res = os.path.join(os.path.dirname(HERE), "results", "taylor_green")
+    runs = args.runs or sorted(glob.glob(os.path.join(res, "vortexsim_*.nc")))
     last = None
     for path in runs:
-        spectral = args.spectral or os.path.join(res, (
-            "issue16_tg400_spectral_ns_n128_H200.json" if path.endswith("_H200.nc")
-            else "issue16_tg400_spectral_ns_n256_H100.json"))
+        gpu = os.path.splitext(path)[0].rsplit("_", 1)[-1]
+        spectral = args.spectral or os.path.join(res, f"spectral_ns_n128_{gpu}.json")
         if spectral != last:
             rows = json.load(open(spectral))["rows"]
             ts, es, ds = (np.asarray(rows[k], dtype=float) for k in ("t", "energy",
