@@ -32,6 +32,7 @@ LAYERS = (
     ("cases", ("vortexsim.cases", "vortexsim.reference")),
     ("cli", ("vortexsim.cli", "vortexsim.__main__", "vortexsim",
              "vortexsim.viz.cli")),                    # the commands of those layers
+    ("validation", ("vortexsim.validation",)),        # reference solver, validation studies
 )
 
 #: the most lines a module of the package may have

@@ -1,21 +1,16 @@
-"""benchmarks/compare_isotropic.py (issue 17) on small synthetic files in vortexsim's
+"""vortexsim.validation.compare_isotropic (issue 17) on small synthetic files in vortexsim's
 layout (RUN/diagnostics.nc, RUN/spectra.nc, RUN/config.toml) and spectral_ns.py's
 (``--nc``): identical data gives zero differences, a 2 % offset gives 2 %, times without
 a vortexsim row are interpolated and marked, shells beyond k_max/2 do not count, and a
 missing file or variable is one line with exit code 2."""
 import math
 import os
-import sys
 
 import numpy as np
 import pytest
 import xarray as xr
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-if BENCH not in sys.path:
-    sys.path.insert(0, BENCH)
-
-import compare_isotropic as ci  # noqa: E402
+from vortexsim.validation import compare_isotropic as ci
 
 N = 24                                     # k_max = 8: the E(k) range is 1 <= k <= 4
 T_ROWS = np.round(np.arange(0, 11) * 0.1, 12)

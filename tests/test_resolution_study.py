@@ -1,20 +1,14 @@
-"""benchmarks/resolution_study.py (issue 15) and its event helpers (benchmarks/_rings.py):
+"""vortexsim.validation.resolution_study (issue 15) and its event helpers (ring_events):
 the extraction on synthetic series with known answers, the levels, and the pipeline in
 ``--quick`` mode on one case (CPU, a few seconds)."""
 import json
 import math
-import os
-import sys
 
 import numpy as np
 import pytest
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-if BENCH not in sys.path:
-    sys.path.insert(0, BENCH)
-
-import _rings  # noqa: E402
-import resolution_study as rs  # noqa: E402
+from vortexsim.validation import ring_events as _rings
+from vortexsim.validation import resolution_study as rs
 
 
 def test_crossing_times_of_linear_centres():

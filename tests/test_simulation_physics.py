@@ -1,6 +1,6 @@
 """Issue-4 physics acceptance on the CPU (small N, direct sum): time-step convergence,
 Saffman's ring speed, conservation, ring–ground ≡ head-on collision, mirror symmetry,
-leapfrogging.  Heavier versions: benchmarks/validate_rings.py."""
+leapfrogging.  Heavier versions: benchmarks/validation/validate_rings.py."""
 import math
 
 import numpy as np

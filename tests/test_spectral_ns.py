@@ -1,20 +1,14 @@
-"""benchmarks/spectral_ns.py (issue 16), the pseudo-spectral reference solver: Taylor–Green's
+"""vortexsim.validation.spectral_ns (issue 16), the pseudo-spectral reference solver: Taylor–Green's
 early viscous decay, a divergence-free velocity, the exact decay of a shear wave, the
 velocity-field file's round trip, and the command line on a small run (CPU, a few
 seconds)."""
 import json
 import math
-import os
-import sys
 
 import numpy as np
 import pytest
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-if BENCH not in sys.path:
-    sys.path.insert(0, BENCH)
-
-import spectral_ns as sns  # noqa: E402
+from vortexsim.validation import spectral_ns as sns
 
 
 def taylor_green_solver(n=16, nu=0.1):

@@ -5,7 +5,6 @@ divergent, nothing beyond the 2/3 cut); a restart leaves it alone and ``--overwr
 writes the new run's."""
 import math
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -15,15 +14,9 @@ from vortexsim.cases.isotropic_turbulence import isotropic_turbulence_field
 from vortexsim.cli import main
 from vortexsim.output.lattice_field import read_velocity_field
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))), "benchmarks")
-
-
 @pytest.fixture(scope="module")
 def sns():
-    if BENCH not in sys.path:
-        sys.path.insert(0, BENCH)
-    import spectral_ns
+    from vortexsim.validation import spectral_ns
     return spectral_ns
 
 

@@ -11,16 +11,16 @@ classical scheme, carry ``gaussian6`` blobs and diffuse by PSE of order 4.  ``tr
 passive tracers are seeded uniformly in the box (seed + 1).
 
 :func:`isotropic_turbulence_field` returns the initial velocity itself (n, n, n, 3), so
-that another code (``benchmarks/spectral_ns.py``) can start from the same field, and
+that another code (``benchmarks/validation/spectral_ns.py``) can start from the same field, and
 :func:`write_initial_field` writes it as a netCDF file
 (:mod:`vortexsim.output.lattice_field`, ``u``, ``v``, ``w`` on dims x, y, z, the case
 parameters n, k_peak, energy, seed and nu as attributes): a fresh ``vortexsim run
 isotropic_turbulence`` (any n, any preset) writes ``initial_field.nc`` into its run
 directory (``CaseSetup.files``; not rewritten on restart), and ::
 
-    python benchmarks/spectral_ns.py --init RUN/initial_field.nc --nu NU ...
+    python benchmarks/validation/spectral_ns.py --init RUN/initial_field.nc --nu NU ...
 
-starts the spectral code from exactly that field (``benchmarks/compare_isotropic.py``
+starts the spectral code from exactly that field (``benchmarks/validation/compare_isotropic.py``
 compares the two runs).
 """
 from __future__ import annotations

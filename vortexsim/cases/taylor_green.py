@@ -18,7 +18,7 @@ after each remeshing (``remesh_project``): with the transpose scheme the kinetic
 grew after t ≈ 4 at every n tried (``docs/periodic.md``, "The Taylor–Green case").  The
 CPU default (n = 24) is a demonstration, not converged; at 128³ (``--preset gpu``) the
 lattice field's dissipation peaks within 1.5 % of the pseudo-spectral solution
-(``benchmarks/spectral_ns.py``) and its energy stays within 1.4 % to t = 12.
+(``benchmarks/validation/spectral_ns.py``) and its energy stays within 1.4 % to t = 12.
 """
 from __future__ import annotations
 
