@@ -29,7 +29,7 @@ LAYERS = (
     ("simulation", ("vortexsim.simulation",)),
     ("output", ("vortexsim.output",)),
     ("viz", ("vortexsim.viz",)),                         # pictures of run directories
-    ("cases", ("vortexsim.cases", "vortexsim.reference")),
+    ("cases", ("vortexsim.cases",)),
     ("cli", ("vortexsim.cli", "vortexsim.__main__", "vortexsim",
              "vortexsim.viz.cli")),                    # the commands of those layers
     ("validation", ("vortexsim.validation",)),        # reference solver, validation studies

@@ -109,7 +109,7 @@ SUITES = {
 RATIOS = [("clustered-gauss-1e-6-local", "uniform-gauss-1e-6", 2.0),
           ("uniform-2^24-f32-1e-4", "uniform-gauss-f32-1e-4", 20.0)]
 
-#: Plummer half-mass radius of ``vortexsim.inputs.clustered`` (scale 0.05)
+#: Plummer half-mass radius of ``vortexsim.cases.inputs.clustered`` (scale 0.05)
 HALF_MASS_RADIUS = 1.305 * 0.05
 
 
@@ -120,7 +120,10 @@ def case_seed(name):
 
 def case_arrays(case, rng):
     """Host float64 inputs of ``case``: x, alpha (N, 3), sigma (N,), tracers (M, 3) or None."""
-    from vortexsim import inputs
+    try:
+        from vortexsim.cases import inputs
+    except ImportError:           # a tree whose inputs sit at the top of the package
+        from vortexsim import inputs
     n, m = case.n, case.m
     if case.input == "rings":
         x, alpha, tracers = inputs.rings(n, m or 0, rng)

@@ -45,7 +45,7 @@ import timing as T  # noqa: E402
 def point_sets(args):
     """Yield (name, x, alpha, sigma, targets or None, gradient) on the host (float64)."""
     import vortexsim
-    from vortexsim import inputs
+    from vortexsim.cases import inputs
     if "uniform" in args.sets:
         x, alpha, _ = inputs.uniform(args.n, np.random.default_rng(1))
         yield "uniform", x, alpha, np.full(args.n, args.n ** (-1 / 3)), None, True

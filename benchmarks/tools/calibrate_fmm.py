@@ -62,7 +62,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=7)
     T.add_common_options(p, "calibrate_fmm", device_default="cpu")
     args = p.parse_args(argv)
-    from vortexsim import FMM, inputs
+    from vortexsim import FMM
+    from vortexsim.cases import inputs
     dev = args.device
     rng = np.random.default_rng(args.seed)
     n = args.n

@@ -14,7 +14,7 @@ conjugate).  Spectral derivatives: ∂u_i/∂x_j ↔ i k_j û_i, with the deriva
 Nyquist modes (|m_j| = n/2, even n) taken as zero, the usual convention; a dealiased field
 has no energy there, and then the derivatives are exact.
 
-The spectrum is the one of ``benchmarks/spectral_ns.py`` (``SpectralNS.spectrum``): shell
+The spectrum is the one of ``vortexsim.validation.spectral_ns`` (``SpectralNS.spectrum``): shell
 s = 0, 1, ... holds the modes with s − ½ ≤ |m| < s + ½ (rint(|m|) = s), its wavenumber is
 k_s = s k₀, E(k_s) = (1/k₀) Σ_{k in shell s} ½ |û(k)|²/n⁶, so that Σ_s E(k_s) k₀ = ½⟨|u|²⟩
 exactly (Parseval); dk = k₀.  Shell 0 holds only the mean (k = 0).
@@ -139,7 +139,7 @@ def energy_spectrum(u, box):
 
     E(k_s) = (1/k₀) Σ_{rint(|m|) = s} ½ |û(k)|² / n⁶,  k_s = s k₀,  k₀ = 2π/L,
 
-    the definition of ``benchmarks/spectral_ns.py`` (``SpectralNS.spectrum``): shells of
+    the definition of ``vortexsim.validation.spectral_ns`` (``SpectralNS.spectrum``): shells of
     width dk = k₀ centred on s k₀, so that Σ_s E(k_s) dk = ½⟨|u|²⟩ exactly (Parseval).
 
     Parameters
@@ -195,7 +195,7 @@ def flow_statistics(u, box, nu):
     ==================  =========================================================  ========
 
     k_max is the largest wavenumber kept per axis by the 2/3 rule of a dealiased field
-    (|m_i| < n/3, as in ``benchmarks/spectral_ns.py``); k_max η ≳ 1 is the usual
+    (|m_i| < n/3, as in ``vortexsim.validation.spectral_ns``); k_max η ≳ 1 is the usual
     resolution criterion.  ⟨s_ij s_ij⟩ = Σ ½(|k|²|û|² + |k·û|²)/n⁶ and
     ⟨|ω|²⟩ = Σ (|k|²|û|² − |k·û|²)/n⁶ over the modes.  The integral over shells leaves
     out shell 0 (the mean flow has no length scale).  Skewness and flatness are averaged

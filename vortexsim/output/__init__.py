@@ -10,7 +10,7 @@
 * :mod:`.plot`: ``plot_run``, ``plot_rows`` (``plot.png``; needs matplotlib)
 * :mod:`.lattice_field`: ``write_velocity_field``, ``read_velocity_field`` (a velocity
   field on the n³ lattice of the periodic box, e.g. ``initial_field.nc``; the format that
-  ``benchmarks/spectral_ns.py`` reads and writes)
+  ``vortexsim.validation.spectral_ns`` reads and writes)
 * :mod:`.writers`: the run loop's output writers ``SnapshotWriter`` (checkpoints),
   ``DiagnosticsWriter``, ``PlotWriter``; ``run_writers``, ``output_intervals``
 

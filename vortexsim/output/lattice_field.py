@@ -2,7 +2,7 @@ r"""A velocity field on the n³ lattice of the periodic box as a netCDF file.
 
 The file that carries one velocity field between vortexsim and other codes: the initial
 field of a case (``initial_field.nc`` of an ``isotropic_turbulence`` run directory) and the
-fields that ``benchmarks/spectral_ns.py`` reads (``--init``) and writes
+fields that ``vortexsim.validation.spectral_ns`` reads (``--init``) and writes
 (``--save-field``), so that the spectral code starts from exactly the field vortexsim
 started from, and the other way round.
 
@@ -23,7 +23,7 @@ Format ``periodic-velocity-field``, version 1 (xarray, engine netcdf4)
   ``Conventions`` (CF-1.10), ``title``, ``units_note``, ``format``, ``format_version``,
   ``box``, ``time`` and any others the caller gives (e.g. the case parameters).
 
-Files written by ``benchmarks/spectral_ns.py`` before this module existed are the same
+Files written by ``vortexsim.validation.spectral_ns`` before this module existed are the same
 format (without ``Conventions``) and read the same.  Units are the flow's: L (length),
 T (time).
 """
