@@ -18,11 +18,13 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "vortexsim"
 #: (layer name, module prefixes), lowest first
 LAYERS = (
     ("base", ("vortexsim._names", "vortexsim._startup", "vortexsim.backend",
-              "vortexsim.config", "vortexsim.schedules")),
+              "vortexsim.config", "vortexsim.schedules", "vortexsim.state")),
     ("kernels", ("vortexsim.kernels",)),
-    ("fmm", ("vortexsim.fmm", "vortexsim.spectral", "vortexsim.spectral_lattice")),  # fast sums
-    ("physics", ("vortexsim.state", "vortexsim.inputs", "vortexsim.physics",
-                 "vortexsim.summation", "vortexsim.diagnostics", "vortexsim.turbulence")),
+    ("geometry", ("vortexsim.geometry",)),
+    ("fmm", ("vortexsim.fmm",)),
+    ("summation", ("vortexsim.summation", "vortexsim.spectral")),   # spectral: a shim
+    ("physics", ("vortexsim.inputs", "vortexsim.physics", "vortexsim.diagnostics",
+                 "vortexsim.turbulence")),
     ("integrators", ("vortexsim.integrators",)),
     ("simulation", ("vortexsim.simulation", "vortexsim.writer_thread")),
     ("io", ("vortexsim.output",)),
@@ -133,7 +135,8 @@ def _cycle(graph):
     return None
 
 
-@pytest.mark.parametrize("package", ["vortexsim.fmm", "vortexsim.physics", "vortexsim.output"])
+@pytest.mark.parametrize("package", ["vortexsim.geometry", "vortexsim.fmm", "vortexsim.summation",
+                                     "vortexsim.physics", "vortexsim.output"])
 def test_no_import_cycles_within(package):
     modules = {m: p for m, p in _modules().items() if m.startswith(package + ".")}
     graph = {m: {t for _, t in _imports(m, p, _modules()) if t in modules and t != m}

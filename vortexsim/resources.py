@@ -205,12 +205,12 @@ def estimate_memory(config, device="auto"):
 
 def _method(config):
     """"direct", "fmm" or "spectral": the summation whose memory the run needs ("auto" in
-    a periodic box: :func:`vortexsim.summation.periodic_auto_method`; elsewhere the FMM)."""
-    from .summation import periodic_auto_method  # noqa: PLC0415
+    a periodic box: :func:`vortexsim.summation.auto.choose_method`; elsewhere the FMM)."""
+    from .summation.auto import choose_method  # noqa: PLC0415
     method = config.get("method", "direct")
     if method == "auto" and config.get("boundary") == "periodic":
         try:
-            method = periodic_auto_method(config.get("kernel", "gaussian"))
+            method = choose_method(periodic=True, kernel=config.get("kernel", "gaussian"))
         except ValueError:               # a kernel the box refuses: the run will say so
             method = "fmm"
     return method if method in ("direct", "spectral") else "fmm"

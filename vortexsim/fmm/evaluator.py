@@ -48,13 +48,13 @@ import math
 import numpy as np
 
 from ..backend import check_precision, resolve_device
+from ..geometry.periodic import check_periodic_sources, wrap
 from ..kernels.cutoff import check_general_kernel, get_kernel
 from . import expansions as E
 from .adaptive import ADAPTIVE_MAX_DEPTH, adaptive_fmm
 from .downward import TargetPart
 from .fields import Fields, evaluate_fields
 from .near import near_field_reach
-from ..spectral import check_periodic_sources, wrap
 from .periodic import (PERIODIC_LEAF_SLACK, PERIODIC_MIN_DEPTH, check_box, ghost_sources,
                        ghost_tables, lattice_operator, tinfoil_shift)
 from .plan import (ADAPTIVE_LEAF_SIZE, AUTO_TREE_FACTOR, CAPACITY_SLACK, CHUNK_BYTES,
@@ -276,13 +276,13 @@ class FMM:
         box : float, optional
             The edge L [L] of a periodic box [0, L)³ (docs/periodic.md, "The periodic
             FMM"): u and ∇u of all periodic images of the elements, the box mean of u
-            zero (the tin-foil convention of :mod:`vortexsim.spectral`).  Positions
+            zero (the tin-foil convention of :mod:`vortexsim.summation.spectral`).  Positions
             anywhere (wrapped into the box); Σα must vanish to round-off; kernels with
             a 1/r far field only (gaussian, polynomial, singular); the root cube is the
             box (``root`` must be left unset), the tree level-uniform, of depth ≥ 2, its
             leaves at least reach / near_radius wide.
         check_sources : bool, default True
-            With ``box``: refuse Σα ≠ 0 (:func:`~vortexsim.spectral.check_periodic_sources`;
+            With ``box``: refuse Σα ≠ 0 (:func:`~vortexsim.geometry.periodic.check_periodic_sources`;
             two numbers cross from the GPU).  A time stepper that checked its elements
             once passes False (its stages' Σα drifts by the summation's accuracy).
         """
