@@ -98,7 +98,7 @@ def test_blocking_does_not_change_the_sums(rng):
 
 
 def test_ground_energy_is_half_the_mirror_system():
-    from vortexsim.physics.domain import GroundPlane, mirror
+    from vortexsim.geometry import GroundPlane, mirror
     x, a, s = vortex_ring(radius=1.0, centre=(0, 0, 0.8), axis=(0.3, 0, -1), core=0.1, n_phi=24,
                           layers=2)
     xi, ai = mirror(x, a)

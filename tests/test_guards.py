@@ -139,7 +139,7 @@ def test_the_spectral_sum_s_memory_follows_its_fine_grid():
     import math
 
     from vortexsim.kernels.nufft import fine_grid_size, kernel_width
-    from vortexsim.spectral import spectral_modes
+    from vortexsim.summation.spectral import spectral_modes
     config = {"case": "isotropic_turbulence", "n": 128, "method": "spectral",
               "boundary": "periodic", "box": 2 * math.pi, "kernel": "gaussian6", "tol": 1e-6}
     est = resources.estimate_memory(config, "gpu")

@@ -8,7 +8,7 @@ import pytest
 
 import vortexsim
 from vortexsim import diagnostics as D
-from vortexsim.physics.domain import mirror
+from vortexsim.geometry import mirror
 
 CPU = dict(device="cpu", progress=False)
 

@@ -630,8 +630,8 @@ def test_self_pair_factors_made_once_per_core_array_in_a_step(rng):
     """A time stepper's evaluations (``plan`` given) compute the self pairs' A(0, σ) once
     per σ array (a run without core spreading keeps one) and give what a fresh
     computation gives; a new σ array, or a call without a plan, computes them again."""
-    from vortexsim.physics.planner import StepPlan
-    from vortexsim.physics.summation import Summation
+    from vortexsim.summation import StepPlan
+    from vortexsim.summation import make_summation as Summation
     x, alpha = rng.random((40, 3)), rng.normal(size=(40, 3))
     sigma = np.full(40, 0.1)
     s = Summation("direct", "gaussian")

@@ -6,7 +6,7 @@ import pytest
 
 import vortexsim
 from vortexsim.cases import case_defaults, ring_tracers
-from vortexsim.physics.domain import mirror
+from vortexsim.geometry import mirror
 
 SMALL = dict(n_phi=12, layers=2, tracers_per_ring=30, device="cpu", progress=False)
 

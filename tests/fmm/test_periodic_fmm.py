@@ -14,7 +14,8 @@ from vortexsim.fmm.evaluator import FMM
 from vortexsim.fmm.periodic import ghost_sources, ghost_tables, lattice_operator, tinfoil_shift
 from vortexsim.kernels.cutoff import get_kernel
 from vortexsim.kernels.direct import direct_sum_numpy
-from vortexsim.spectral import SpectralSum, wrap
+from vortexsim.geometry import wrap
+from vortexsim.summation.spectral import SpectralSum
 
 L = 2.0
 _FMMS = {}

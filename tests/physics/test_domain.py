@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import vortexsim
-from vortexsim.physics.domain import FreeSpace, GroundPlane, make_domain, mirror
+from vortexsim.geometry import FreeSpace, GroundPlane, make_domain, mirror
 
 
 def test_mirror_rule(rng):

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 
 import vortexsim
-from vortexsim.physics import FreeSpace, GroundPlane, VortexRHS
-from vortexsim.physics.planner import FMMPlanner, StepPlan
+from vortexsim.geometry import FreeSpace, GroundPlane
+from vortexsim.physics import VortexRHS
+from vortexsim.summation.fmm import FMMPlanner, StepPlan
 from vortexsim.physics.terms import Term
 
 
@@ -79,7 +80,7 @@ def test_replace_elements_resets_what_depends_on_the_set():
 
 def test_a_term_adds_to_the_rates(rng):
     """A term appended to VortexRHS.terms adds its dα/dt to the stretching's."""
-    from vortexsim.physics import Summation
+    from vortexsim.summation import make_summation as Summation
 
     class Constant(Term):
         def alpha_rate(self, stage):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vortexsim.physics.projection import divergent_fraction, project_solenoidal
-from vortexsim.spectral import SpectralSum
+from vortexsim.summation.spectral import SpectralSum
 
 L = 2.0 * math.pi
 

@@ -386,7 +386,8 @@ def test_gpu_neighbor_table_gathers_every_pair_once(rng, box, epsilon, order):
     pairs within the reach.  The same gather in NumPy over that table (built with
     xp = numpy) equals pse_rate: every pair within the reach is met exactly once
     (a box of 2 cells per axis lists a cell at two images, of which one is in reach)."""
-    from vortexsim.physics.pse import _cell_grid, pse_constant
+    from vortexsim.physics.pse import pse_constant
+    from vortexsim.physics.pse_common import cell_grid as _cell_grid
     from vortexsim.physics.pse_gpu import neighbor_table
     x, alpha, volume = _random_elements(rng, 500, 3.0)
     want = pse_rate(x, alpha, volume, epsilon, 0.3, box=box, order=order)

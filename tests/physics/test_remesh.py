@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from vortexsim.backend import gpu_available
-from vortexsim.physics.remesh import (DEFAULT_THRESHOLD, MIN_PERIODIC_NODES, STENCIL,
-                                      m4prime, m4prime_stencil, periodic_nodes, remesh)
+from vortexsim.geometry import MIN_PERIODIC_NODES, periodic_nodes
+from vortexsim.physics.remesh import DEFAULT_THRESHOLD, STENCIL, m4prime, m4prime_stencil, remesh
 
 TWO_PI = 2.0 * np.pi
 

@@ -7,8 +7,9 @@ import pytest
 
 import vortexsim
 from vortexsim.backend import Device
-from vortexsim.physics.domain import FreeSpace, GroundPlane, mirror
-from vortexsim.physics import Summation, VortexRHS
+from vortexsim.geometry import FreeSpace, GroundPlane, mirror
+from vortexsim.physics import VortexRHS
+from vortexsim.summation import make_summation as Summation
 
 CPU = Device("cpu")
 

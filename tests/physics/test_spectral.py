@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import vortexsim
-from vortexsim import spectral as S
+from vortexsim.summation import spectral as S
 from vortexsim.kernels.direct import direct_sum_numpy
 from vortexsim.kernels.cutoff import get_kernel
 

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from vortexsim.spectral import SpectralSum
-from vortexsim.spectral_lattice import LatticeSum
+from vortexsim.summation.lattice import LatticeSum
+from vortexsim.summation.spectral import SpectralSum
 
 L = 2.0 * math.pi
 

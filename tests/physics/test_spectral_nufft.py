@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import vortexsim
-from vortexsim import spectral as S
+from vortexsim.summation import spectral as S
 from vortexsim.backend import to_host
 from vortexsim.kernels import nufft as U
 from vortexsim.kernels.cutoff import gaussian_blob_transform

@@ -24,7 +24,7 @@ leapfrog               two coaxial rings (axis +z) of equal Γ, the rear at z = 
 collision              head-on: ring at z = +spacing/2 moving −z and its mirror image at
                        z = −spacing/2 moving +z (opposite Γ about the common axis); the lower
                        ring and its tracers are the exact images of the upper ones
-                       (``physics.domain.mirror``), so the run is mirror-symmetric about z = 0
+                       (``geometry.mirror``), so the run is mirror-symmetric about z = 0
 oblique_collision      two rings side by side, centres x = ∓separation/2, axes tilted
                        toward each other by ``angle`` degrees from +z, both moving up
 ring_ground            one ring, centre at ``height`` above the ground plane z = 0, moving
@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 
-from ..physics.domain import mirror
+from ..geometry import mirror
 from ..state import ElementGroup
 from .registry import CaseSetup, register_case
 from .rings import vortex_ring

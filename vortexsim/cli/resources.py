@@ -197,12 +197,12 @@ def estimate_memory(config, device="auto"):
 
 def _method(config):
     """"direct", "fmm" or "spectral": the summation whose memory the run needs ("auto" in
-    a periodic box: :func:`vortexsim.summation.periodic_auto_method`; elsewhere the FMM)."""
-    from ..summation import periodic_auto_method  # noqa: PLC0415
+    a periodic box: :func:`vortexsim.summation.auto.choose_method`; elsewhere the FMM)."""
+    from ..summation.auto import choose_method  # noqa: PLC0415
     method = config.get("method", "direct")
     if method == "auto" and config.get("boundary") == "periodic":
         try:
-            method = periodic_auto_method(config.get("kernel", "gaussian"))
+            method = choose_method(periodic=True, kernel=config.get("kernel", "gaussian"))
         except ValueError:               # a kernel the box refuses: the run will say so
             method = "fmm"
     return method if method in ("direct", "spectral") else "fmm"
@@ -211,11 +211,11 @@ def _method(config):
 def _spectral_grid_points(config):
     """Points of the own NUFFT's fine grid for the lattice cases of the periodic box
     (``n`` nodes per side, σ = ``overlap`` × box/n): those of the
-    :class:`vortexsim.spectral.SpectralSum` and its :class:`vortexsim.kernels.nufft.PeriodicNufft`
+    :class:`vortexsim.summation.spectral.SpectralSum` and its :class:`vortexsim.kernels.nufft.PeriodicNufft`
     that the run will make; 0 where the config does not tell σ."""
     from ..kernels.cutoff import GAUSSIAN_ORDERS  # noqa: PLC0415
     from ..kernels.nufft import PeriodicNufft  # noqa: PLC0415
-    from ..spectral import SpectralSum  # noqa: PLC0415
+    from ..summation.spectral import SpectralSum  # noqa: PLC0415
     n, box = _count(config.get("n")), config.get("box")
     overlap, tol = config.get("overlap", 1.0), config.get("tol", 1e-6)
     order = GAUSSIAN_ORDERS.get(config.get("kernel", "gaussian"))

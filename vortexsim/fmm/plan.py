@@ -192,7 +192,7 @@ def target_sets(targets, gradient):
     """The target sets of an evaluation with ``gradient`` (bool, or k: ∇u at the first k
     targets): a list of (index of the first target, points, with ∇u), one set per kind,
     so that each kernel launch is uniform (used by :meth:`FMM.evaluate` and by
-    :class:`vortexsim.physics.summation.Summation`, whose direct sum and step plan split the same way)."""
+    :class:`vortexsim.summation.direct.DirectSum`, whose direct sum and step plan split the same way)."""
     m = targets.shape[0]
     k = gradient_count(gradient, m, False)
     if k in (0, m):                       # one set (gradient=True keeps ∇u even if M = 0)

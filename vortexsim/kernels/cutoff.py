@@ -165,7 +165,7 @@ _HIGH_ORDER = {4: ((1.0,), (1.0,), (2.5, -0.5)),
                6: ((2.25, -0.25), (2.75, -0.25), (35.0 / 8.0, -14.0 / 8.0, 1.0 / 8.0))}
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 #: ζ_m(0)/ζ_gaussian(0) of each order (the constant terms of Pζ: 5/2 and 35/8): the blob's
-#: own gradient at its centre scales with it (:func:`vortexsim.spectral.self_gradient`)
+#: own gradient at its centre scales with it (:func:`vortexsim.summation.spectral.self_gradient`)
 GAUSSIAN_ZETA0_RATIO = {2: 1.0, **{m: p[2][0] for m, p in _HIGH_ORDER.items()}}
 
 

@@ -32,7 +32,7 @@ nature, each target one thread with a fixed stencil order; cuFFT is deterministi
 The same input gives the same bits; a permutation of the input changes the sums'
 order only (round-off).  On NumPy the spread is the same sum, element by element
 (``numpy.bincount``, sequential): the specification of the CUDA kernels, used as the
-reference in the tests (the CPU production path is FINUFFT, :mod:`vortexsim.spectral`).
+reference in the tests (the CPU production path is FINUFFT, :mod:`vortexsim.summation.spectral`).
 
 Cost: O(N w³) for the spread and interpolation, O(n³ log n) for the FFTs.  Memory: K
 real grids of n³ float64 and one half spectrum (n² (n/2 + 1) complex128) per call, plus

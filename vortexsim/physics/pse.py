@@ -74,7 +74,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import is_cupy_array
-from .pse_common import (PERIODIC_MARGIN, PSE_ORDERS, PSE_TOL, _cell_grid, _check_elements,
+from .pse_common import (PERIODIC_MARGIN, PSE_ORDERS, PSE_TOL, cell_grid, check_host_elements,
                          cell_neighbors, check_pse_order, checked_arguments, pse_constant,
                          pse_cutoff, pse_kernel, pse_reach)
 
@@ -141,12 +141,12 @@ def pse_rate(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL, order=2):
         from .pse_gpu import pse_rate_gpu  # noqa: PLC0415
         return pse_rate_gpu(x, alpha, volume, epsilon, nu, box=box, tol=tol, order=order)
     x, alpha, volume, epsilon, nu, reach, box = checked_arguments(
-        _check_elements(x, alpha, volume), epsilon, nu, box, tol, order, np)
+        check_host_elements(x, alpha, volume), epsilon, nu, box, tol, order, np)
     n = x.shape[0]
     out = np.zeros((n, 3))
     if nu == 0.0:
         return out
-    grid = _cell_grid(x, reach, box, np)
+    grid = cell_grid(x, reach, box, np)
     acc = _exchange(grid, alpha, volume, reach, epsilon, order)
     out[grid.order] = acc
     out *= pse_constant(epsilon, nu)

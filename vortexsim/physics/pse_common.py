@@ -15,11 +15,13 @@ import numpy as np
 from scipy.special import gammaincc
 
 from ..kernels.morton import column_range
-from ..spectral import wrap
+from ..geometry.periodic import wrap
 from ..state import host_element_arrays
 
 __all__ = ["pse_kernel", "pse_cutoff", "pse_reach", "pse_constant", "check_pse_order",
-           "checked_arguments", "PSE_TOL", "PSE_ORDERS", "PERIODIC_MARGIN"]
+           "checked_arguments", "cell_grid", "CellGrid", "cell_neighbors",
+           "check_positive_length", "check_viscosity", "check_pse_box", "check_host_elements",
+           "check_volume_flags", "PSE_TOL", "PSE_ORDERS", "PERIODIC_MARGIN", "PSE_NORM"]
 
 
 #: the orders of the exchange kernels (2: the Gaussian; 4: (7/2 − ρ²/4) × the Gaussian)
@@ -36,7 +38,7 @@ PERIODIC_MARGIN = 1e-6
 
 
 #: normalisation of η, (4π)^{−3/2}
-_NORM = (4.0 * math.pi) ** -1.5
+PSE_NORM = (4.0 * math.pi) ** -1.5
 
 
 #: cells per axis of the free-space cell list (3 × 21 bits fit the int64 cell ids)
@@ -54,7 +56,7 @@ def pse_kernel(rho, xp=np, order=2):
     order = check_pse_order(order)
     rho = xp.asarray(rho, dtype=xp.float64)
     q = 0.25 * rho * rho
-    g = _NORM * xp.exp(-q)
+    g = PSE_NORM * xp.exp(-q)
     return g if order == 2 else (3.5 - q) * g
 
 
@@ -85,16 +87,16 @@ def pse_cutoff(tol: float = PSE_TOL, order: int = 2) -> float:
 
 def pse_reach(epsilon: float, tol: float = PSE_TOL, order: int = 2) -> float:
     """Distance [L] beyond which :func:`pse_rate` drops pairs: ρ_c(tol, order) · ε."""
-    return pse_cutoff(tol, order) * _check_positive("epsilon", epsilon)
+    return pse_cutoff(tol, order) * check_positive_length("epsilon", epsilon)
 
 
 def pse_constant(epsilon, nu):
     """ν ε⁻⁵ (4π)^{−3/2} [1/(L³ T)]: the factor of the sums Σ_q (V_p α_q − V_q α_p) w_pq,
     w = e^{−ρ²/4} (order 2) or (7/2 − ρ²/4) e^{−ρ²/4} (order 4)."""
-    return nu / (epsilon * epsilon) * _NORM / epsilon ** 3
+    return nu / (epsilon * epsilon) * PSE_NORM / epsilon ** 3
 
 
-class _Grid:
+class CellGrid:
     """Elements sorted by cell: ``order`` (N,), the occupied cells' integer coordinates
     ``cells`` (K, 3) and CSR ``start`` (K + 1,), the cell edge ``width`` (3,), the grid's
     ``lo`` (3,) and ``shape`` (3,), the box (None: free space), sorted positions ``xs``."""
@@ -106,7 +108,7 @@ class _Grid:
             setattr(self, k, v)
 
 
-def _cell_grid(x, reach, box, xp):
+def cell_grid(x, reach, box, xp):
     """Sort the elements into cells of edge ≥ ``reach`` (only occupied cells are kept:
     memory O(N) whatever the extent)."""
     if box is None:
@@ -135,7 +137,7 @@ def _cell_grid(x, reach, box, xp):
     first = xp.concatenate([xp.ones(1, dtype=bool), ids[1:] != ids[:-1]])
     heads = xp.flatnonzero(first)
     start = xp.concatenate([heads, xp.asarray([ids.shape[0]])]).astype(xp.int64)
-    return _Grid(order=order, cells=ijk[order][heads], ids=ids[heads], start=start,
+    return CellGrid(order=order, cells=ijk[order][heads], ids=ids[heads], start=start,
                  width=width, lo=lo, shape=shape, box=box, xs=x[order])
 
 
@@ -152,11 +154,11 @@ def checked_arguments(elements, epsilon, nu, box, tol, order, xp):
     alpha, volume, epsilon, nu, the kernel's reach [L], box), from ``elements`` = the
     device's checked (x, alpha, volume)."""
     x, alpha, volume = elements
-    epsilon = _check_positive("epsilon", epsilon)
-    nu = _check_nu(nu)
+    epsilon = check_positive_length("epsilon", epsilon)
+    nu = check_viscosity(nu)
     reach = pse_reach(epsilon, tol, order)
     if box is not None:
-        box = _check_box(box, reach, epsilon, tol, order)
+        box = check_pse_box(box, reach, epsilon, tol, order)
         x = wrap(x, box)
     return x, alpha, volume, epsilon, nu, reach, box
 
@@ -184,14 +186,16 @@ def _scalar(name, v, what):
     return v
 
 
-def _check_positive(name, v):
+def check_positive_length(name, v):
+    """``v`` as a float; TypeError unless a finite scalar, ValueError unless > 0."""
     v = _scalar(name, v, "a length [L] > 0")
     if v <= 0:
         raise ValueError(f"{name} must be > 0 [L], got {v!r}.")
     return v
 
 
-def _check_nu(nu):
+def check_viscosity(nu):
+    """``nu`` [L²/T] as a float; TypeError unless a finite scalar, ValueError if < 0."""
     nu = _scalar("nu", nu, "kinematic viscosity [L²/T] >= 0")
     if nu < 0:
         raise ValueError(f"viscosity nu must be >= 0 [L²/T], got {nu!r} (diffusion "
@@ -199,8 +203,10 @@ def _check_nu(nu):
     return nu
 
 
-def _check_box(box, reach, epsilon, tol, order=2):
-    box = _check_positive("box", box)
+def check_pse_box(box, reach, epsilon, tol, order=2):
+    """The periodic box edge L as a float; ValueError unless L ≥ 2 reach (1 +
+    :data:`PERIODIC_MARGIN`), so that each pair has one image within the reach."""
+    box = check_positive_length("box", box)
     need = 2.0 * reach * (1.0 + PERIODIC_MARGIN)
     if box < need:
         other = (f", or the order-2 kernel (pse_order = 2, reach {pse_cutoff(tol, 2):.4g} "
@@ -214,7 +220,9 @@ def _check_box(box, reach, epsilon, tol, order=2):
     return box
 
 
-def _check_elements(x, alpha, volume):
+def check_host_elements(x, alpha, volume):
+    """(x, alpha, volume) as checked host arrays (:func:`vortexsim.state.host_element_arrays`),
+    volumes known, finite and > 0."""
     x, alpha, per = host_element_arrays(x, alpha, volume=volume)
     volume = per["volume"]
     check_volume_flags(np.isnan(volume).any(), (np.isfinite(volume) & (volume > 0)).all(),

@@ -1,7 +1,7 @@
 r"""Particle strength exchange on the GPU: the operator of :func:`vortexsim.physics.pse.pse_rate`
 on CuPy arrays.
 
-The cell list is the CPU's (:func:`vortexsim.physics.pse_common._cell_grid`, written with
+The cell list is the CPU's (:func:`vortexsim.physics.pse_common.cell_grid`, written with
 ``xp`` operations: cells of edge ≥ the reach, elements sorted by cell id with CuPy's
 stable sort, only occupied cells kept).  Each occupied cell gets its 27 neighbour cells
 (``searchsorted`` over the occupied cell ids; in the box, wrapped, with the image shift
@@ -24,7 +24,7 @@ import numpy as np
 
 from ..backend import array_namespace, import_cupy, to_host
 from ..kernels.modules import get_function
-from .pse_common import (PSE_TOL, _cell_grid, cell_neighbors, check_pse_order,
+from .pse_common import (PSE_TOL, cell_grid, cell_neighbors, check_pse_order,
                          check_volume_flags, checked_arguments, pse_constant)
 
 __all__ = ["pse_rate_gpu", "neighbor_table"]
@@ -51,7 +51,7 @@ def pse_rate_gpu(x, alpha, volume, epsilon, nu, *, box=None, tol=PSE_TOL, order=
     out = cp.zeros((n, 3), dtype=cp.float64)
     if nu == 0.0:
         return out
-    grid = _cell_grid(x, reach, box, cp)
+    grid = cell_grid(x, reach, box, cp)
     nbr, shift = neighbor_table(grid, cp)
     av = cp.ascontiguousarray(cp.concatenate([alpha[grid.order], volume[grid.order][:, None]],
                                              axis=1))
@@ -73,7 +73,7 @@ def neighbor_table(grid, xp):
 
 def _check_device_elements(cp, x, alpha, volume):
     """x (N, 3), alpha (N, 3) and volume (N,) as float64 CuPy arrays, with the checks of
-    :func:`vortexsim.physics.pse_common._check_elements` (one transfer for the flags)."""
+    :func:`vortexsim.physics.pse_common.check_host_elements` (one transfer for the flags)."""
     try:
         xp = array_namespace(x, alpha, volume)
     except (TypeError, ValueError) as exc:

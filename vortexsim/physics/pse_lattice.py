@@ -22,7 +22,7 @@ import functools
 import numpy as np
 
 from ..backend import array_namespace
-from .pse_common import (_NORM, PSE_TOL, _check_box, _check_nu, _check_positive,
+from .pse_common import (PSE_NORM, PSE_TOL, check_pse_box, check_viscosity, check_positive_length,
                          check_pse_order, pse_constant, pse_kernel, pse_reach)
 
 __all__ = ["pse_rate_lattice"]
@@ -41,10 +41,10 @@ def pse_rate_lattice(alpha, volume, n, box, epsilon, nu, *, tol=PSE_TOL, order=2
         raise ValueError(f"lattice strengths must have shape ({n ** 3}, 3), got "
                          f"{tuple(alpha.shape)}.")
     # the pair sum's checks of ε, ν and the box against the reach
-    epsilon = _check_positive("epsilon", epsilon)
-    nu = _check_nu(nu)
+    epsilon = check_positive_length("epsilon", epsilon)
+    nu = check_viscosity(nu)
     reach = pse_reach(epsilon, tol, order)
-    box = _check_box(box, reach, epsilon, tol, order)
+    box = check_pse_box(box, reach, epsilon, tol, order)
     if nu == 0.0:
         return xp.zeros((n ** 3, 3))
     k_hat = xp.asarray(_kernel_transform(n, float(box), float(epsilon), float(reach),
@@ -65,6 +65,6 @@ def _kernel_transform(n, box, epsilon, reach, order):
     j = np.arange(n)
     j = np.where(j < (n + 1) // 2, j, j - n).astype(np.float64) * h    # centred offsets
     r2 = j[:, None, None] ** 2 + j[None, :, None] ** 2 + j[None, None, :] ** 2
-    w = pse_kernel(np.sqrt(r2) / epsilon, np, order) / _NORM
+    w = pse_kernel(np.sqrt(r2) / epsilon, np, order) / PSE_NORM
     w = np.where(r2 < reach * reach, w, 0.0)
     return np.fft.rfftn(w)

@@ -85,6 +85,7 @@ import math
 import numpy as np
 
 from ..backend import array_namespace, to_host
+from ..geometry.periodic import MIN_PERIODIC_NODES, periodic_nodes, positive_finite
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +96,6 @@ __all__ = ["Remeshed", "remesh", "m4prime", "m4prime_stencil", "periodic_nodes",
 DEFAULT_THRESHOLD = 1e-6
 #: σ of the new elements in units of h
 DEFAULT_OVERLAP = 1.0
-#: fewest nodes per side of a periodic box: the 4 nodes per axis of a stencil distinct
-MIN_PERIODIC_NODES = 4
 #: node offsets of a stencil per axis, relative to the cell ⌊(x − origin)/h⌋
 STENCIL = (-1, 0, 1, 2)
 
@@ -106,8 +105,6 @@ _MAX_CELL = 2.0 ** 50
 _MAX_KEY = 2 ** 62
 #: free space: node sets in boxes of at most this many nodes per cell are found densely
 _DENSE_NODES_PER_CELL = 64
-#: relative tolerance on L/h being an integer
-_RATIO_TOLERANCE = 1e-9
 
 
 def m4prime(r):
@@ -193,30 +190,6 @@ class Remeshed:
         return self.x, self.alpha, self.sigma, self.volume
 
 
-def periodic_nodes(box_length, h):
-    """Nodes per side n = L/h of a periodic box; ValueError unless an integer ≥ 4.
-
-    L/h is accepted within a relative 1e-9 of an integer (h given as L/n in floating
-    point); the lattice then uses h = L/n exactly.
-    """
-    box_length = _positive_finite("box_length", box_length)
-    h = _positive_finite("h", h)
-    ratio = box_length / h
-    n = round(ratio)
-    if n < 1 or abs(ratio - n) > _RATIO_TOLERANCE * n:
-        raise ValueError(
-            f"the periodic box length L = {box_length!r} is not a whole number of lattice "
-            f"spacings h = {h!r} (L/h = {ratio!r}); choose h = L/n for an integer n >= "
-            f"{MIN_PERIODIC_NODES}.")
-    if n < MIN_PERIODIC_NODES:
-        raise ValueError(
-            f"a periodic remeshing lattice needs at least {MIN_PERIODIC_NODES} nodes per "
-            f"side, got L/h = {n} (L = {box_length!r}, h = {h!r}): the M4′ stencil spans 4 "
-            "nodes per axis and would wrap onto itself in a narrower box. Use h <= "
-            f"L/{MIN_PERIODIC_NODES}.")
-    return n
-
-
 def remesh(x, alpha, h, *, box_length=None, origin=None, threshold=None,
            overlap=DEFAULT_OVERLAP):
     r"""Interpolate the elements' strengths onto the lattice of spacing h (M4′).
@@ -256,8 +229,8 @@ def remesh(x, alpha, h, *, box_length=None, origin=None, threshold=None,
     """
     xp = array_namespace(x, alpha)
     n_particles = _check_arrays(x, alpha)
-    h = _positive_finite("h", h)
-    overlap = _positive_finite("overlap", overlap)
+    h = positive_finite("h", h)
+    overlap = positive_finite("overlap", overlap)
     periodic = box_length is not None
     if periodic:
         if origin is not None:
@@ -479,16 +452,6 @@ def _check_arrays(x, alpha):
             raise ValueError(f"{name} has non-finite values (NaN or inf); remesh a finite "
                              "state (the run should have stopped at the non-finite step).")
     return int(x.shape[0])
-
-
-def _positive_finite(name, value):
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, got {value!r}.") from None
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {value!r}.")
-    return value
 
 
 def _threshold(value):

@@ -2,7 +2,7 @@ r"""The spectral sum at the nodes of the periodic lattice, by plain FFTs.
 
 After a periodic remeshing the elements sit on the n³ lattice x_j = j h, h = L/n, node
 (i, j, k) in row (i·n + j)·n + k (:mod:`vortexsim.physics.remesh`).  There the Fourier
-series of :mod:`vortexsim.spectral` folds onto the lattice's own modes: every wave vector
+series of :mod:`vortexsim.summation.spectral` folds onto the lattice's own modes: every wave vector
 q = (2π/L) m of the series is k + (2π/L) n a for one principal k (m mod n) and an alias a,
 e^{i q·x_j} = e^{i k·x_j} and F(q) = Σ_p α_p e^{−i q·x_p} = F(k), so
 
@@ -14,10 +14,10 @@ exactly the spectral sum's cube of modes |m_i| ≤ m_max: the same series, witho
 non-uniform FFTs' error (≤ tol/10) and without their fine grid (8 (2 m_max + 1)³ points,
 ~500³ for 128³ elements at σ = h): three forward and twelve inverse FFTs of n³, A and C
 (nine real n³ arrays) made once per (n, σ) on the host.  Each node's own blob is taken
-out of ∇u as in :meth:`vortexsim.spectral.SpectralSum.evaluate` at the elements.
+out of ∇u as in :meth:`vortexsim.summation.spectral.SpectralSum.evaluate` at the elements.
 
 The quadratic field sums of the diagnostics (:meth:`LatticeSum.field_sums`, the seven
-of :meth:`vortexsim.spectral.SpectralSum.field_sums`) fold the same way: each is a
+of :meth:`vortexsim.summation.spectral.SpectralSum.field_sums`) fold the same way: each is a
 quadratic form of F(k) with a folded weight (|F|² Σ g/|q|², Re(F_b F̄_c) Σ q_b q_c g/|q|⁴,
 ...), one forward FFT per row.
 
@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from .backend import array_namespace, to_host
+from ..backend import array_namespace, to_host
 from .spectral import FIELD_SUMS, self_gradient
 
 __all__ = ["LatticeSum"]
@@ -46,7 +46,7 @@ class LatticeSum:
 
     Parameters
     ----------
-    spectral : :class:`vortexsim.spectral.SpectralSum` (box L, core σ, tol: its series)
+    spectral : :class:`vortexsim.summation.spectral.SpectralSum` (box L, core σ, tol: its series)
     n : int, lattice nodes per side (h = L/n)
     xp : numpy or cupy (where the symbols A, C live and the FFTs run)
     """
@@ -83,7 +83,7 @@ class LatticeSum:
         return u, g
 
     def field_sums(self, alpha):
-        """:meth:`vortexsim.spectral.SpectralSum.field_sums` of the lattice strengths
+        """:meth:`vortexsim.summation.spectral.SpectralSum.field_sums` of the lattice strengths
         ``alpha`` (n³, 3) in lattice order (a dict of host floats, the same seven sums):
         the quadratic forms of F(k) with the folded weights of :attr:`weights`."""
         xp, n = self.xp, self.n

@@ -13,12 +13,16 @@ import logging
 
 import numpy as np
 
-from .backend import (PRECISIONS, array_namespace, check_precision, is_cupy_array,
-                      resolve_device, to_host)
-from .fmm.plan import check_tol
-from .kernels.cutoff import GAUSSIAN_ORDERS, check_general_kernel, get_kernel
-from .kernels.direct import direct_sum_cuda, direct_sum_numpy
-from .state import uniform_core_radius
+from ..backend import (PRECISIONS, array_namespace, check_precision, is_cupy_array,
+                       resolve_device, to_host)
+from ..fmm.evaluator import FMM
+from ..fmm.plan import check_tol
+from ..geometry.periodic import check_periodic_sources
+from ..kernels.cutoff import GAUSSIAN_ORDERS, check_general_kernel, get_kernel
+from ..kernels.direct import direct_sum_cuda, direct_sum_numpy
+from ..state import uniform_core_radius
+from .auto import choose_method
+from .spectral import check_spectral, spectral_velocity
 
 logger = logging.getLogger(__name__)
 
@@ -27,49 +31,12 @@ __all__ = ["induced_velocity", "METHODS", "CALL_METHODS", "PRECISIONS"]
 METHODS = ("direct", "fmm", "auto")
 #: induced_velocity's methods: METHODS and the periodic box's spectral sum
 CALL_METHODS = ("direct", "fmm", "spectral", "auto")
-#: method="auto" on the CPU uses the FMM above this many pairs N·M.  Measured on 2 cores,
-#: uniform, σ = h, Gaussian, tol 1e-6: N = 4000 direct 2.6 s vs FMM 2.5 s; N = 10^4 9.0 s
-#: vs 6.1 s (2026-11-22).
-AUTO_FMM_PAIRS_CPU = 2e7
-#: the same on the GPU, estimated from the H100 timings of the same day (direct 2^17:
-#: 137 ms, 2^16: ~34 ms; FMM 2^20: 113 ms, roughly linear plus ~10–20 ms fixed costs);
-#: not yet measured at the crossover itself.
-AUTO_FMM_PAIRS_GPU = 4e9
-
-
-def auto_method(n_sources, n_targets, tol, gpu):
-    """``method="auto"``: "fmm" above the device's crossover (:data:`AUTO_FMM_PAIRS_CPU`,
-    :data:`AUTO_FMM_PAIRS_GPU` pairs N·M) where the FMM meets ``tol`` there, else
-    "direct"."""
-    from .fmm.evaluator import fmm_delivers  # noqa: PLC0415
-    crossover = AUTO_FMM_PAIRS_GPU if gpu else AUTO_FMM_PAIRS_CPU
-    return ("fmm" if float(n_sources) * float(n_targets) > crossover
-            and fmm_delivers(float(tol)) else "direct")
-
-
-#: kernels with a periodic FMM (their far field is 1/r)
-PERIODIC_FMM_KERNELS = ("gaussian", "polynomial", "singular")
-
-
-def periodic_auto_method(kernel_name, uniform_sigma=True):
-    """``method="auto"`` with a box: the spectral sum for Gaussian blobs of one σ (exact
-    to tol, O(N log N), on either device), else the periodic FMM (several σ, the
-    polynomial and singular kernels)."""
-    if kernel_name in GAUSSIAN_ORDERS and uniform_sigma:
-        return "spectral"
-    if kernel_name in PERIODIC_FMM_KERNELS:
-        return "fmm"
-    raise ValueError(f"a periodic box is summed for kernels {PERIODIC_FMM_KERNELS} (their "
-                     f"far field is 1/r: method='fmm', or 'spectral' for the Gaussian); got "
-                     f"kernel={kernel_name!r}. Use kernel='gaussian'.")
 
 
 def _periodic(kern, method, x, alpha, sig, targets, tgt, gradient, dev, tol, box,
               precision):
     """u, ∇u (this precision) in the periodic box ``box`` by the spectral sum or the
     periodic FMM, after their checks (induced_velocity's ``box``)."""
-    from .spectral import (check_periodic_sources, check_spectral,  # noqa: PLC0415
-                           spectral_velocity)
     if box is None:
         raise ValueError("method='spectral' sums a periodic box: give its edge, box=L.")
     if method not in ("spectral", "fmm", "auto"):
@@ -77,9 +44,8 @@ def _periodic(kern, method, x, alpha, sig, targets, tgt, gradient, dev, tol, box
                          f"'fmm' (or 'auto'); method={method!r} has no periodic version.")
     if method == "auto":
         uniform = sig.size == 0 or bool(sig.min() == sig.max())
-        method = periodic_auto_method(kern.name, uniform)
+        method = choose_method(periodic=True, kernel=kern.name, uniform_sigma=uniform)
     if method == "fmm":
-        from .fmm.evaluator import FMM  # noqa: PLC0415
         fmm = FMM(kern, tol=1e-6 if tol is None else tol, precision=precision, device=dev,
                   tree="uniform")
         return fmm.evaluate(x, alpha, sig, None if targets is None else tgt,
@@ -164,7 +130,7 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
         (:class:`vortexsim.fmm.evaluator.FMM`; one evaluator per call — keep an
         ``FMM`` object for repeated calls).
         ``"spectral"``: the periodic box's Fourier series (needs ``box``; Gaussian
-        kernel, one σ; :mod:`vortexsim.spectral`), to ``tol``.
+        kernel, one σ; :mod:`vortexsim.summation.spectral`), to ``tol``.
         ``"auto"``: the FMM above N·M = 2e7 pairs on the CPU (4e9 on the GPU)
         where it meets ``tol`` (down to 1e-9 on the CPU, 1e-6 on the GPU), else the
         direct sum; with ``box``, the spectral sum for Gaussian blobs of one σ, else
@@ -244,12 +210,12 @@ def induced_velocity(x, alpha, sigma, targets=None, *, kernel="gaussian", method
 
     if method == "auto" and box is None:
         n_targets = n if targets is None else tgt.shape[0]
-        method = auto_method(n, n_targets, 1e-6 if tol is None else tol, dev.is_gpu)
+        method = choose_method(n, n_targets, tol=1e-6 if tol is None else tol,
+                               gpu=dev.is_gpu)
     if box is not None or method == "spectral":
         u, grad_u = _periodic(kern, method, x, alpha, sig, targets, tgt, gradient, dev, tol,
                               box, precision)
     elif method == "fmm":
-        from .fmm.evaluator import FMM  # noqa: PLC0415
         fmm = FMM(kern, tol=1e-6 if tol is None else tol, precision=precision, device=dev)
         u, grad_u = fmm.evaluate(x, alpha, sig, None if targets is None else tgt,
                                  gradient=bool(gradient))

@@ -1,0 +1,96 @@
+r"""The summation a method name asks for: the registry of the siblings and its factory.
+
+:func:`make_summation` resolves ``"auto"`` (:func:`vortexsim.summation.auto.choose_method`),
+checks that the method fits the geometry (free space or the periodic box) and the
+kernel, and makes the sibling of :data:`SUMMATIONS`.
+
+The slot of the planned methods: :data:`PLANNED` names the particle-mesh solve of the
+periodic box (``"particle_mesh"``) and the distributed versions of each method
+(``distributed=True``); asking for them raises NotImplementedError until they land as
+subclasses of :class:`vortexsim.summation.base.Summation` registered here
+(:mod:`vortexsim.summation.base`, "Where new summations plug in").
+"""
+from __future__ import annotations
+
+from .._names import choice
+from ..backend import Device, check_precision
+from ..kernels.cutoff import get_kernel
+from .api import CALL_METHODS
+from .auto import PERIODIC_FMM_KERNELS, choose_method
+from .direct import DirectSum
+from .fmm import FMMSum
+from .periodic_spectral import PeriodicSpectralSum
+from .spectral import check_spectral
+
+__all__ = ["make_summation", "SUMMATIONS", "PLANNED"]
+
+#: the summation of each method name
+SUMMATIONS = {"direct": DirectSum, "fmm": FMMSum, "spectral": PeriodicSpectralSum}
+#: methods with a place in the design but no implementation yet (what they will be)
+PLANNED = {
+    "particle_mesh": "the particle-mesh velocity solve of the periodic box (strengths "
+                     "spread onto the box's lattice, an FFT Poisson solve, the velocity "
+                     "interpolated back, a near-field correction)",
+    "distributed": "the distributed version of each method over several GPUs (one "
+                   "communicator; sources exchanged, each rank summing its own targets)",
+}
+
+
+def periodic_method(method, kernel):
+    """The method of a periodic box, with its requirements checked: the spectral sum or
+    the periodic FMM (``"auto"``: :func:`~vortexsim.summation.auto.choose_method`; the
+    FMM's root is the box, its depth kept by the step plan)."""
+    if method not in ("spectral", "fmm", "auto"):
+        raise ValueError(f"boundary='periodic' is summed by method='spectral' or "
+                         f"'fmm' (or 'auto'); method={method!r} has no periodic "
+                         "version.")
+    if method == "auto":
+        method = choose_method(periodic=True, kernel=kernel.name)
+    if method == "fmm":
+        if kernel.name not in PERIODIC_FMM_KERNELS:
+            raise ValueError(f"the periodic FMM needs a kernel whose far field is 1/r "
+                             f"{PERIODIC_FMM_KERNELS}; got kernel="
+                             f"{kernel.name!r}. Use kernel='gaussian'.")
+        return "fmm"
+    return "spectral"
+
+
+def make_summation(method="direct", kernel="gaussian", tol=1e-6, precision="float64",
+                   device: Device | None = None, n_sources=None, n_targets=None, box=None,
+                   *, distributed=False):
+    """The summation of ``method`` (a :class:`vortexsim.summation.base.Summation`).
+
+    Parameters
+    ----------
+    method : {"direct", "fmm", "spectral", "auto"}
+        ``"auto"`` is resolved here, once (:func:`~vortexsim.summation.auto.choose_method`):
+        from the problem size ``n_sources`` × ``n_targets`` in free space; with a
+        ``box``, the spectral sum for the Gaussian kernels, else the periodic FMM.
+    kernel : str, cutoff kernel (``physics.md``)
+    tol : float, relative accuracy of the FMM and the spectral sum (1e-6 ≤ tol < 1 for
+        the FMM; ignored by ``direct``)
+    precision : {"float64", "float32"}, arithmetic precision of the sums
+    device : :class:`vortexsim.Device` (default: the CPU)
+    n_sources, n_targets : int, sizes used to resolve ``"auto"`` in free space
+    box : float [L] or None, the edge of the periodic box [0, L)³ (``boundary="periodic"``)
+    distributed : bool, the distributed version (planned: NotImplementedError)
+    """
+    kernel = get_kernel(kernel)
+    check_precision(precision)
+    device = device if device is not None else Device("cpu")
+    if (isinstance(method, str) and method in PLANNED) or distributed:
+        what = PLANNED["distributed" if distributed else method]
+        raise NotImplementedError(f"{what} is planned but not implemented; use one of "
+                                  f"{list(CALL_METHODS)}.")
+    method = choice("summation method", method, CALL_METHODS)
+    box = None if box is None else float(box)
+    if box is not None:
+        method = periodic_method(method, kernel)
+        if method == "spectral":
+            check_spectral(kernel.name, device.is_gpu)
+    elif method == "spectral":
+        raise ValueError("method='spectral' sums a periodic box: set boundary='periodic' "
+                         "and box = L.")
+    if method == "auto":
+        method = choose_method(n_sources, n_targets, tol=tol, gpu=device.is_gpu)
+    return SUMMATIONS[method](kernel, tol, precision, device, box=box)
