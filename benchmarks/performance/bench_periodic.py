@@ -50,7 +50,7 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     from vortexsim.fmm.evaluator import FMM
-    from vortexsim.spectral import SpectralSum, self_gradient
+    from vortexsim.summation.spectral import SpectralSum, self_gradient
 
     device = args.device
     rng = np.random.default_rng(0)

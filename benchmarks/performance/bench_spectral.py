@@ -1,4 +1,4 @@
-"""Time and error of the periodic spectral sum (``vortexsim.spectral.SpectralSum``) on the
+"""Time and error of the periodic spectral sum (``vortexsim.summation.spectral.SpectralSum``) on the
 Taylor–Green lattice.
 
 For the n³ Taylor–Green lattice of the box [0, 2π)³ (α = ω h³, σ = h) it times u and ∇u
@@ -52,7 +52,7 @@ def lattice_series(y, n, sigma, reach=2):
 
 def measure(n, tol, device, repeats, sample):
     from vortexsim.cases.taylor_green import taylor_green_lattice
-    from vortexsim.spectral import SpectralSum, self_gradient
+    from vortexsim.summation.spectral import SpectralSum, self_gradient
     x_h, w, h = taylor_green_lattice(n)
     a_h = w * h ** 3
     x, alpha = T.to_device(x_h, device), T.to_device(a_h, device)
@@ -69,10 +69,10 @@ def measure(n, tol, device, repeats, sample):
         import cupy as cp
         pool = cp.get_default_memory_pool()
         row["pool_gb"] = pool.total_bytes() / 1e9
-        own = ss._own_modes(cp)
+        own = ss.own_nufft(cp)
         row.update(fine_grid=own.nufft.n, kernel_width=own.nufft.w)
-        t = own._coordinates(x)
-        row["type1_ms"] = 1e3 * T.time_median(lambda: own._modes(t, alpha), device, repeats)
+        t = own.nufft_points(x)
+        row["type1_ms"] = 1e3 * T.time_median(lambda: own.nufft_modes(t, alpha), device, repeats)
         row["u_only_ms"] = 1e3 * T.time_median(
             lambda: ss.evaluate(x, alpha, gradient=False, check=False), device, repeats)
     row["u_grad_ms"] = 1e3 * T.time_median(full, device, repeats, warmup=0)

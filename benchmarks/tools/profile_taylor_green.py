@@ -10,7 +10,7 @@ steps, then times (median of ``--repeats``, CUDA events on the GPU):
 * ``step``: one whole ``sim.step()`` (two right-hand sides, the remeshing, the checks);
 * ``summation``: one u and ∇u evaluation at the elements (spectral sum, non-uniform FFTs);
 * ``lattice``: the same on the lattice by plain FFTs (a step's first stage where
-  :data:`vortexsim.simulation.LATTICE_SUM_DEVICES` has the device);
+  :data:`vortexsim.model.LATTICE_SUM_DEVICES` has the device);
 * ``pse``: one PSE rate (``viscous = "pse"``);
 * ``diffusion``: half a step of exact lattice diffusion (``viscous = "lattice"``, the
   case's default; two per step);
@@ -50,7 +50,7 @@ def main(argv=None):
     import vortexsim
     from vortexsim.physics.lattice_viscosity import diffuse_lattice
     from vortexsim.physics.pse import pse_rate
-    from vortexsim.simulation import LATTICE_SUM_DEVICES
+    from vortexsim.model import LATTICE_SUM_DEVICES
     from vortexsim.physics.projection import project_solenoidal
     from vortexsim.physics.remesh import remesh
     extra = {}
@@ -70,12 +70,12 @@ def main(argv=None):
 
     def summation():
         sim.summation(el.x, el.alpha, el.sigma, el.x, n_self=len(el), gradient=True,
-                      sigma_range=sim._sigma_range)
+                      sigma_range=sim.sigma_range)
 
     n_side = args.n
 
     def lattice():
-        sim.summation.on_lattice(el.alpha, n_side, sim._sigma_range)
+        sim.summation.on_lattice(el.alpha, n_side, sim.sigma_range)
 
     def pse():
         pse_rate(el.x, el.alpha, el.volume, sigma / 2 ** 0.5, cfg["nu"], box=box,

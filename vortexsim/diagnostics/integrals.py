@@ -44,7 +44,7 @@ cost); :func:`field_sums` turns them into E = ½ Σ α_p·ψ_p, Ω₂ = Σ α_p�
 H = Σ α_p·u_p.  :meth:`vortexsim.Simulation.diagnostics` picks the way by size and takes
 every sum of its row in one pass (:class:`RowSums`: :func:`element_rows`, then one
 product); in the periodic box the sums come from the Fourier modes
-(:meth:`vortexsim.spectral.SpectralSum.field_sums`).
+(:meth:`vortexsim.summation.spectral.SpectralSum.field_sums`).
 """
 from __future__ import annotations
 

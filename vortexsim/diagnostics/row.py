@@ -16,9 +16,9 @@ import math
 from ..backend import to_host
 from ..fmm.fields import CoresNotUniform
 from ..kernels.cutoff import GAUSSIAN_ORDERS
-from ..physics.domain import PeriodicBox
+from ..geometry import PeriodicBox
 from ..physics.remesh import remesh
-from ..spectral import FIELD_SUMS
+from ..summation.spectral import FIELD_SUMS
 from . import integrals as D
 from .turbulence import vorticity_statistics
 
@@ -28,7 +28,7 @@ __all__ = ["DiagnosticsRow", "DIRECT_DIAGNOSTICS_PAIRS", "LATTICE_STATISTICS"]
 
 #: element × source pairs up to which the diagnostics' energy and enstrophy are direct
 #: double sums (cheaper there than an FMM pass); beyond, the O(N) fields of the FMM
-#: (:meth:`vortexsim.physics.summation.Summation.fields`)
+#: (:meth:`vortexsim.summation.Summation.fields`)
 DIRECT_DIAGNOSTICS_PAIRS = {"cpu": 1 << 23, "gpu": 1 << 24}
 
 #: the statistics of :func:`vortexsim.diagnostics.turbulence.flow_statistics` that a
@@ -64,7 +64,7 @@ class DiagnosticsRow:
         ``mean_energy`` ½⟨|u|²⟩ [L²/T²] and ``dissipation`` ν⟨|∇×u|²⟩ [L²/T³] (box
         averages of the induced velocity), and ``particle_energy`` ½⟨ω_p·ψ⟩ [L²/T²] and
         ``particle_dissipation`` ν⟨ω_p·ω⟩ [L²/T³] (the energy the method keeps and its
-        viscous loss: :meth:`vortexsim.spectral.SpectralSum.field_sums`), and with
+        viscous loss: :meth:`vortexsim.summation.spectral.SpectralSum.field_sums`), and with
         remeshing the turbulence statistics and energy spectrum of the lattice's
         vorticity (:meth:`lattice_statistics`).
         """
@@ -144,7 +144,7 @@ class DiagnosticsRow:
         as 0-d device arrays by the direct double sums (also where the pass cannot run:
         an algebraic kernel with cores of several sizes); in the periodic box (None, (E,
         Ω₂, H, ½∫|u|², ∫|∇×u|², ½∫ω_p·ψ, ∫ω_p·ω)) from the modes
-        (:meth:`vortexsim.spectral.SpectralSum.field_sums`)."""
+        (:meth:`vortexsim.summation.spectral.SpectralSum.field_sums`)."""
         model = self.model
         el, summation = model.elements, model.summation
         if summation.box is not None:                   # the periodic box: from the modes

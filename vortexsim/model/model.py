@@ -46,8 +46,9 @@ import numpy as np
 
 from ..backend import Device, resolve_device, to_host
 from ..kernels.morton import column_range
-from ..physics import FMMPlanner, Summation, VortexRHS, make_domain
-from ..physics.domain import PeriodicBox
+from ..geometry import PeriodicBox, make_domain
+from ..physics import VortexRHS
+from ..summation import FMMPlanner, make_summation
 from ..state import (ElementGroup, Elements, Tracers, check_group_ranges, group_labels,
                      make_elements, make_tracers)
 from .adaptive import AdaptiveTimeStep
@@ -61,7 +62,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["VortexModel", "LATTICE_SUM_DEVICES"]
 
 #: devices on which a step that starts on the periodic lattice sums its first stage by
-#: plain FFTs (:class:`vortexsim.spectral_lattice.LatticeSum`, the PSE of
+#: plain FFTs (:class:`vortexsim.summation.lattice.LatticeSum`, the PSE of
 #: :mod:`vortexsim.physics.pse_lattice`) and its diagnostics rows fold their field sums
 LATTICE_SUM_DEVICES = ("cpu", "gpu")
 
@@ -107,9 +108,10 @@ class VortexModel:
         if periodic:
             self.domain.check_strengths(self.elements.alpha)
         n_src = n * (1 + self.domain.n_images_per_element)
-        self.summation = Summation(cfg["method"], cfg["kernel"], cfg["tol"], cfg["precision"],
-                                   self.device, n_sources=n_src, n_targets=n + m,
-                                   box=self.domain.box if periodic else None)
+        self.summation = make_summation(cfg["method"], cfg["kernel"], cfg["tol"],
+                                        cfg["precision"], self.device, n_sources=n_src,
+                                        n_targets=n + m,
+                                        box=self.domain.box if periodic else None)
         self.rhs = VortexRHS(self.summation, self.domain, cfg["stretching"], cfg["nu"],
                              cfg["viscous"], cfg["pse_order"])
         self.remeshing = Remeshing(cfg, self.domain, self.rhs, self.groups)
@@ -255,7 +257,7 @@ class VortexModel:
     def lattice_start(self):
         """``(n, x)`` when this step starts with the elements ``x`` on the periodic n³
         lattice in remesh order and its first stage can sum on it by plain FFTs
-        (:class:`vortexsim.spectral_lattice.LatticeSum`): the spectral sum, no tracers,
+        (:class:`vortexsim.summation.lattice.LatticeSum`): the spectral sum, no tracers,
         and a remeshing at the end of the last step, on the devices of
         :data:`LATTICE_SUM_DEVICES`.  A function of (iteration, config) alone, so that a
         restart takes the same path and continues bitwise; else None."""

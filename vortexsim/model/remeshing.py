@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from ..physics.domain import PeriodicBox
-from ..physics.remesh import periodic_nodes, remesh
+from ..geometry import PeriodicBox, periodic_nodes
+from ..physics.remesh import remesh
 
 __all__ = ["Remeshing"]
 

@@ -1,19 +1,20 @@
-"""The physics of a vortex-particle simulation, between the fast summation and the time loop.
+"""The physics of a vortex-particle simulation, between the fast summation and the model.
 
-* :mod:`.rhs`: the right-hand side as a list of terms (stretching, viscous diffusion)
+* :mod:`.rhs`: the right-hand side (:class:`VortexRHS`): one summation per stage, the
+  rates of α as the sum of its terms
+* :mod:`.terms`: the terms (stretching, core spreading, PSE, lattice diffusion)
 * :mod:`.remesh`: remeshing onto a lattice with M4′ (free space or the periodic box);
   not re-exported here, so that ``vortexsim.physics.remesh`` stays the module
-* :mod:`.pse`: viscous diffusion by particle strength exchange (the operator, CPU)
+* :mod:`.pse`, :mod:`.pse_lattice`, :mod:`.pse_gpu`: viscous diffusion by particle
+  strength exchange; :mod:`.lattice_viscosity`: exact diffusion on the periodic lattice;
+  :mod:`.projection`: the solenoidal projection of lattice strengths
 
 The domains live in :mod:`vortexsim.geometry`, the summations and the FMM's step plans in
-:mod:`vortexsim.summation`; they are re-exported here for the simulation
-(``Summation(method, ...)`` is :func:`vortexsim.summation.make_summation`).
+:mod:`vortexsim.summation`.
 """
-from ..geometry import BOUNDARIES, Domain, FreeSpace, GroundPlane, make_domain, mirror
-from ..summation import FMMPlanner, StepPlan
-from ..summation import make_summation as Summation
 from .pse import pse_rate
 from .rhs import VortexRHS
+from .terms import PSE, CoreSpreading, LatticeDiffusion, Stage, Stretching, Term
 
-__all__ = ["BOUNDARIES", "Domain", "FreeSpace", "GroundPlane", "make_domain", "mirror",
-           "FMMPlanner", "StepPlan", "VortexRHS", "Summation", "pse_rate"]
+__all__ = ["VortexRHS", "Term", "Stage", "Stretching", "CoreSpreading", "PSE",
+           "LatticeDiffusion", "pse_rate"]

@@ -13,8 +13,8 @@ For elements p (position x_p, strength α_p, core σ_p) and passive tracers y_t
     dy_t/dt = u(y_t)
 
 where u and ∇u are the regularized Biot–Savart sums over the elements and their images
-(:mod:`vortexsim.physics.domain`; generated here, never stored).  Each stage makes **one**
-summation call (:class:`vortexsim.physics.summation.Summation`): the sources are the
+(:mod:`vortexsim.geometry`; generated here, never stored).  Each stage makes **one**
+summation call (:class:`vortexsim.summation.Summation`): the sources are the
 elements (+ images), the targets the elements followed by the tracers.
 
 The rates of α are the sum of the :class:`~vortexsim.physics.terms.Term` objects of
@@ -39,8 +39,8 @@ import logging
 
 import numpy as np
 
-from .planner import StepPlan
-from .summation import Summation, choice
+from .._names import choice
+from ..summation import StepPlan, Summation
 from .terms import PSE, CoreSpreading, LatticeDiffusion, Stage, Stretching, Term
 
 logger = logging.getLogger(__name__)
@@ -56,8 +56,8 @@ class VortexRHS:
 
     Parameters
     ----------
-    summation : :class:`vortexsim.physics.summation.Summation`
-    domain : :class:`vortexsim.physics.domain.Domain` (its images join the sources)
+    summation : :class:`vortexsim.summation.Summation`
+    domain : :class:`vortexsim.geometry.Domain` (its images join the sources)
     stretching : {"transpose", "classical"}
     nu : float [L²/T], kinematic viscosity (0: inviscid)
     viscous : {"core_spreading", "pse", "lattice"}; PSE in free space or the periodic box;
@@ -65,7 +65,7 @@ class VortexRHS:
     pse_order : {2, 4}, the order of the PSE kernel (:func:`vortexsim.physics.pse.pse_rate`)
 
     Before each step the simulation calls :meth:`begin_step` with the step's start time,
-    cores and its :class:`~vortexsim.physics.planner.StepPlan` (or a bare root cube);
+    cores and its :class:`~vortexsim.summation.StepPlan` (or a bare root cube);
     ``rhs(state, t)`` then returns ``(dx/dt, dα/dt, dy/dt)`` in the state's dtype.
     :attr:`terms` are the contributions to dα/dt (:class:`Stretching`, the viscous term);
     :attr:`stage_max` holds, on the device, the maxima over the stages so far of |u|²
@@ -129,7 +129,7 @@ class VortexRHS:
         volumes (N,) [L³] (constant over a step: the flow is incompressible) and
         ``lattice`` = (n, x) when the elements x start the step on the periodic n³
         lattice (the stage at x then sums by plain FFTs:
-        :meth:`vortexsim.physics.summation.Summation.on_lattice`)."""
+        :meth:`vortexsim.summation.Summation.on_lattice`)."""
         self._lattice = lattice
         self._volume = volume
         self._t0 = float(t0)

@@ -16,12 +16,12 @@ import dataclasses
 
 import numpy as np
 
+from .._names import choice
 from ..backend import to_host
 from ..kernels.cutoff import stretching as stretching_rhs
 from ..kernels.morton import column_sums
 from ..state import uniform_core_radius
 from .lattice_viscosity import diffuse_lattice
-from .summation import choice
 
 __all__ = ["Stage", "Term", "Stretching", "CoreSpreading", "PSE", "LatticeDiffusion",
            "STRETCHING_SCHEMES"]
