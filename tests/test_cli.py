@@ -315,6 +315,20 @@ def test_gpu_without_gpu_exits_2(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_cases_name_lists_its_parameters_with_units(capsys):
+    """`vortexsim cases NAME`: the case file's values, units and meanings of the table."""
+    from vortexsim.config import PARAMETER_TABLE
+    assert main(["cases", "leapfrog"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("spacing ="))
+    assert "[L]" in line and PARAMETER_TABLE["spacing"].help in line
+    dt = next(ln for ln in out.splitlines() if ln.strip().startswith("dt ="))
+    assert "0.1" in dt and "[T]" in dt                  # leapfrog.toml's dt
+    assert "[physics]" in out and "[output]" in out and 'viscous = "core_spreading"' in out
+    assert main(["cases", "no_such_case"]) == 2
+    assert "unknown case 'no_such_case'" in capsys.readouterr().err
+
+
 def test_cases_info_help_and_module_entry_point(tmp_path, capsys):
     assert main(["cases"]) == 0
     out = capsys.readouterr().out

@@ -163,7 +163,11 @@ def build_parser():
     rs.set_defaults(func=cmd_restart)
 
     c = sub.add_parser("cases", parents=[common], help="list the cases",
-                       description="List the named cases, one line each, and their case files.")
+                       description="List the named cases, one line each, and their case "
+                                   "files; with a NAME, that case's parameters, their units "
+                                   "and meanings.")
+    c.add_argument("name", nargs="?", metavar="NAME",
+                   help="a case: print its parameters (value, unit, meaning)")
     c.set_defaults(func=cmd_cases)
 
     i = sub.add_parser("info", parents=[common], help="describe a netCDF file",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..config import load_presets
+from ..config import PARAMETER_TABLE, SECTIONS, load_case_file, load_presets
 from .common import EXIT_OK, UsageError, case_file, first_line
 from .restart import restart_stop, restart_target
 
@@ -14,6 +14,8 @@ __all__ = ["cmd_cases", "cmd_info"]
 def cmd_cases(args, argv):
     from ..cases import list_cases  # noqa: PLC0415
     cases = list_cases()
+    if getattr(args, "name", None):
+        return _case_parameters(args.name, cases)
     width = max(len(n) for n in cases)
     for name, doc in cases.items():
         path = case_file(name)
@@ -23,8 +25,42 @@ def cmd_cases(args, argv):
             settings = " ".join(f"{k}={v}" for k, v in values.items())
             print(f"{'':<{width}}  --preset {preset}: {settings}")
     print("\nRun one with: vortexsim run NAME [--preset NAME] [--set key=value]; copy a case "
-          "file to make your own.")
+          "file to make your own.  Its parameters, units and meanings: vortexsim cases NAME.")
     return EXIT_OK
+
+
+def _case_parameters(name, cases):
+    """Print the parameters of the case ``name`` by case-file section: the value of its
+    case file (else the default), the unit and the meaning of the parameter table."""
+    from ..cases import case_defaults  # noqa: PLC0415
+    if name not in cases:
+        raise UsageError(f"unknown case {name!r}; the cases are {', '.join(sorted(cases))} "
+                         "(vortexsim cases lists them).")
+    path = case_file(name)
+    values = {**case_defaults(name), **(load_case_file(path)[1] if path else {})}
+    print(f"{name}: {cases[name].replace('``', '')}")
+    print(f"file: {path or '(no case file; the defaults of make_case)'}")
+    width = max(len(k) + len(_shown(v)) for k, v in values.items()) + 3
+    for section in SECTIONS:
+        keys = [k for k in values if k in PARAMETER_TABLE
+                and PARAMETER_TABLE[k].section == section]
+        if not keys:
+            continue
+        print(f"[{section}]")
+        for key in keys:
+            p = PARAMETER_TABLE[key]
+            unit = "" if p.unit in ("", "-") else f" [{p.unit}]"
+            print(f"  {f'{key} = {_shown(values[key])}':<{width}}{unit:<10} {p.help}")
+    return EXIT_OK
+
+
+def _shown(value):
+    """A value as a case file writes it ("auto" for None)."""
+    if value is None:
+        return "auto"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f'"{value}"' if isinstance(value, str) else f"{value}"
 
 
 def _restart_note(path, snap):
