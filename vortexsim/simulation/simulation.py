@@ -77,13 +77,16 @@ from .timings import GilSlices, RunTimings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Simulation", "SimulationError", "Callback", "MODEL_ATTRIBUTES"]
+__all__ = ["Simulation", "SimulationError", "Callback", "MODEL_ATTRIBUTES", "MODEL_METHODS"]
 
-#: the model's attributes and methods that a Simulation offers as its own (read and set)
+#: the model's attributes that a Simulation offers as its own (read and set)
 MODEL_ATTRIBUTES = ("t", "iteration", "dt", "elements", "tracers", "groups", "config",
                     "device", "domain", "summation", "rhs", "scheme", "planner",
-                    "sigma_range", "remeshing", "rates", "velocity", "replace_elements",
-                    "remesh", "state_dict", "load_state_dict")
+                    "sigma_range", "remeshing")
+#: the model's methods that a Simulation offers as its own (those that return the model
+#: return the simulation, so that calls chain: ``sim.load_state_dict(s).run(steps=2)``)
+MODEL_METHODS = ("rates", "velocity", "state_dict", "load_state_dict", "replace_elements",
+                 "remesh")
 
 
 class Simulation:
@@ -109,7 +112,8 @@ class Simulation:
     Attributes: model, callbacks, output_writers, stop_time (default: the config's
     ``t_end``), stop_iteration, wall_time_limit, async_output, stop_reason (why the last
     run stopped), timings (:class:`~vortexsim.simulation.timings.RunTimings` of the last
-    run), gil_switch_interval; and the model's :data:`MODEL_ATTRIBUTES`.
+    run), gil_switch_interval; and the model's :data:`MODEL_ATTRIBUTES` and
+    :data:`MODEL_METHODS`.
     """
 
     #: [s] the interpreter's thread switch interval during :meth:`run` (None: leave it as
@@ -489,6 +493,19 @@ def _model_attribute(name):
                     doc=f"the model's ``{name}`` (:class:`vortexsim.model.VortexModel`)")
 
 
+def _model_method(name):
+    method = getattr(VortexModel, name)
+
+    def call(sim, *args, **kwargs):
+        out = getattr(sim.model, name)(*args, **kwargs)
+        return sim if out is sim.model else out
+    call.__name__, call.__qualname__ = name, f"Simulation.{name}"
+    call.__doc__ = f"The model's :meth:`~vortexsim.model.VortexModel.{name}`.\n\n{method.__doc__}"
+    return call
+
+
 for _name in MODEL_ATTRIBUTES:
     setattr(Simulation, _name, _model_attribute(_name))
+for _name in MODEL_METHODS:
+    setattr(Simulation, _name, _model_method(_name))
 del _name
