@@ -1,4 +1,4 @@
-"""Standard inputs (vortexsim.inputs)."""
+"""Standard inputs (vortexsim.cases.inputs)."""
 import numpy as np
 
 from vortexsim.cases import inputs

@@ -1,5 +1,5 @@
 """Restarts of runs whose remeshing changes the element count (snapshot format 3;
-vortexsim/simulation.py state_dict/load_state_dict, vortexsim/output/snapshot.py): a
+vortexsim/model/model.py state_dict/load_state_dict, vortexsim/output/snapshot.py): a
 checkpoint after a remeshing continues bitwise in a freshly built simulation, through
 the API and through ``vortexsim restart``; format 2 files still restart."""
 from __future__ import annotations

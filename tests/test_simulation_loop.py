@@ -1,4 +1,4 @@
-"""The run loop of Simulation (vortexsim/simulation.py): stop criteria, callbacks and
+"""The run loop of Simulation (vortexsim/simulation/simulation.py): stop criteria, callbacks and
 writers on schedules, steps landing on scheduled times, pickup, request_stop, the
 checkpoints of a failed or broken run."""
 from __future__ import annotations

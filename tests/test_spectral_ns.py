@@ -146,7 +146,7 @@ def test_parse_number():
 
 
 def test_statistics_rows(tmp_path):
-    """--statistics adds the turbulence statistics of vortexsim.turbulence.flow_statistics
+    """--statistics adds the turbulence statistics of vortexsim.diagnostics.turbulence.flow_statistics
     to every row, with units (at t = 0 those of the initial field); without it the file
     has none of them."""
     import xarray as xr

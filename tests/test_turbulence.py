@@ -1,4 +1,4 @@
-"""vortexsim/turbulence.py: statistics of a periodic velocity field (single Fourier modes
+"""vortexsim/diagnostics/turbulence.py: statistics of a periodic velocity field (single Fourier modes
 and Taylor–Green against their closed forms, Parseval), and the random solenoidal field
 (divergence, energy, spectrum and Gaussian derivative statistics within their sampling
 errors).  CPU, n ≤ 32, a few seconds."""

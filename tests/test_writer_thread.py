@@ -1,4 +1,4 @@
-"""The output thread (vortexsim/writer_thread.py): one thread, submission order, a bounded
+"""The output thread (vortexsim/simulation/output_thread.py): one thread, submission order, a bounded
 queue, failures raised on the main thread after the undo of the failed and discarded
 writes, abort, signals left to the main thread."""
 from __future__ import annotations

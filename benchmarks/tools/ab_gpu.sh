@@ -5,15 +5,16 @@
 #
 #   bash benchmarks/tools/ab_gpu.sh OLD_TREE NEW_TREE OUTDIR [PARTS]
 #
-# PARTS (default "step fmm tg run"), in this order:
-#   step  bench_step.py (leapfrog GPU step, 32 766 elements, 2^20 tracers), 2 rounds a tree
-#   fmm   bench_fmm.py --suite standard, 1 round a tree
-#   tg    profile_taylor_green.py --n 128 --device gpu (the Taylor–Green 128³ step), 2 rounds
-#   run   bench_run.py --step --rounds 1 (a whole leapfrog GPU run), 1 round a tree
+# PARTS (default "step fmm tg run"), in this order, ROUNDS (default 2) rounds a tree each
+# (fmm: one):
+#   step  bench_step.py (leapfrog GPU step, 32 766 elements, 2^20 tracers)
+#   fmm   bench_fmm.py --suite standard
+#   tg    profile_taylor_green.py --n 128 --device gpu (the Taylor–Green 128³ step)
+#   run   bench_run.py --step --rounds 1 (a whole leapfrog GPU run, bare and full)
 # Each run writes OUTDIR/<part>_<old|new>_<round>.{json,log}; the last lines printed are
 # each log's summary.  Wheels in .whl/ are installed into /tmp/site first (docs/gpu.md).
 set -u
-OLD="$1"; NEW="$2"; OUTDIR="$3"; PARTS="${4:-step fmm tg run}"
+OLD="$1"; NEW="$2"; OUTDIR="$3"; PARTS="${4:-step fmm tg run}"; ROUNDS="${ROUNDS:-2}"
 mkdir -p "$OUTDIR"
 export PYTHONUNBUFFERED=1
 SITE=""
@@ -40,7 +41,7 @@ one() {      # one PART LABEL ROUND TREE LIMIT KIND SCRIPT ARGS...
 for part in $PARTS; do
     case "$part" in
         step)
-            for round in 1 2; do
+            for round in $(seq "$ROUNDS"); do
                 for pair in "old:$OLD" "new:$NEW"; do
                     one step "${pair%%:*}" $round "${pair#*:}" 200 performance bench_step.py \
                         --out "$OUTDIR/step_${pair%%:*}_$round.json"
@@ -52,16 +53,19 @@ for part in $PARTS; do
                     --suite standard --out "$OUTDIR/fmm_${pair%%:*}_1.json"
             done ;;
         tg)
-            for round in 1 2; do
+            for round in $(seq "$ROUNDS"); do
                 for pair in "old:$OLD" "new:$NEW"; do
                     one tg "${pair%%:*}" $round "${pair#*:}" 200 tools profile_taylor_green.py \
                         --n 128 --device gpu --out "$OUTDIR/tg_${pair%%:*}_$round.json"
                 done
             done ;;
         run)
-            for pair in "old:$OLD" "new:$NEW"; do
-                (cd "${pair#*:}" && one run "${pair%%:*}" 1 . 280 performance bench_run.py \
-                    --step --rounds 1 --out "$OUTDIR/run_${pair%%:*}_1.json")
+            for round in $(seq "$ROUNDS"); do
+                for pair in "old:$OLD" "new:$NEW"; do
+                    (cd "${pair#*:}" && one run "${pair%%:*}" $round . 280 performance \
+                        bench_run.py --step --rounds 1 \
+                        --out "$OUTDIR/run_${pair%%:*}_$round.json")
+                done
             done ;;
         *) echo "unknown part $part (step, fmm, tg, run)" ;;
     esac

@@ -1,6 +1,6 @@
 """The periodic FMM (``FMM.evaluate(..., box=L)``) against the spectral sum of the box.
 
-The spectral sum (:mod:`vortexsim.spectral`) is exact to its tolerance for Gaussian
+The spectral sum (:mod:`vortexsim.summation.spectral`) is exact to its tolerance for Gaussian
 blobs of one σ; it is run at tol 1e-10 as the reference.  The element counts are the
 smallest cubes N = n³ ≥ 2000 whose near-field reach σ ρ*(tol) still fits half the box
 (the periodic FMM's limit with the CPU's 5³ leaf stencil), with h = L / n.

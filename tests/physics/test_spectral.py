@@ -1,4 +1,4 @@
-"""The periodic box's spectral sum (vortexsim.spectral) against exact Fourier series.
+"""The periodic box's spectral sum (vortexsim.summation.spectral) against exact Fourier series.
 
 Taylor–Green lattice elements α_p = ω(x_p) h³ carry the Taylor–Green modes k₀ = (±1, ±1,
 ±1) and their lattice aliases k₀ + n a (a ∈ ℤ³): their Gaussian-blob field is exactly

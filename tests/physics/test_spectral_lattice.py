@@ -1,5 +1,5 @@
-"""The spectral sum at the lattice nodes by plain FFTs (vortexsim.spectral_lattice): the
-same series as the non-uniform FFTs (vortexsim.spectral) to their precision, odd and even
+"""The spectral sum at the lattice nodes by plain FFTs (vortexsim.summation.lattice): the
+same series as the non-uniform FFTs (vortexsim.summation.spectral) to their precision, odd and even
 n, the nodes' own blobs out; the time stepper's first stage on the lattice."""
 import math
 

@@ -1,6 +1,6 @@
 """The spectral sum through the own deterministic NUFFT (vortexsim.kernels.nufft): its
 NumPy twin against FINUFFT (the transforms themselves, and u, ∇u, the field sums of
-:class:`vortexsim.spectral.SpectralSum` against FINUFFT at tol 1e-13), determinism, and on
+:class:`vortexsim.summation.spectral.SpectralSum` against FINUFFT at tol 1e-13), determinism, and on
 the GPU (marker ``gpu``) the CUDA kernels against the NumPy twin, bitwise repeatability
 and a periodic Taylor–Green Simulation on device="gpu"."""
 import importlib.util

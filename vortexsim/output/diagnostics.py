@@ -25,7 +25,7 @@ and read the same.  It is rewritten before ``diagnostics.nc`` with the same rows
 The quantities are those of :meth:`vortexsim.Simulation.diagnostics` (``physics.md``).
 The whole file is rewritten atomically with every row so far (it is small), so it always
 holds every row up to the last one written; during a run the rewrite runs on the output
-thread (:mod:`vortexsim.writer_thread`), from the rows captured when the row was added,
+thread (:mod:`vortexsim.simulation.output_thread`), from the rows captured when the row was added,
 and at most every ``MIN_REWRITE_INTERVAL`` seconds (2 s) of wall time, but always before
 a snapshot and at the end of the run (:class:`vortexsim.output.writers.DiagnosticsWriter`).
 A restart continues the file after the snapshot's rows without duplicated or missing rows;

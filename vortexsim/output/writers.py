@@ -24,7 +24,7 @@ How a write goes: on the main thread, when the schedule fires, the writer captur
 it writes (``state_dict()``: a host copy of the state; ``diagnostics()``: the row, which
 needs the device) and records it (the snapshot's path, the row); the file I/O goes to
 ``sim.submit_output(func, undo)``, which runs it on the run's output thread
-(:mod:`vortexsim.writer_thread`: one thread, in submission order, at most two pending)
+(:mod:`vortexsim.simulation.output_thread`: one thread, in submission order, at most two pending)
 while the next steps run, or at once outside a run or with ``async_output=False``.  If
 the write fails, ``undo`` forgets the record again, so the writer's state stays that of
 the files on disk.  The diagnostics file, rewritten whole with every row so far, is

@@ -2,7 +2,7 @@ r"""The one rule of ``method="auto"``: which summation a problem gets.
 
 Used by :func:`vortexsim.summation.make_summation` (the simulation's summation),
 :func:`vortexsim.induced_velocity` and the resource check before a run
-(:mod:`vortexsim.resources`), so that all three choose alike.
+(:mod:`vortexsim.cli.resources`), so that all three choose alike.
 
 * **Free space**: the FMM above a crossover number of pairs N·M (:data:`AUTO_FMM_PAIRS_CPU`,
   :data:`AUTO_FMM_PAIRS_GPU`) where it delivers the requested ``tol``

@@ -89,7 +89,7 @@ alone (timed in blocks between rows; on the GPU synchronized at the rows only), 
 (total/steps and the median over blocks), the diagnostics, the whole run.  The peak of ε
 and its time (parabola through the largest row and its neighbours).  With
 ``--statistics`` (ν > 0) every row also holds the turbulence statistics of
-:func:`vortexsim.turbulence.flow_statistics`, the same definitions as vortexsim's
+:func:`vortexsim.diagnostics.turbulence.flow_statistics`, the same definitions as vortexsim's
 diagnostics: ``u_rms``, ``integral_scale``, ``taylor_scale``, ``re_lambda``,
 ``kolmogorov_eta``, ``k_max_eta``, ``skewness``, ``flatness`` (5 more FFTs of the velocity
 per row, in the diagnostics' wall time); without it the output is as before.

@@ -14,7 +14,7 @@ from vortexsim.validation.records import synchronize
 __all__ = ["STATISTICS", "peak", "run", "write_netcdf"]
 
 #: the turbulence statistics of ``--statistics`` (keys of
-#: :func:`vortexsim.turbulence.flow_statistics`): (units, long_name)
+#: :func:`vortexsim.diagnostics.turbulence.flow_statistics`): (units, long_name)
 STATISTICS = {
     "u_rms": ("L/T", "rms velocity u' = sqrt(2E/3)"),
     "integral_scale": ("L", "integral scale pi/(2 u'^2) sum E(k)/k dk"),
@@ -55,7 +55,7 @@ def run(solver, t_end, dt=None, cfl=None, every=10, spectrum_times=(), device="c
     ``cfl``, ``iteration``), ``spectra`` [(t, E(k))], ``k``, the wall times and ``error``
     (None, or what stopped the run: a non-finite row).  With ``statistics`` the rows also
     hold the turbulence statistics :data:`STATISTICS` of
-    :func:`vortexsim.turbulence.flow_statistics` (FFTs of the lattice velocity at each row,
+    :func:`vortexsim.diagnostics.turbulence.flow_statistics` (FFTs of the lattice velocity at each row,
     counted in the diagnostics' wall time; needs ν > 0).
     """
     if dt is None and cfl is None:
@@ -72,7 +72,7 @@ def run(solver, t_end, dt=None, cfl=None, every=10, spectrum_times=(), device="c
         if not solver.nu > 0:
             raise ValueError("statistics need a viscosity nu > 0 (Re_lambda, eta and the "
                              "Taylor scale divide by it).")
-        from vortexsim.turbulence import flow_statistics  # noqa: PLC0415
+        from vortexsim.diagnostics.turbulence import flow_statistics  # noqa: PLC0415
         rows.update({key: [] for key in STATISTICS})
     spectra, k = [], None
     iteration, dt_now, error = 0, dt, None
