@@ -63,21 +63,29 @@ def _layer(module):
     return None if best is None else best[0]
 
 
+def _package_of(module, path):
+    """The package that relative imports of ``module`` (file ``path``) start from."""
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _from_target(node, package):
+    """The absolute module named by ``from ... import`` statement ``node``."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _imports(module, path, known):
     """(line, imported vortexsim module) for every import statement of ``path``."""
-    is_package = path.name == "__init__.py"
-    package = module if is_package else module.rpartition(".")[0]
+    package = _package_of(module, path)
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                root = ".".join(base + ([node.module] if node.module else []))
-            else:
-                root = node.module or ""
+            root = _from_target(node, package)
             # `from pkg import sub` imports the module pkg.sub when it is one
             names = [f"{root}.{a.name}" if f"{root}.{a.name}" in known else root
                      for a in node.names]
@@ -182,17 +190,11 @@ def private_imports(modules=None):
     modules = _modules() if modules is None else modules
     out = []
     for module, path in modules.items():
-        is_package = path.name == "__init__.py"
-        package = module if is_package else module.rpartition(".")[0]
+        package = _package_of(module, path)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.ImportFrom):
                 continue
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = _from_target(node, package)
             if not (target == "vortexsim" or target.startswith("vortexsim.")):
                 continue
             for alias in node.names:
