@@ -20,7 +20,8 @@ that would never end or would flood the disk is refused unless the user insists
 * **Disk** (:func:`check_disk`): the bytes the snapshots and the diagnostics file will
   take against the free space of the output directory's file system.
 
-The memory model (bytes per element, per tracer, a fixed part; for the periodic spectral
+The memory model (bytes per element, per tracer, a fixed part; the per-element and per-point
+bytes are the summations' own, :meth:`vortexsim.summation.Summation.memory_estimate`; for the periodic spectral
 sum 2 kB per element and 64 B per point of its NUFFT's fine grid) is an upper estimate
 measured on the CPU (2 cores, peak RSS of ``vortexsim run single_ring --steps 1``): about
 150 MB for the interpreter, NumPy, xarray and netCDF; about 300 MB more for the FMM's
@@ -56,14 +57,11 @@ MAX_DIAGNOSTICS_ROWS = 10 ** 5
 #: indices are no longer exact as floats; ``t_end = 1e308`` with ``dt = 0.05``)
 HARD_LIMIT = 2 ** 53
 
-#: memory model [bytes]: a fixed part, per element (with its images), per tracer
+#: memory model [bytes]: a fixed part; per element (with its images), per tracer and per
+#: point of the spectral sum's NUFFT grid, the summation's own (``BYTES_PER_SOURCE``,
+#: ``BYTES_PER_TARGET``, ``BYTES_PER_GRID_POINT`` of :data:`vortexsim.summation.SUMMATIONS`)
 _FIXED_HOST = 500 * 10 ** 6
 _FIXED_GPU = 300 * 10 ** 6
-_PER_ELEMENT = {"direct": 1_000, "fmm": 10_000, "spectral": 2_000}
-_PER_TRACER = {"direct": 300, "fmm": 600, "spectral": 600}
-#: the periodic spectral sum's own NUFFT: bytes per point of its fine grid (three real
-#: grids and three half spectra of a type-1 or type-2 transform at once, a temporary)
-_PER_GRID_POINT = 64
 #: host bytes per element and tracer of a GPU run (state copies of the queued snapshots)
 _HOST_PER_POINT_GPU = 200
 #: disk: bytes per element and tracer of a snapshot (7 and 3 float64 values), a fixed part
@@ -185,10 +183,12 @@ def estimate_memory(config, device="auto"):
     n_elements, n_tracers, n_sources = size
     from ..backend import device_kind  # noqa: PLC0415
     kind = device_kind(device)
+    from ..summation import SUMMATIONS  # noqa: PLC0415
     method = _method(config)
-    work = _PER_ELEMENT[method] * n_sources + _PER_TRACER[method] * n_tracers
+    summation = SUMMATIONS[method]
+    work = summation.BYTES_PER_SOURCE * n_sources + summation.BYTES_PER_TARGET * n_tracers
     if method == "spectral":
-        work += _PER_GRID_POINT * _spectral_grid_points(config)
+        work += summation.BYTES_PER_GRID_POINT * _spectral_grid_points(config)
     if kind == "gpu":
         host = _FIXED_HOST + _HOST_PER_POINT_GPU * (n_elements + n_tracers)
         return Estimate(n_elements, n_tracers, n_sources, kind, host, _FIXED_GPU + work)
