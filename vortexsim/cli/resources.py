@@ -20,9 +20,10 @@ that would never end or would flood the disk is refused unless the user insists
 * **Disk** (:func:`check_disk`): the bytes the snapshots and the diagnostics file will
   take against the free space of the output directory's file system.
 
-The memory model (bytes per element, per tracer, a fixed part; the per-element and per-point
-bytes are the summations' own, :meth:`vortexsim.summation.Summation.memory_estimate`; for the periodic spectral
-sum 2 kB per element and 64 B per point of its NUFFT's fine grid) is an upper estimate
+The memory model (bytes per element, per tracer, a fixed part; the bytes per element and
+per grid point are the summations' own, as in
+:meth:`vortexsim.summation.Summation.memory_estimate`; for the periodic spectral sum 2 kB
+per element and 64 B per point of its NUFFT's fine grid) is an upper estimate
 measured on the CPU (2 cores, peak RSS of ``vortexsim run single_ring --steps 1``): about
 150 MB for the interpreter, NumPy, xarray and netCDF; about 300 MB more for the FMM's
 operator caches; per element about 1 kB with the direct sum and 1 to 10 kB with the FMM
