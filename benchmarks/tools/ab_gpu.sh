@@ -5,6 +5,11 @@
 #
 #   bash benchmarks/tools/ab_gpu.sh OLD_TREE NEW_TREE OUTDIR [PARTS]
 #
+# The old tree beside the checkout, carried to the device machine (an ignored folder):
+#   mkdir -p .old && git archive REV vortexsim postprocess cases benchmarks | tar -x -C .old
+#   echo /.old/ >> .git/info/exclude      # then run with carry [".old", ".whl"]:
+#   bash benchmarks/tools/ab_gpu.sh $PWD/.old $PWD $OUT/ab
+#
 # PARTS (default "step fmm tg run"), in this order, ROUNDS (default 2) rounds a tree each
 # (fmm: one):
 #   step  bench_step.py (leapfrog GPU step, 32 766 elements, 2^20 tracers)
