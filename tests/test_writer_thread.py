@@ -81,11 +81,22 @@ def test_a_failure_is_raised_by_the_next_submit_which_is_undone_first():
 
 
 def test_abort_discards_the_queue_and_lets_the_write_in_flight_finish():
-    log, gate, w = [], threading.Event(), WriterThread(max_pending=2)
-    w.submit(_job(log, 0, gate))
+    """Job 0 is in flight (it has started) when abort is called, and it finishes only once
+    abort has begun; job 1 is still queued then.  The order is made by events and by the
+    writer's own state, not by timers, so a loaded machine runs it alike."""
+    log, started, w = [], threading.Event(), WriterThread(max_pending=2)
+
+    def in_flight():
+        started.set()
+        deadline = time.perf_counter() + 10.0
+        while not w.aborting and time.perf_counter() < deadline:
+            time.sleep(0.001)                 # until abort() has begun
+        log.append((0, threading.current_thread().name))
+
+    w.submit(Job("w", in_flight, lambda: log.append(("undo", 0))))
     w.submit(_job(log, 1))
-    threading.Timer(0.2, gate.set).start()
-    assert w.abort(timeout=5) is True
+    assert started.wait(10)
+    assert w.abort(timeout=10) is True
     assert [name for name, _ in log] == [0, "undo"] and log[1] == ("undo", 1)
 
 

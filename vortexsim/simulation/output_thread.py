@@ -182,6 +182,12 @@ class WriterThread:
             self._thread = None
         self._collect_ready()
 
+    @property
+    def aborting(self):
+        """Whether :meth:`abort` has begun: the thread runs no job that was not yet
+        started."""
+        return self._aborted
+
     def abort(self, timeout=5.0):
         """Give up the output (a second Ctrl-C): discard the queued jobs, wait up to
         ``timeout`` [s] for the one being written (it completes its atomic rename or
