@@ -2,7 +2,7 @@ r"""Case registry: named builders of simulations, ``make_case`` and ``from_confi
 
 A case is a function ``builder(**case_params) -> CaseSetup`` registered with
 :func:`register_case` together with its default run parameters (dt, t_end, boundary …,
-see :data:`vortexsim.simulation.RUN_DEFAULTS`).  ``make_case(name, **overrides)`` splits
+see :data:`vortexsim.config.RUN_DEFAULTS`).  ``make_case(name, **overrides)`` splits
 the overrides into case and run parameters (unknown names raise with the closest
 match), builds the state and returns a :class:`vortexsim.Simulation` whose ``config``
 holds every resolved value; ``from_config(config)`` rebuilds the same simulation from that
@@ -18,7 +18,8 @@ import numpy as np
 
 from .._names import did_you_mean
 from ..output.cf import GENERIC_UNITS
-from ..simulation import RUN_DEFAULTS, Simulation
+from ..config import RUN_DEFAULTS
+from ..simulation import Simulation
 
 __all__ = ["CaseSetup", "CASES", "register_case", "get_case", "list_cases", "make_case",
            "from_config", "case_defaults"]
