@@ -12,7 +12,8 @@ from .common import UsageError, check_device, first_line
 from .execute import log_cores, run_simulation
 from .log import add_file_log
 from .resources import ResourceError, check_schedule
-from .rundir import history_line, mark_run_dir, remove_branch, run_metadata
+from .rundir import (RunDirLock, directory_entries, history_line, mark_run_dir,
+                     remove_branch, run_metadata)
 from .run import check_memory
 
 __all__ = ["cmd_restart", "restart_stop", "restart_target"]
@@ -21,8 +22,8 @@ logger = logging.getLogger("vortexsim.cli")
 
 
 def cmd_restart(args, argv):
-    from ..output import SnapshotError, read_snapshot, run_writers  # noqa: PLC0415
-    from ..output.writers import SCHEDULE_KEYS, start_branch, truncate_run  # noqa: PLC0415
+    from ..output import SnapshotError, read_snapshot  # noqa: PLC0415
+    from ..output.writers import SCHEDULE_KEYS  # noqa: PLC0415
     try:
         snap = read_snapshot(args.snapshot)
     except SnapshotError as exc:
@@ -41,7 +42,6 @@ def cmd_restart(args, argv):
         hint = (f" (the snapshot was computed on device {original!r}; restart with --device "
                 "cpu to continue on the CPU, not bitwise equal)" if not args.device else "")
         raise UsageError(f"{exc}{hint}") from None
-    t = snap.t
     stop = restart_stop(snap, args.t_end, args.steps)
     check_memory(config, config.get("device", "auto"), args.max_memory)
     _check_restart_schedule(snap, config, stop, args.force)
@@ -50,18 +50,57 @@ def cmd_restart(args, argv):
         raise UsageError(f"--out {args.out} exists and is not an empty directory; the "
                          "continuation of a restart goes into a new (or empty) directory.")
     mode, run_dir, later = restart_target(snap, stop, args.truncate, args.out)
-    source_dir = os.path.dirname(os.path.abspath(snap.path))
     branch = mode == "branch"
     created = False
     if branch:
         try:
             created = not os.path.isdir(run_dir)
             os.makedirs(run_dir, exist_ok=True)
-            mark_run_dir(run_dir)             # a run directory of its own (--overwrite)
         except OSError as exc:
             raise UsageError(f"cannot create the branch directory {run_dir} for the "
                              f"continuation ({exc.strerror or exc}); choose one with --out "
                              "DIR.") from None
+    lock = _hold(run_dir, branch, created)
+    try:
+        return _continue(args, argv, snap, config, s, stop, mode, run_dir, later, branch,
+                         created)
+    finally:
+        lock.release()
+
+
+def _hold(run_dir, branch, created):
+    """Take the lock of ``run_dir`` (:class:`RunDirLock`): refused while another run or
+    restart writes there; a branch is marked as a run directory of its own (under the
+    lock, and checked again to be empty: another restart may have made it first)."""
+    try:
+        lock = RunDirLock(run_dir, "vortexsim restart")
+    except OSError as exc:
+        raise UsageError(f"cannot lock the run directory {run_dir} ({exc.strerror or exc}); "
+                         "choose another with --out DIR.") from None
+    if branch:
+        try:
+            if directory_entries(run_dir):
+                raise UsageError(f"the branch directory {run_dir} is not empty: another "
+                                 "restart wrote there first; choose one with --out DIR.")
+            mark_run_dir(run_dir)             # a run directory of its own (--overwrite)
+        except OSError as exc:
+            lock.release()
+            raise UsageError(f"cannot create the branch directory {run_dir} for the "
+                             f"continuation ({exc.strerror or exc}); choose one with --out "
+                             "DIR.") from None
+        except UsageError:
+            lock.release()
+            raise
+    return lock
+
+
+def _continue(args, argv, snap, config, s, stop, mode, run_dir, later, branch, created):
+    """The rest of :func:`cmd_restart`, under the run directory's lock: build the
+    simulation, start the branch or truncate, pick up the snapshot and run."""
+    from ..output import SnapshotError, read_snapshot, run_writers  # noqa: PLC0415
+    from ..output.writers import start_branch, truncate_run  # noqa: PLC0415
+    t = snap.t
+    source_dir = os.path.dirname(os.path.abspath(snap.path))
     add_file_log(run_dir)
     from ..cases import from_config  # noqa: PLC0415
     try:

@@ -112,7 +112,7 @@ def cmd_run(args, argv):
         sim = make_case(case, **params, progress=False)
     except (ValueError, TypeError) as exc:
         raise UsageError(f"case {case}: {first_line(exc)}") from None
-    from ..output import output_intervals, run_writers  # noqa: PLC0415
+    from ..output import output_intervals  # noqa: PLC0415
     snap_dt, diag_dt = output_intervals(sim.config["dt"], sim.config["t_end"] - sim.t,
                                         output["snapshot_interval"],
                                         output["diagnostics_interval"])
@@ -120,11 +120,20 @@ def cmd_run(args, argv):
 
     config_toml = resolved_toml(sim, output)
     try:
-        prepare_run_dir(run_dir, args.overwrite, config_toml)
+        lock = prepare_run_dir(run_dir, args.overwrite, config_toml)
     except OSError as exc:
         raise UsageError(f"cannot write into the output directory {run_dir}: "
                          f"{exc.strerror or first_line(exc)}"
                          + (f" ({exc.filename})" if exc.filename else "") + ".") from None
+    with lock:                        # this process alone writes into run_dir until it ends
+        return _start(sim, args, argv, case, source, run_dir, config_toml, output,
+                      snap_dt, diag_dt)
+
+
+def _start(sim, args, argv, case, source, run_dir, config_toml, output, snap_dt, diag_dt):
+    """The rest of :func:`cmd_run`, in the prepared and locked ``run_dir``: the case's
+    files, the writers, the run."""
+    from ..output import run_writers  # noqa: PLC0415
     meta = run_metadata(sim, config_toml)
     history = history_line(argv)
     write_case_files(sim, run_dir, meta, history)

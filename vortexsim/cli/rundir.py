@@ -1,6 +1,7 @@
-"""Run directories: the marker that makes a directory one, the files vortexsim writes
-there (and only those are ever replaced or removed), preparing a fresh one, the metadata
-and history of its files, the resolved ``config.toml`` and the case's own files."""
+"""Run directories: the marker that makes a directory one, the lock that lets one process
+write there at a time, the files vortexsim writes there (and only those are ever replaced
+or removed), preparing a fresh one, the metadata and history of its files, the resolved
+``config.toml`` and the case's own files."""
 from __future__ import annotations
 
 import contextlib
@@ -12,11 +13,16 @@ import os
 import shlex
 import stat
 
+try:
+    import fcntl
+except ImportError:                       # not a POSIX system: no run-directory lock
+    fcntl = None
+
 from ..config import CLI_ONLY, to_toml
 from .common import UsageError, first_line
 from .log import add_file_log, remove_handlers
 
-__all__ = ["RUN_MARKER", "OUR_FILES", "DERIVED_KEYS", "is_run_dir", "our_files_size",
+__all__ = ["RUN_MARKER", "RUN_LOCK", "RunDirLock", "directory_entries", "OUR_FILES", "DERIVED_KEYS", "is_run_dir", "our_files_size",
            "mark_run_dir", "prepare_run_dir", "remove_branch", "write_case_files",
            "run_metadata", "history_line", "resolved_toml"]
 
@@ -26,6 +32,86 @@ logger = logging.getLogger("vortexsim.cli")
 #: the file that marks a directory as a run directory of vortexsim (written by every
 #: ``vortexsim run``); ``--overwrite`` replaces only a directory that has it
 RUN_MARKER = ".vortexsim-run"
+
+
+#: the lock file of a run directory: the one process writing there (a run or a restart)
+#: holds an exclusive OS lock on it for its whole life (:class:`RunDirLock`)
+RUN_LOCK = ".vortexsim-lock"
+
+
+class RunDirLock:
+    """One writer per run directory: an exclusive, non-blocking ``flock`` on
+    :data:`RUN_LOCK` in ``run_dir`` (created if missing), held until :meth:`release` or
+    the end of the process.  The kernel releases it whenever the process ends, also by
+    SIGKILL, so a lock is never left stale; the file says which process holds it, and
+    :meth:`release` removes it (a file left by a killed process is taken over).  Only
+    processes that write take it: reading commands never wait for it.
+
+    Raises :class:`UsageError` (one line, exit 2) when another process holds it, naming
+    that process.  A context manager: ``with RunDirLock(run_dir): ...``.
+    """
+
+    def __init__(self, run_dir, command="vortexsim"):
+        self.run_dir, self._file = run_dir, None
+        self.path = os.path.join(run_dir, RUN_LOCK)
+        if fcntl is None:
+            return
+        for _ in range(3):        # the holder before may remove the file as we open it
+            fh = self._locked_file()
+            if fh is not None:
+                break
+        else:
+            raise UsageError(f"run directory {run_dir}: could not take its lock "
+                             f"{self.path}; try again.")
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"process {os.getpid()} ({command})\n")
+        fh.flush()
+        self._file = fh
+
+    def _locked_file(self):
+        """The lock file, open and locked by this process; None when the file was removed
+        (by the holder that just ended) between its opening and its locking."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        fh = os.fdopen(fd, "r+", encoding="utf-8", errors="replace")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = " ".join(fh.read(300).split()) or "another process"
+            fh.close()
+            raise UsageError(f"run directory {self.run_dir} is in use by {holder}; only one "
+                             "run or restart writes into a run directory at a time: wait for "
+                             "it to end, or write elsewhere with --out DIR.") from None
+        try:
+            current = os.stat(self.path, follow_symlinks=False).st_ino
+        except OSError:
+            current = None
+        if current != os.fstat(fh.fileno()).st_ino:
+            fh.close()
+            return None
+        return fh
+
+    def release(self):
+        """Let the next process write here: the lock file is removed, then unlocked."""
+        fh, self._file = self._file, None
+        if fh is None:
+            return
+        with contextlib.suppress(OSError):
+            if os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(fh.fileno()).st_ino:
+                os.remove(self.path)
+        with contextlib.suppress(OSError):
+            fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def directory_entries(run_dir):
+    """The names in ``run_dir`` other than its lock file (:data:`RUN_LOCK`)."""
+    return [name for name in os.listdir(run_dir) if name != RUN_LOCK]
 
 
 DERIVED_KEYS = ("case", "t0", "groups", "n_elements", "n_tracers")
@@ -77,25 +163,43 @@ def mark_run_dir(run_dir):
             fh.write("\n")
 
 
-def prepare_run_dir(run_dir, overwrite, config_toml):
-    """Create ``run_dir`` with its marker (or, with ``overwrite``, remove vortexsim's files
-    of the run directory there), start run.log and write config.toml."""
+def prepare_run_dir(run_dir, overwrite, config_toml, command="vortexsim run"):
+    """Create ``run_dir`` and take its lock (:class:`RunDirLock`, returned: the caller
+    holds it while the run writes), check again under the lock that the directory is
+    empty (or, with ``overwrite``, a run directory of vortexsim, whose vortexsim files are
+    then removed), write the marker, start run.log and write config.toml."""
     from ..output import write_text  # noqa: PLC0415
     os.makedirs(run_dir, exist_ok=True)
-    if overwrite:
-        for pattern in OUR_FILES:
-            for f in glob.glob(os.path.join(glob.escape(run_dir), pattern)):
-                os.remove(f)
-    mark_run_dir(run_dir)
-    add_file_log(run_dir)
-    write_text(os.path.join(run_dir, "config.toml"), config_toml)
+    lock = RunDirLock(run_dir, command)
+    try:
+        entries = directory_entries(run_dir)
+        if entries and not overwrite:     # another run came first
+            raise UsageError(f"output directory {run_dir} exists and is not empty; pass "
+                             "--overwrite to replace its vortexsim files, or choose another "
+                             "with --out DIR.")
+        if entries and not is_run_dir(run_dir):
+            raise UsageError(f"--overwrite: {run_dir} is not a run directory of vortexsim "
+                             f"(it has no {RUN_MARKER} file), so none of its files are "
+                             "touched; delete or empty it yourself, or choose another with "
+                             "--out DIR.")
+        if overwrite:
+            for pattern in OUR_FILES:
+                for f in glob.glob(os.path.join(glob.escape(run_dir), pattern)):
+                    os.remove(f)
+        mark_run_dir(run_dir)
+        add_file_log(run_dir)
+        write_text(os.path.join(run_dir, "config.toml"), config_toml)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
 
 
 def remove_branch(branch, created):
     """Undo a branch that could not start: remove its vortexsim files (and the directory
     when this restart created it)."""
     remove_handlers()                 # run.log is closed before it is removed
-    for pattern in (*OUR_FILES, RUN_MARKER):
+    for pattern in (*OUR_FILES, RUN_MARKER, RUN_LOCK):
         for f in glob.glob(os.path.join(glob.escape(branch), pattern)):
             with contextlib.suppress(OSError):
                 os.remove(f)
