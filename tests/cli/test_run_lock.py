@@ -23,8 +23,9 @@ def _run(run_dir, *extra):
 
 
 def _files(run_dir):
+    """Every file of ``run_dir`` (not its subdirectories, not its lock) and its bytes."""
     return {name: (run_dir / name).read_bytes() for name in sorted(os.listdir(run_dir))
-            if name != RUN_LOCK}
+            if name != RUN_LOCK and (run_dir / name).is_file()}
 
 
 def test_a_run_or_restart_into_a_directory_in_use_is_refused_and_touches_nothing(
@@ -74,3 +75,24 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     with RunDirLock(str(tmp_path), "after"):           # the kernel released its lock
         assert (tmp_path / RUN_LOCK).read_text() == f"process {os.getpid()} (after)\n"
     assert not (tmp_path / RUN_LOCK).exists()          # a released lock leaves no file
+
+
+def test_a_snapshot_copied_among_user_files_restarts_into_a_new_directory(tmp_path, capsys):
+    """A directory without the run marker is never written: the restart of a snapshot
+    copied there continues in a new directory inside it, and --truncate is refused."""
+    import shutil
+    run_dir, user = tmp_path / "r", tmp_path / "mine"
+    assert _run(run_dir) == 0
+    user.mkdir()
+    (user / "plot.png").write_bytes(b"the user's own picture")
+    shutil.copy(run_dir / "snapshot_00000000.nc", user)
+    shutil.copy(run_dir / "diagnostics.nc", user)
+    before = _files(user)
+    capsys.readouterr()
+    assert main(["restart", str(user / "snapshot_00000000.nc"), "-q", "--truncate"]) == 2
+    assert "not a run directory of vortexsim" in capsys.readouterr().err
+    assert main(["restart", str(user / "snapshot_00000000.nc"), "-q", "--steps", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "none of its files are written" in err and "branch_00000000" in err
+    assert _files(user) == before                      # the user's files, every byte
+    assert (user / "branch_00000000" / "snapshot_00000001.nc").exists()

@@ -12,8 +12,8 @@ from .common import UsageError, check_device, first_line
 from .execute import log_cores, run_simulation
 from .log import add_file_log
 from .resources import ResourceError, check_schedule
-from .rundir import (RunDirLock, directory_entries, history_line, mark_run_dir,
-                     remove_branch, run_metadata)
+from .rundir import (RUN_MARKER, RunDirLock, directory_entries, history_line, is_run_dir,
+                     mark_run_dir, remove_branch, run_metadata)
 from .run import check_memory
 
 __all__ = ["cmd_restart", "restart_stop", "restart_target"]
@@ -117,6 +117,11 @@ def _continue(args, argv, snap, config, s, stop, mode, run_dir, later, branch, c
             if args.out is not None:
                 logger.info("restart from %s into %s, a new run directory (%s is left as "
                             "it is)", args.snapshot, run_dir, source_dir)
+            elif not is_run_dir(source_dir):
+                logger.warning(
+                    "%s is not a run directory of vortexsim (no %s file): none of its files "
+                    "are written; the continuation goes into the new directory %s",
+                    source_dir, RUN_MARKER, run_dir)
             else:
                 logger.warning(
                     "%s is not the newest state of %s (which holds %s after it); that "
@@ -197,12 +202,14 @@ def restart_target(snap, stop, truncate=False, out=None):
     ``(mode, directory, later)``, ``later`` the :class:`~vortexsim.output.writers.LaterOutput`
     of the snapshot's directory.
 
-    * ``"in place"``: the snapshot's directory, when it holds no later snapshot and any
-      later diagnostics rows (written after the snapshot by a run that was killed) are
-      rewritten by the continuation;
-    * ``"truncate"`` (``--truncate``): the snapshot's directory, its later output deleted;
+    * ``"in place"``: the snapshot's directory, when it is a run directory of vortexsim
+      (its marker), holds no later snapshot and any later diagnostics rows (written after
+      the snapshot by a run that was killed) are rewritten by the continuation;
+    * ``"truncate"`` (``--truncate``): the snapshot's run directory, its later output
+      deleted (refused in a directory without the marker);
     * ``"branch"``: ``out`` (``--out DIR``), or otherwise, when the directory holds later
-      output, the new directory ``branch_<iteration>[_k]`` inside it; the snapshot's
+      output or is not a run directory of vortexsim (a snapshot copied among the user's
+      files), the new directory ``branch_<iteration>[_k]`` inside it; the snapshot's
       directory is left as it is.
 
     Raises :class:`UsageError` when the directory's ``diagnostics.nc`` does not match the
@@ -220,9 +227,16 @@ def restart_target(snap, stop, truncate=False, out=None):
         raise UsageError(f"cannot restart: {what}") from None
     if out is not None:
         return "branch", os.path.abspath(out), later
+    ours = is_run_dir(run_dir)
+    if truncate and not ours:
+        raise UsageError(f"--truncate: {run_dir} is not a run directory of vortexsim (it has "
+                         f"no {RUN_MARKER} file), so none of its files are deleted; restart "
+                         "without --truncate (the continuation goes into a new directory) or "
+                         "with --out DIR.")
     if truncate:
         return "truncate", run_dir, later
-    if not later.snapshots and all(_reaches(snap, stop, r) for r in later.later_rows[-1:]):
+    if ours and not later.snapshots and \
+            all(_reaches(snap, stop, r) for r in later.later_rows[-1:]):
         return "in place", run_dir, later
     return "branch", branch_dir(run_dir, snap.iteration), later
 
