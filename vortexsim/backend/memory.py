@@ -1,5 +1,6 @@
 """Every memory query of vortexsim: host memory (Linux's ``/proc/meminfo`` within the
-process's cgroup limit) and GPU memory (CuPy's ``memGetInfo`` of the current CUDA device).
+process's cgroup limit and its address-space limit, ``ulimit -v``) and GPU memory (CuPy's
+``memGetInfo`` of the current CUDA device).
 
 Each function returns bytes, or None where the machine does not tell; none raises for a
 missing file or a missing GPU, so that a caller can decide to check nothing rather than
@@ -9,9 +10,15 @@ from __future__ import annotations
 
 import os
 
+try:
+    import resource
+except ImportError:                       # not a POSIX system
+    resource = None
+
 from .device import device_kind, import_cupy
 
-__all__ = ["meminfo", "meminfo_available", "cgroup_room", "host_available_memory",
+__all__ = ["meminfo", "meminfo_available", "cgroup_room", "address_space_room",
+           "host_available_memory",
            "gpu_memory_info", "gpu_free_memory", "gpu_total_memory", "available_memory"]
 
 #: cgroup memory files (limit, usage): version 2, then version 1
@@ -60,19 +67,44 @@ def cgroup_room():
     return None
 
 
+def address_space_room():
+    """Bytes the process may still map under its address-space limit (``RLIMIT_AS``, set by
+    ``ulimit -v``): the soft limit less the process's present virtual size (``VmSize`` of
+    /proc/self/status); None without such a limit or where the size is not known."""
+    if resource is None:
+        return None
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ValueError, OSError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    size = None
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    parts = line.split()
+                    size = int(parts[1]) * 1024 if parts[1].isdigit() else None
+                    break
+    except OSError:
+        return None
+    return None if size is None else max(0, soft - size)
+
+
 def host_available_memory():
     """Bytes of host memory available: ``MemAvailable`` of /proc/meminfo (else the free
-    physical pages of ``os.sysconf``), within the room left by the cgroup's memory limit;
-    None where neither tells."""
+    physical pages of ``os.sysconf``), within the room left by the cgroup's memory limit
+    and by the address-space limit (``ulimit -v``); None where none tells."""
     host = meminfo_available()
     if host is None:
         try:
             host = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         except (ValueError, OSError, AttributeError):
             host = None
-    room = cgroup_room()
-    if room is not None:
-        host = room if host is None else min(host, room)
+    for room in (cgroup_room(), address_space_room()):
+        if room is not None:
+            host = room if host is None else min(host, room)
     return host
 
 
