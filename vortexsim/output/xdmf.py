@@ -92,6 +92,10 @@ def _snapshot_layout(path):
     import netCDF4  # noqa: PLC0415
 
     name = os.path.basename(path)
+    if not os.path.isfile(path):          # a pipe or a device would block the reader
+        raise XdmfError(f"{path} is not a regular file (a pipe, device or directory named "
+                        "like a snapshot); remove it from the run directory and export "
+                        "again.")
     try:
         ds = netCDF4.Dataset(path, "r")
     except Exception as exc:  # noqa: BLE001 - any reader error means the same here
