@@ -22,12 +22,7 @@ set -u
 OLD="$1"; NEW="$2"; OUTDIR="$3"; PARTS="${4:-step fmm tg run}"; ROUNDS="${ROUNDS:-2}"
 mkdir -p "$OUTDIR"
 export PYTHONUNBUFFERED=1
-SITE=""
-if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl || exit 1
-    SITE="/tmp/site:"
-fi
+source "$(dirname "$0")/wheels.sh"
 
 script() {   # script TREE KIND NAME: the path of a benchmark script in TREE
     if [ -f "$1/benchmarks/$2/$3" ]; then echo "$1/benchmarks/$2/$3"; else echo "$1/benchmarks/$3"; fi

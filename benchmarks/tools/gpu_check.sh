@@ -29,13 +29,8 @@ else
 fi
 mkdir -p "$OUTDIR"
 export PYTHONUNBUFFERED=1
-PY_PATH="${PYTHONPATH:-$PWD}"
-if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl || exit 1
-    PY_PATH="/tmp/site:$PY_PATH"
-fi
-export PYTHONPATH="$PY_PATH"
+source "$(dirname "$0")/wheels.sh"
+export PYTHONPATH="$SITE${PYTHONPATH:-$PWD}"
 python3 -c "import vortexsim, sys; print('vortexsim from', vortexsim.__file__)" | tee "$OUTDIR/env.log"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader | tee -a "$OUTDIR/env.log"
 
