@@ -52,7 +52,8 @@ def test_a_run_or_restart_into_a_directory_in_use_is_refused_and_touches_nothing
 def test_the_lock_holds_inside_one_process_too(tmp_path):
     """flock locks belong to open files: a second lock in the same process is refused as
     one from another process would be."""
-    with RunDirLock(str(tmp_path)):
+    with RunDirLock(str(tmp_path)) as lock:
+        assert lock.held
         with pytest.raises(UsageError, match="in use by process"):
             RunDirLock(str(tmp_path))
     RunDirLock(str(tmp_path)).release()
@@ -96,3 +97,18 @@ def test_a_snapshot_copied_among_user_files_restarts_into_a_new_directory(tmp_pa
     assert "none of its files are written" in err and "branch_00000000" in err
     assert _files(user) == before                      # the user's files, every byte
     assert (user / "branch_00000000" / "snapshot_00000001.nc").exists()
+
+
+def test_a_file_system_without_locks_is_written_unguarded_with_a_warning(
+        tmp_path, monkeypatch, caplog):
+    import errno
+    from vortexsim.cli import rundir
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(rundir.fcntl, "flock", no_locks)
+    with caplog.at_level("WARNING", logger="vortexsim.cli"):
+        with RunDirLock(str(tmp_path)) as lock:
+            assert not lock.held
+    assert "takes no lock" in caplog.text and not (tmp_path / RUN_LOCK).exists()

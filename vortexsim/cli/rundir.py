@@ -63,6 +63,8 @@ class RunDirLock:
         else:
             raise UsageError(f"run directory {run_dir}: could not take its lock "
                              f"{self.path}; try again.")
+        if fh is False:           # a file system without locks: written unguarded
+            return
         fh.seek(0)
         fh.truncate()
         fh.write(f"process {os.getpid()} ({command})\n")
@@ -71,17 +73,26 @@ class RunDirLock:
 
     def _locked_file(self):
         """The lock file, open and locked by this process; None when the file was removed
-        (by the holder that just ended) between its opening and its locking."""
+        (by the holder that just ended) between its opening and its locking; False where
+        the file system takes no lock (a warning says so)."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         fh = os.fdopen(fd, "r+", encoding="utf-8", errors="replace")
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except BlockingIOError:           # EWOULDBLOCK: another open file holds it
             holder = " ".join(fh.read(300).split()) or "another process"
             fh.close()
             raise UsageError(f"run directory {self.run_dir} is in use by {holder}; only one "
                              "run or restart writes into a run directory at a time: wait for "
                              "it to end, or write elsewhere with --out DIR.") from None
+        except OSError as exc:            # ENOLCK, EINVAL: the file system has no locks
+            fh.close()
+            with contextlib.suppress(OSError):
+                os.remove(self.path)
+            logger.warning("run directory %s: its file system takes no lock (%s); nothing "
+                           "keeps a second run from writing there at the same time",
+                           self.run_dir, exc.strerror or exc)
+            return False
         try:
             current = os.stat(self.path, follow_symlinks=False).st_ino
         except OSError:
@@ -90,6 +101,11 @@ class RunDirLock:
             fh.close()
             return None
         return fh
+
+    @property
+    def held(self):
+        """Whether this process holds the lock (False where the file system has none)."""
+        return self._file is not None
 
     def release(self):
         """Let the next process write here: the lock file is removed, then unlocked."""
