@@ -77,20 +77,21 @@ def _hold(run_dir, branch, created):
     except OSError as exc:
         raise UsageError(f"cannot lock the run directory {run_dir} ({exc.strerror or exc}); "
                          "choose another with --out DIR.") from None
-    if branch:
+    if not branch:
+        return lock
+    try:
+        if directory_entries(run_dir):
+            raise UsageError(f"the branch directory {run_dir} is not empty: another "
+                             "restart wrote there first; choose one with --out DIR.")
         try:
-            if directory_entries(run_dir):
-                raise UsageError(f"the branch directory {run_dir} is not empty: another "
-                                 "restart wrote there first; choose one with --out DIR.")
             mark_run_dir(run_dir)             # a run directory of its own (--overwrite)
         except OSError as exc:
-            lock.release()
             raise UsageError(f"cannot create the branch directory {run_dir} for the "
                              f"continuation ({exc.strerror or exc}); choose one with --out "
                              "DIR.") from None
-        except UsageError:
-            lock.release()
-            raise
+    except BaseException:
+        lock.release()
+        raise
     return lock
 
 

@@ -11,7 +11,7 @@ from ..schedules import DUE_RTOL, due
 from .common import EXIT_OK, UsageError, case_file, check_device, first_line
 from .execute import log_cores, run_simulation
 from .resources import ResourceError, check_disk, check_resources, check_schedule
-from .rundir import (RUN_MARKER, history_line, is_run_dir, our_files_size, prepare_run_dir,
+from .rundir import (check_output_dir, history_line, our_files_size, prepare_run_dir,
                      resolved_toml, run_metadata, write_case_files)
 
 __all__ = ["cmd_run", "check_costs", "check_memory"]
@@ -91,17 +91,7 @@ def cmd_run(args, argv):
         return EXIT_OK
     run_dir = args.out or os.path.join("runs", case if source == case else
                                        os.path.splitext(os.path.basename(source))[0])
-    existing = os.path.exists(run_dir) and (not os.path.isdir(run_dir) or os.listdir(run_dir))
-    if existing and not args.overwrite:
-        raise UsageError(f"output directory {run_dir} exists and is not empty; pass --overwrite "
-                         "to replace its vortexsim files, or choose another with --out DIR.")
-    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
-        raise UsageError(f"--out {run_dir} is a file, not a directory.")
-    if existing and not is_run_dir(run_dir):
-        raise UsageError(f"--overwrite: {run_dir} is not a run directory of vortexsim (it has "
-                         f"no {RUN_MARKER} file; runs of vortexsim from before the marker "
-                         "have none either), so none of its files are touched; delete or empty it "
-                         "yourself, or choose another with --out DIR.")
+    existing = check_output_dir(run_dir, args.overwrite)
     device = params.get("device", defaults.get("device"))
     check_device(device)
     freed = our_files_size(run_dir) if existing else 0

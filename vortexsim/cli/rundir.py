@@ -22,7 +22,8 @@ from ..config import CLI_ONLY, to_toml
 from .common import UsageError, first_line
 from .log import add_file_log, remove_handlers
 
-__all__ = ["RUN_MARKER", "RUN_LOCK", "RunDirLock", "directory_entries", "OUR_FILES", "DERIVED_KEYS", "is_run_dir", "our_files_size",
+__all__ = ["RUN_MARKER", "RUN_LOCK", "RunDirLock", "directory_entries", "check_output_dir",
+           "OUR_FILES", "DERIVED_KEYS", "is_run_dir", "our_files_size",
            "mark_run_dir", "prepare_run_dir", "remove_branch", "write_case_files",
            "run_metadata", "history_line", "resolved_toml"]
 
@@ -130,6 +131,29 @@ def directory_entries(run_dir):
     return [name for name in os.listdir(run_dir) if name != RUN_LOCK]
 
 
+def check_output_dir(run_dir, overwrite):
+    """Whether ``run_dir`` holds anything (True) after refusing (UsageError) an output
+    directory that a run may not write into: a file, a non-empty directory without
+    ``overwrite``, or with it one that is not a run directory of vortexsim (none of its
+    files are touched).  ``vortexsim run`` asks before it builds the case, and again under
+    the directory's lock (another run may have come first)."""
+    if not os.path.exists(run_dir):
+        return False
+    existing = not os.path.isdir(run_dir) or bool(directory_entries(run_dir))
+    if existing and not overwrite:
+        raise UsageError(f"output directory {run_dir} exists and is not empty; pass "
+                         "--overwrite to replace its vortexsim files, or choose another "
+                         "with --out DIR.")
+    if not os.path.isdir(run_dir):
+        raise UsageError(f"--out {run_dir} is a file, not a directory.")
+    if existing and not is_run_dir(run_dir):
+        raise UsageError(f"--overwrite: {run_dir} is not a run directory of vortexsim (it "
+                         f"has no {RUN_MARKER} file; runs of vortexsim from before the marker "
+                         "have none either), so none of its files are touched; delete or "
+                         "empty it yourself, or choose another with --out DIR.")
+    return existing
+
+
 DERIVED_KEYS = ("case", "t0", "groups", "n_elements", "n_tracers")
 
 
@@ -188,16 +212,7 @@ def prepare_run_dir(run_dir, overwrite, config_toml, command="vortexsim run"):
     os.makedirs(run_dir, exist_ok=True)
     lock = RunDirLock(run_dir, command)
     try:
-        entries = directory_entries(run_dir)
-        if entries and not overwrite:     # another run came first
-            raise UsageError(f"output directory {run_dir} exists and is not empty; pass "
-                             "--overwrite to replace its vortexsim files, or choose another "
-                             "with --out DIR.")
-        if entries and not is_run_dir(run_dir):
-            raise UsageError(f"--overwrite: {run_dir} is not a run directory of vortexsim "
-                             f"(it has no {RUN_MARKER} file), so none of its files are "
-                             "touched; delete or empty it yourself, or choose another with "
-                             "--out DIR.")
+        check_output_dir(run_dir, overwrite)      # again: another run may have come first
         if overwrite:
             for pattern in OUR_FILES:
                 for f in glob.glob(os.path.join(glob.escape(run_dir), pattern)):

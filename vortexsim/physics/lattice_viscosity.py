@@ -12,10 +12,10 @@ particle step (advection and stretching, :class:`vortexsim.physics.rhs.VortexRHS
 viscous term), the remeshing (and projection), half a step of diffusion: the hooks
 ``before_step`` and ``after_step`` of the term
 :class:`vortexsim.physics.terms.LatticeDiffusion`, which
-:meth:`vortexsim.model.VortexModel.time_step` calls around the particle step.  The splitting is second order in dt; the diffusion
-itself has no error in h: particle strength exchange on the same lattice (``viscous =
-"pse"``) damps a mode of wavenumber k at ν|k|² times its symbol's ratio, which falls
-off at large kσ (order 4 with ε = σ/√2 = h/√2: 0.95 at k h = 0.8, 0.70 at 1.5), so that a
+:meth:`vortexsim.model.VortexModel.time_step` calls around the particle step.  The
+splitting is second order in dt; the diffusion itself has no error in h: particle
+strength exchange on the same lattice (``viscous = "pse"``) damps a mode of wavenumber k
+at ν|k|² times its symbol's ratio, which falls off at large kσ (order 4 with ε = σ/√2 = h/√2: 0.95 at k h = 0.8, 0.70 at 1.5), so that a
 run with PSE keeps too much energy at the smallest resolved scales; the lattice diffusion
 dissipates each mode at exactly ν|k|² (``docs/periodic.md``).
 
