@@ -66,6 +66,12 @@ FROM_CASE = _FromCase()
 
 #: kinds of values; bounds of numbers
 KINDS = ("float", "int", "bool", "str")
+#: the range of a number that the table does not narrow: magnitudes of floats up to HUGE
+#: (lengths and times in case units: 24 decades leave every product and square of them
+#: far from overflow, also in float32), positive ones at least TINY (a subnormal dt or
+#: spacing makes step and node counts infinite); counts up to MAX_COUNT (10¹² elements
+#: or nodes hold 24 TB: beyond any machine, so the memory guard refuses them in one line)
+HUGE, TINY, MAX_COUNT = 1e12, 1e-12, 10 ** 12
 BOUNDS = (None, "positive", "nonnegative", "nonzero")
 #: who reads a parameter: a case builder, the Simulation (:data:`RUN_DEFAULTS`), the
 #: output writers of the command (:data:`OUTPUT_DEFAULTS`)
@@ -87,6 +93,9 @@ class Parameter:
     scope : "case" | "run" | "output" (:data:`SCOPES`)
     auto : bool, "auto" is accepted (read as None: derived at run time)
     bound : None | "positive" (> 0) | "nonnegative" (>= 0) | "nonzero" (numbers only)
+    low, high : the smallest and largest value accepted (numbers only; for a "nonzero"
+        number, of its magnitude); None: from ``kind`` and ``bound`` (:meth:`limits`)
+    high_open : bool, ``high`` itself is refused (``angle < 90``)
     """
 
     name: str
@@ -98,6 +107,9 @@ class Parameter:
     scope: str = "case"
     auto: bool = False
     bound: str | None = None
+    low: float | None = None
+    high: float | None = None
+    high_open: bool = False
 
     def __post_init__(self):
         if self.section not in (*SECTIONS, None) or self.kind not in KINDS or \
@@ -105,6 +117,19 @@ class Parameter:
             raise ValueError(f"parameter {self.name!r}: section {self.section!r}, kind "
                              f"{self.kind!r}, bound {self.bound!r}, scope {self.scope!r}; "
                              f"expected one of {SECTIONS}, {KINDS}, {BOUNDS}, {SCOPES}.")
+
+    def limits(self):
+        """(low, high) of a number: those given, else a count (int) from 0 (1 when
+        positive) to :data:`MAX_COUNT`, a float within ±:data:`HUGE` whose magnitude is at
+        least :data:`TINY` when positive or nonzero; (None, None) for other kinds."""
+        if self.kind == "int":
+            low = 1 if self.bound == "positive" else 0
+            return (low if self.low is None else self.low,
+                    MAX_COUNT if self.high is None else self.high)
+        if self.kind != "float":
+            return None, None
+        low = {"positive": TINY, "nonzero": TINY, "nonnegative": 0.0}.get(self.bound, -HUGE)
+        return (low if self.low is None else self.low, HUGE if self.high is None else self.high)
 
 
 P = Parameter
@@ -123,7 +148,8 @@ TABLE = (
       bound="positive"),
     P("separation", "physics", "L", "distance between the two ring centres", bound="positive"),
     P("angle", "physics", "degree",
-      "tilt of each ring axis toward the other, from +z, in [0, 90)"),
+      "tilt of each ring axis toward the other, from +z, in [0, 90)", low=0.0, high=90.0,
+      high_open=True),
     P("height", "physics", "L", "height of the ring centre above the ground plane",
       bound="positive"),
     P("n_phi", "discretization", "-", "stations around each ring", kind="int",
@@ -140,7 +166,18 @@ TABLE = (
       kind="int", bound="nonnegative"),
     P("tracer_spread", "tracers", "L",
       "standard deviation of the tracers' offsets across the ring", bound="nonnegative"),
-    P("seed", "tracers", "-", "seed of the tracer positions", kind="int", bound="nonnegative"),
+    P("seed", "tracers", "-", "seed of the tracer positions (a 64-bit integer)", kind="int",
+      bound="nonnegative", high=2 ** 63 - 2),
+    # the periodic cases' parameters (taylor_green, isotropic_turbulence)
+    P("n", "discretization", "-", "lattice points per side of the periodic box (n^3 "
+      "elements)", kind="int", bound="positive", low=4, high=10 ** 4),
+    P("overlap", "discretization", "-", "element core radius sigma / lattice spacing h",
+      bound="positive", low=1e-3, high=1e3),
+    P("k_peak", "discretization", "1/L",
+      "peak wavenumber of the initial spectrum k^4 exp(-2 (k/k_peak)^2)", bound="positive"),
+    P("energy", "discretization", "L^2/T^2", "initial 1/2 <|u|^2>", bound="positive"),
+    P("tracers", "tracers", "-", "passive tracers, uniform in the box", kind="int",
+      bound="nonnegative"),
     # the run parameters of the Simulation
     P("dt", "time", "T", "time step (the largest step when adaptive = true)", default=None,
       scope="run", bound="positive"),
@@ -154,7 +191,7 @@ TABLE = (
     P("method", "solver", "-", "direct (all pairs) | fmm | auto (fmm for large problems)",
       kind="str", default="direct", scope="run"),
     P("tol", "solver", "-", "FMM relative accuracy of u (grad u: 10 tol), 1e-9 to 1e-2",
-      default=1e-6, scope="run", bound="positive"),
+      default=1e-6, scope="run", bound="positive", low=1e-15, high=1.0, high_open=True),
     P("precision", "solver", "-", "float64 | float32 (float32: summation only)", kind="str",
       default="float64", scope="run"),
     P("device", "solver", "-", "auto (GPU if CuPy sees one) | cpu | gpu", kind="str",
@@ -169,7 +206,7 @@ TABLE = (
       "diffusion on the periodic remeshing lattice)", kind="str", default="core_spreading",
       scope="run"),
     P("pse_order", "physics", "-", "order in epsilon of the PSE kernel: 2 (Gaussian) | 4",
-      kind="int", default=2, scope="run"),
+      kind="int", default=2, scope="run", low=2, high=4),
     P("boundary", "physics", "-",
       "free (free space) | ground (plane z = ground_z, by images) | periodic (the box "
       "[0, box)^3; method spectral (gaussian kernels) or fmm; CPU and GPU)", kind="str",
@@ -183,10 +220,10 @@ TABLE = (
     P("remesh_spacing", "discretization", "L", "lattice spacing h of the remeshing",
       default=None, scope="run", auto=True, bound="positive"),
     P("remesh_overlap", "discretization", "-", "core radius / h after a remeshing",
-      default=None, scope="run", auto=True, bound="positive"),
+      default=None, scope="run", auto=True, bound="positive", low=1e-3, high=1e3),
     P("remesh_threshold", "discretization", "-",
       "free space: nodes with |alpha| <= this x max |alpha| are dropped", default=1e-6,
-      scope="run", bound="nonnegative"),
+      scope="run", bound="nonnegative", high=1.0, high_open=True),
     P("remesh_project", "discretization", "-",
       "periodic box: make the lattice strengths divergence-free (and their sum zero) after "
       "each remeshing", kind="bool", default=False, scope="run"),
@@ -194,13 +231,13 @@ TABLE = (
       "adaptive step dt = courant / max |grad u| (bounded by dt and dt_min)", kind="bool",
       default=False, scope="run"),
     P("courant", "time", "-", "C of the adaptive rule, in (0, 2]", default=0.1, scope="run",
-      bound="positive"),
+      bound="positive", high=2.0),
     P("dt_min", "time", "T", "smallest adaptive step; auto = dt / 1000", default=None,
       scope="run", auto=True, bound="positive"),
     P("max_speed", "solver", "L/T", "blow-up bound on |u|; auto = 100 x max |u| at t0",
       default=None, scope="run", auto=True, bound="positive"),
     P("root_slack", "solver", "-", "FMM root-cube margin, fraction of the box width",
-      default=0.05, scope="run", bound="positive"),
+      default=0.05, scope="run", bound="positive", high=10.0),
     P("progress", None, "-", "progress bar in Simulation.run (the command: off with -q)",
       kind="bool", default=True, scope="run"),
     # the output parameters of the command
@@ -433,23 +470,45 @@ def _check_value(key, value, default, where):
                 "case files are in case units (lengths L, times T), so write the bare number.")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{pre} must be a number ({_unit(key)}){auto}, got {value!r}.")
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{pre} must be finite, got {value!r}.")
-        if kind == "int":
-            if isinstance(value, float):
-                if value != int(value):
-                    raise ConfigError(f"{pre} must be an integer, got {value!r}.")
-                value = int(value)
-        else:
-            value = float(value)
+        if kind == "int" and isinstance(value, float) and value != int(value):
+            raise ConfigError(f"{pre} must be an integer, got {value!r}.")
         if key in _POSITIVE and not value > 0:
             raise ConfigError(f"{pre} must be > 0, got {value!r}.")
         if key in _NONNEGATIVE and not value >= 0:
             raise ConfigError(f"{pre} must be >= 0, got {value!r}.")
         if key in _NONZERO and value == 0:
             raise ConfigError(f"{pre} must not be 0.")
-        return value
+        if key in PARAMETER_TABLE:        # before float(): an int may not fit in one
+            _check_range(PARAMETER_TABLE[key], value, pre)
+        return int(value) if kind == "int" else float(value)
     return value
+
+
+def _range_text(p):
+    """``from 1 to 1000000000000`` or ``from 0 to below 90`` (None for other kinds)."""
+    low, high = p.limits()
+    if low is None:
+        return None
+    text = "{:,}".format if p.kind == "int" else "{:g}".format
+    what = "of magnitude " if p.bound == "nonzero" else ""
+    return f"{what}from {text(low)} to {'below ' if p.high_open else ''}{text(high)}"
+
+
+def _check_range(p, value, pre):
+    """ConfigError unless the number ``value`` is within the limits of parameter ``p``
+    (:meth:`Parameter.limits`); ints and floats are compared exactly."""
+    low, high = p.limits()
+    if low is None:
+        return
+    size = abs(value) if p.bound == "nonzero" else value
+    if not (low <= size and (size < high if p.high_open else size <= high)):
+        kind = "an integer" if p.kind == "int" else "a number"
+        got = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... " \
+            f"({len(repr(value))} digits)"
+        raise ConfigError(f"{pre} must be {kind} {_range_text(p)} ({_unit(p.name)}), got "
+                          f"{got}; set a value in that range.")
 
 
 def check_params(params, defaults, where=""):
@@ -543,7 +602,9 @@ def _default_text(p):
 
 
 def _bound_text(p):
-    return {"positive": "> 0", "nonnegative": ">= 0", "nonzero": "!= 0"}.get(p.bound, "")
+    if p.kind in ("int", "float"):
+        return ("!= 0, " if p.bound == "nonzero" else "") + _range_text(p)
+    return ""
 
 
 def parameters_markdown():
@@ -566,7 +627,7 @@ def parameters_markdown():
                   "| key | default | unit | kind | meaning |",
                   "|---|---|---|---|---|"]
         for p in rows:
-            kind = p.kind + (f" {_bound_text(p)}" if p.bound else "") + \
+            kind = p.kind + (f" {_bound_text(p)}" if _bound_text(p) else "") + \
                 (" or \"auto\"" if p.auto else "")
             text = p.help.replace("|", "\\|")
             lines.append(f"| `{p.name}` | {_default_text(p)} | {p.unit} | {kind} | {text} |")
