@@ -114,7 +114,8 @@ def test_malformed_n_elements(run_dir, tmp_path, capsys):
     """n_elements that is text, a fraction, or another size than the arrays."""
     for value, match in [("abc", "n_elements of config_json = 'abc', expected an integer"),
                          (2.5, "n_elements of config_json = 2.5"),
-                         (57, "element_x has shape (1, 56, 3), expected (1, 57, 3)")]:
+                         (57, "dimension element has length 56, but the file's n_elements of "
+                              "config_json is 57")]:
         path = _forge(run_dir, tmp_path, {"config_json": _config(run_dir, n_elements=value)})
         _refused(path, match, capsys)
 
@@ -132,7 +133,8 @@ def test_variables_of_the_wrong_dtype_or_shape(run_dir, tmp_path, capsys):
     bad_dtype.to_netcdf(tmp_path / "iteration.nc")
     _refused(tmp_path / "iteration.nc", "iteration has dtype float64", capsys)
     ds.isel(tracer=slice(0, 3)).to_netcdf(tmp_path / "shape.nc")
-    _refused(tmp_path / "shape.nc", "tracer_x has shape (1, 3, 3), expected (1, 16, 3)", capsys)
+    _refused(tmp_path / "shape.nc", "dimension tracer has length 3, but the file's n_tracers "
+             "of config_json is 16", capsys)
 
 
 def test_foreign_files_that_carry_a_vortexsim_format(tmp_path, capsys):

@@ -92,40 +92,41 @@ def cmd_info(args, argv):
     one-line error, exit 2.  Every text taken from the file is printed with its control
     characters escaped (:func:`vortexsim.output.validate.printable`)."""
     from ..output import SnapshotError, open_netcdf, read_snapshot  # noqa: PLC0415
-    from ..output.cf import unit_label  # noqa: PLC0415
+    from ..output.cf import OLD_TIME, TIME, unit_label  # noqa: PLC0415
     from ..output.diagnostics import DIAGNOSTICS_FORMAT  # noqa: PLC0415
+    from ..output.netcdf_header import check_declared_sizes, read_header  # noqa: PLC0415
     from ..output.snapshot import FORMAT  # noqa: PLC0415
     from ..output.validate import printable  # noqa: PLC0415
-    try:
-        ds = open_netcdf(args.file)
+    try:                          # the header only: no variable is read that is not needed
+        header = read_header(args.file)
+        a = header.attrs
+        fmt = a.get("vortexsim_format")
+        fmt = fmt if isinstance(fmt, str) else None
+        lines = [printable(args.file)]
+        if fmt == FORMAT:
+            snap = read_snapshot(args.file)
+            lines += _snapshot_lines(snap, args.file)
+        elif fmt == DIAGNOSTICS_FORMAT:
+            ds = open_netcdf(args.file, [TIME, OLD_TIME])
+            lines.append(_diagnostics_line(ds, args.file))
+        elif fmt is not None and fmt.startswith("vortexsim"):
+            check_declared_sizes(header)
+            lines.append(f"  {printable(fmt)}: not a vortexsim format this version knows")
+        else:
+            lines.append("  not a vortexsim file (no vortexsim_format attribute)")
     except SnapshotError as exc:
         raise UsageError(first_line(exc)) from None
-    a = ds.attrs
-    fmt = a.get("vortexsim_format")
-    fmt = fmt if isinstance(fmt, str) else None
-    lines = [printable(args.file)]
-    if fmt == FORMAT:
-        try:
-            snap = read_snapshot(args.file)
-        except SnapshotError as exc:
-            raise UsageError(first_line(exc)) from None
-        lines += _snapshot_lines(snap, args.file)
-    elif fmt == DIAGNOSTICS_FORMAT:
-        lines.append(_diagnostics_line(ds, args.file))
-    elif fmt is not None and fmt.startswith("vortexsim"):
-        lines.append(f"  {printable(fmt)}: not a vortexsim format this version knows")
-    else:
-        lines.append("  not a vortexsim file (no vortexsim_format attribute)")
     lines.append("  dimensions: " + ", ".join(f"{printable(k)} = {v}"
-                                              for k, v in ds.sizes.items()))
+                                              for k, v in header.dims.items()))
     for key in ("length_unit", "time_unit"):
         if key in a:
             lines.append(f"  {key}: {printable(a[key])}")
     lines.append("  variables (dimension in the case's units L, T):")
-    for name, var in ds.variables.items():
-        dims = ", ".join(printable(d) for d in var.dims)
-        lines.append(f"    {printable(name)} ({dims}) [{printable(unit_label(var.attrs) or '?')}] "
-                     f"{printable(var.attrs.get('long_name', ''))}".rstrip())
+    for name, (dims, _, _) in header.variables.items():
+        attrs = header.variable_attrs[name]
+        dims = ", ".join(printable(d) for d in dims)
+        lines.append(f"    {printable(name)} ({dims}) [{printable(unit_label(attrs) or '?')}] "
+                     f"{printable(attrs.get('long_name', ''))}".rstrip())
     hist = a.get("history", "")
     hist = (hist if isinstance(hist, str) else str(hist)).strip()
     if hist:

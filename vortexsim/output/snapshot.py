@@ -62,15 +62,17 @@ import os
 import numpy as np
 
 from . import validate as check
-from .cf import TIME, time_attrs, unit_attrs, variable_attrs, with_current_names
+from .cf import OLD_TIME, TIME, time_attrs, unit_attrs, variable_attrs, with_current_names
 from .files import atomic_path
+from .netcdf_header import SnapshotError, check_declared_sizes, load_variables, read_header
 from .validate import InvalidValue
 from ..state import ElementGroup, check_group_ranges
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "SnapshotError", "Snapshot", "write_snapshot",
-           "read_snapshot", "state_checksum", "CHECKSUM_ATTRS", "preload_netcdf"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "SnapshotError", "ChecksumMismatch", "Snapshot",
+           "write_snapshot", "read_snapshot", "read_snapshot_unverified", "open_netcdf",
+           "state_checksum", "CHECKSUM_ATTRS", "preload_netcdf"]
 
 FORMAT = "vortexsim snapshot"
 #: 4: the time coordinate named ``t`` and units "1" with ``case_units`` (:mod:`.cf`; the
@@ -118,8 +120,8 @@ _VARIABLES = {
 }
 
 
-class SnapshotError(ValueError):
-    """A file that cannot be restarted from (missing, truncated, corrupted or foreign)."""
+class ChecksumMismatch(SnapshotError):
+    """A snapshot whose checksum does not match its contents (corrupted or edited)."""
 
 
 @dataclasses.dataclass
@@ -309,42 +311,25 @@ def preload_netcdf():
     return netCDF4.__version__
 
 
-def open_netcdf(path):
-    """Open and load a netCDF file with xarray (engine netcdf4, no decoding), or raise
+def open_netcdf(path, variables=None, expected_dims=None):
+    """Open a netCDF file with xarray (engine netcdf4, no decoding) and load the
+    ``variables`` (those present; None: all) and no other, or raise
     :class:`SnapshotError` saying that it is missing, not a regular file, truncated,
-    corrupted, not netCDF, or larger in memory than the memory available (a file can
+    corrupted, not netCDF, larger in memory than the memory available, or that a
+    variable declares more values than the file can hold or a dimension another length
+    than ``expected_dims`` (:func:`.netcdf_header.check_declared_sizes`: a file can
     declare huge variables that it does not store)."""
-    import xarray as xr  # noqa: PLC0415
-
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise SnapshotError(f"{path} does not exist.")
-    if os.path.isdir(path):
-        raise SnapshotError(f"{path} is a directory; give a snapshot file (snapshot_*.nc).")
-    if not os.path.isfile(path):
-        raise SnapshotError(f"{path} is not a regular file; give a snapshot file "
-                            "(snapshot_*.nc).")
-    try:
-        with xr.open_dataset(path, engine="netcdf4", decode_times=False, decode_cf=False,
-                             mask_and_scale=False) as ds:
-            _check_memory(path, ds)
-            return ds.load()
-    except SnapshotError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any reader error means the same to the user
-        size = os.path.getsize(path)
-        first = check.printable(str(exc).splitlines()[0] if str(exc) else "")
-        raise SnapshotError(
-            f"cannot read {path} ({size} bytes) as netCDF: the file is truncated, corrupted "
-            f"or not netCDF ({type(exc).__name__}: {first})."
-        ) from None
+    header = read_header(path)
+    names = list(header.variables) if variables is None else \
+        [v for v in variables if v in header.variables]
+    _check_memory(header.path, sum(header.declared_bytes(v) for v in names))
+    check_declared_sizes(header, expected_dims)
+    return load_variables(header, names)
 
 
-def _check_memory(path, ds):
-    """SnapshotError when loading the variables of ``ds`` would take more than the
+def _check_memory(path, need):
+    """SnapshotError when loading ``need`` bytes of variables would take more than the
     memory available now (Linux's MemAvailable; no check where it is unknown)."""
-    need = sum(int(np.prod(v.shape, dtype=np.float64)) * v.dtype.itemsize
-               for v in ds.variables.values())
     available = _available_memory()
     if available is not None and need > available:
         raise SnapshotError(f"{path} declares variables of {need / 2**30:.3g} GiB, more than "
@@ -375,8 +360,29 @@ def read_snapshot(path):
     config TOML text), format 2 and 3 files under their own; the state of a format 1 or
     2 file has no element volumes, group labels and groups (a restart keeps the case's).
     """
+    snap, mismatch = read_snapshot_unverified(path)
+    if mismatch:
+        raise ChecksumMismatch(f"{mismatch} Restart from another snapshot of the run.")
+    state, config, schedule, path = snap.state, snap.config, snap.schedule, snap.path
+    try:
+        _check_values(state, config, schedule)
+    except InvalidValue as exc:
+        raise SnapshotError(f"{path}: {exc}, although the checksum matches: the file was "
+                            "forged or written by a faulty program. Restart from another "
+                            "snapshot of the run.") from None
+    return snap
+
+
+def read_snapshot_unverified(path):
+    """``(snapshot, mismatch)``: the :class:`Snapshot` of ``path`` read and checked like
+    :func:`read_snapshot` but for its values, and, when its checksum does not match, the
+    one-line text that says so (else None); what the commands that only look at a file
+    need (they verify the checksum, or warn and go on).  Only the variables of a
+    snapshot are read; a file that declares more than it can hold, or dimensions other
+    than the counts it records, is refused before any value is read
+    (:func:`.netcdf_header.check_declared_sizes`)."""
     path = os.fspath(path)
-    ds = open_netcdf(path)
+    ds = open_netcdf(path, [*_VARIABLES, TIME, OLD_TIME], _recorded_dims(path))
     attrs = dict(ds.attrs)
     _check_format(path, attrs)
     # a newer format may have other contents: its version is reported first
@@ -396,19 +402,35 @@ def read_snapshot(path):
         raise SnapshotError(f"{path}: {exc}; the file is corrupted or was not written by "
                             "vortexsim.") from None
     schedule = _schedule_from_attrs(attrs)
+    mismatch = None
     if state_checksum(state, attrs["config_json"], schedule,
                       attrs if version >= 2 else None) != checksum:
         covers = "numbers, configuration" if version >= 2 else "numbers, config_json"
-        raise SnapshotError(f"{path}: checksum mismatch; the file is corrupted or was edited "
-                            f"(its {covers} or schedule are not those that were written). "
-                            "Restart from another snapshot of the run.")
+        mismatch = (f"{path}: checksum mismatch; the file is corrupted or was edited (its "
+                    f"{covers} or schedule are not those that were written).")
+    return Snapshot(path, state, config, schedule, attrs), mismatch
+
+
+def _recorded_dims(path):
+    """The dimension lengths that the snapshot ``path`` records of itself: one time, 3
+    components, 2 bounds and, when its ``config_json`` holds them as integers, its
+    element and tracer counts ({} for a file that is not a snapshot: its reader says
+    so)."""
+    attrs = read_header(path).attrs
+    fmt = attrs.get("vortexsim_format")
+    if not isinstance(fmt, str) or fmt != FORMAT:
+        return {}
+    layout = "snapshot layout"
+    dims = {TIME: (1, layout), OLD_TIME: (1, layout), "component": (3, layout),
+            "bound": (2, layout)}
     try:
-        _check_values(state, config, schedule)
-    except InvalidValue as exc:
-        raise SnapshotError(f"{path}: {exc}, although the checksum matches: the file was "
-                            "forged or written by a faulty program. Restart from another "
-                            "snapshot of the run.") from None
-    return Snapshot(path, state, config, schedule, attrs)
+        config = check.json_object("config_json", attrs.get("config_json"))
+        for dim, key in (("element", "n_elements"), ("tracer", "n_tracers")):
+            dims[dim] = (check.integer(key, config.get(key), minimum=0),
+                         f"{key} of config_json")
+    except InvalidValue:
+        pass                      # the reader names what is wrong with config_json
+    return dims
 
 
 def _check_format(path, attrs):
