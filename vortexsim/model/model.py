@@ -131,6 +131,11 @@ class VortexModel:
             cfg["max_speed"] = 100.0 * speed if speed > 0 else math.inf
         if not float(cfg["max_speed"]) > 0:
             raise ValueError(f"max_speed must be > 0, got {cfg['max_speed']!r}.")
+        if speed > float(cfg["max_speed"]):     # the first step would stop as a blow-up
+            raise ValueError(f"max_speed = {cfg['max_speed']!r} [L/T] is below max |u| = "
+                             f"{speed:.6g} of the initial state, so the first step would "
+                             f"stop as a blow-up; set max_speed above {speed:.6g}, or "
+                             "\"auto\" (100 x max |u| at the start).")
         cfg.update(self.summation.describe())
         cfg.update(device=self.device.kind, integrator=self.scheme.name,
                    stretching=self.rhs.stretching, nu=self.rhs.nu, viscous=self.rhs.viscous,

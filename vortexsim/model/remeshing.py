@@ -76,6 +76,14 @@ class Remeshing:
                              "PSE would count the volume of the nodes they share twice.")
         if isinstance(domain, PeriodicBox):
             periodic_nodes(domain.box, float(h))   # L/h an integer >= 4, or a clear error
+        for term in rhs.terms:     # the core every remeshing sets (PSE: its reach)
+            if hasattr(term, "check_core"):
+                try:
+                    term.check_core(float(cfg["remesh_overlap"]) * float(h))
+                except ValueError as exc:
+                    raise ValueError(f"after each remeshing sigma = remesh_overlap x h = "
+                                     f"{cfg['remesh_overlap']} x {float(h):.6g}: "
+                                     f"{exc}") from None
 
     def due(self, iteration):
         """Whether the step that ended at ``iteration`` ends with a remeshing."""

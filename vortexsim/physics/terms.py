@@ -143,6 +143,17 @@ class PSE(Term):
         self.box = box
         self.order = order
 
+    def check_core(self, sigma):
+        """ValueError unless elements of core radius ``sigma`` [L] can exchange in the
+        periodic box (its edge at least twice the kernel's reach at ε = σ/√2); the
+        remeshing checks the core it will set before the first step."""
+        if self.box is None:
+            return
+        from .pse_common import PSE_TOL, check_pse_box, pse_reach  # noqa: PLC0415
+        epsilon = float(sigma) / np.sqrt(2.0)
+        check_pse_box(self.box, pse_reach(epsilon, PSE_TOL, self.order), epsilon, PSE_TOL,
+                      self.order)
+
     def alpha_rate(self, stage):
         from .pse import pse_rate  # noqa: PLC0415
         sigma = uniform_core_radius(*stage.sigma_range, "viscous='pse'")
