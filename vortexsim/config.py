@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 import os
 import stat
 import sys
@@ -43,7 +44,7 @@ from ._names import did_you_mean
 __all__ = ["ConfigError", "Parameter", "TABLE", "PARAMETER_TABLE", "FROM_CASE", "PARAMETERS",
            "SECTIONS", "RUN_DEFAULTS", "OUTPUT_DEFAULTS", "CLI_ONLY", "parameters_markdown",
            "MAX_CASE_FILE_BYTES", "load_case_file", "load_presets", "PRESETS",
-           "parse_assignments", "check_params", "to_toml", "closest"]
+           "parse_assignments", "check_params", "check_limits", "to_toml", "closest"]
 
 
 class ConfigError(ValueError):
@@ -93,9 +94,8 @@ class Parameter:
     scope : "case" | "run" | "output" (:data:`SCOPES`)
     auto : bool, "auto" is accepted (read as None: derived at run time)
     bound : None | "positive" (> 0) | "nonnegative" (>= 0) | "nonzero" (numbers only)
-    low, high : the smallest and largest value accepted (numbers only; for a "nonzero"
-        number, of its magnitude); None: from ``kind`` and ``bound`` (:meth:`limits`)
-    high_open : bool, ``high`` itself is refused (``angle < 90``)
+    low, high : the least and greatest number accepted (of its magnitude if "nonzero");
+        None: from ``kind`` and ``bound`` (:meth:`limits`); high_open: ``< high``
     """
 
     name: str
@@ -505,8 +505,7 @@ def _check_range(p, value, pre):
     size = abs(value) if p.bound == "nonzero" else value
     if not (low <= size and (size < high if p.high_open else size <= high)):
         kind = "an integer" if p.kind == "int" else "a number"
-        got = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... " \
-            f"({len(repr(value))} digits)"
+        got = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}..."
         raise ConfigError(f"{pre} must be {kind} {_range_text(p)} ({_unit(p.name)}), got "
                           f"{got}; set a value in that range.")
 
@@ -542,6 +541,22 @@ def check_params(params, defaults, where=""):
                               "every key.")
         out[key] = _check_value(key, value, defaults.get(key), where)
     return out
+
+
+def check_limits(params, where=""):
+    """ConfigError for a number of ``params`` ({key: value}) that is not finite or outside
+    the range of its parameter (:meth:`Parameter.limits`); other keys and values are left
+    to their own checks.  :func:`vortexsim.make_case` applies it to every value it is
+    given (a library call, a snapshot's stored config)."""
+    for key, value in params.items():
+        p = PARAMETER_TABLE.get(key)
+        if p is None or p.kind not in ("int", "float") or isinstance(value, bool) or \
+                not isinstance(value, numbers.Real):
+            continue
+        value = value.item() if hasattr(value, "item") else value    # NumPy scalars
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}{key} must be finite, got {value!r}.")
+        _check_range(p, value, f"{where}{key}")
 
 
 def _toml_value(v):

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._names import did_you_mean
 from ..output.cf import GENERIC_UNITS
-from ..config import RUN_DEFAULTS
+from ..config import RUN_DEFAULTS, check_limits
 from ..simulation import Simulation
 
 __all__ = ["CaseSetup", "CASES", "register_case", "get_case", "list_cases", "make_case",
@@ -145,6 +145,7 @@ def make_case(name, **overrides) -> Simulation:
         msgs = [f"{k!r}{did_you_mean(k, known, parenthetical=True)}" for k in unknown]
         raise ValueError(f"Unknown parameter(s) {', '.join(msgs)} for case {name!r}; "
                          f"expected some of {known}.")
+    check_limits(overrides)          # every number within its range, before any build
     params = {k: overrides.get(k, v) for k, v in case_params.items()}
     setup = case.builder(**params)
     # the case's derived run parameters, unless the caller gives them ("auto", None:
