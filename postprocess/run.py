@@ -171,7 +171,7 @@ def open_run(run_dir):
     times, loaded = [], {name: [] for name in small}
     for path in paths:             # the small variables through vortexsim's reader
         try:
-            ds = with_current_names(open_netcdf(path))
+            ds = with_current_names(open_netcdf(path, [TIME, OLD_TIME, *small]))
         except SnapshotError as exc:
             raise _read_error(exc) from None
         times.append(float(ds[TIME].values[0]))

@@ -41,7 +41,7 @@ import os
 import numpy as np
 
 from .files import atomic_path
-from .cf import TIME, time_attrs, unit_attrs, variable_attrs, with_current_names
+from .cf import OLD_TIME, TIME, time_attrs, unit_attrs, variable_attrs, with_current_names
 from .snapshot import FORMAT_VERSION, SnapshotError, open_netcdf
 from .validate import InvalidValue, array
 
@@ -176,7 +176,8 @@ def _read_spectra(path, rows):
     if not os.path.exists(path):
         raise SnapshotError(f"{path} is missing but the diagnostics file beside it names "
                             "it; restore it (or copy the whole run directory).")
-    ds = with_current_names(open_netcdf(path))
+    ds = with_current_names(open_netcdf(path, [TIME, OLD_TIME, "iteration", "wavenumber",
+                                               "energy_spectrum"]))
     if ds.attrs.get("vortexsim_format") != SPECTRA_FORMAT:
         raise SnapshotError(f"{path} is not a vortexsim spectra file.")
     try:
@@ -230,7 +231,9 @@ def read_rows(path):
     Raises :class:`SnapshotError` (one line) for a file that is not a vortexsim
     diagnostics file or whose variables are missing, of the wrong shape or not finite
     where a restart needs them (time, iteration)."""
-    ds = with_current_names(open_netcdf(path))    # "time" in formats 1 to 3
+    # only the variables that rows hold ("time" in formats 1 to 3)
+    ds = with_current_names(open_netcdf(path, [TIME, OLD_TIME, "iteration", "ring",
+                                               *QUANTITIES]))
     if ds.attrs.get("vortexsim_format") != DIAGNOSTICS_FORMAT:
         raise SnapshotError(f"{path} is not a vortexsim diagnostics file.")
     n = ds.sizes.get(TIME, 0)

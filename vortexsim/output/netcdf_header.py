@@ -64,16 +64,19 @@ class NetcdfHeader:
         return int(np.prod(shape, dtype=np.float64)) * itemsize
 
 
-def check_regular_file(path, what="a snapshot file (snapshot_*.nc)"):
+def check_regular_file(path):
     """``SnapshotError`` (one line) unless ``path`` is an existing regular file: a pipe or a
-    device would block the reader or never end.  ``what``: what to give instead."""
+    device would block the reader or never end."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise SnapshotError(f"{path} does not exist.")
     if os.path.isdir(path):
-        raise SnapshotError(f"{path} is a directory; give {what}.")
+        raise SnapshotError(f"{path} is a directory; give a netCDF file of a run (e.g. a "
+                            "snapshot_*.nc).")
     if not os.path.isfile(path):
-        raise SnapshotError(f"{path} is not a regular file; give {what}.")
+        raise SnapshotError(f"{path} is not a regular file (a pipe, device or socket, which "
+                            "vortexsim never reads); give a netCDF file of a run (e.g. a "
+                            "snapshot_*.nc).")
     return path
 
 

@@ -42,9 +42,11 @@ opens.  The tracers' grids have the geometry only.  The files are written atomic
 (:func:`~vortexsim.output.files.atomic_path`) and describe the snapshots present when
 they were written: export again after a restart adds the new ones.
 
-Only the layout of the snapshots is read (names, shapes, dtypes, the time), not their
-arrays; a file that is not a readable netCDF4/HDF5 vortexsim snapshot is refused with
-:class:`XdmfError` (a :class:`ValueError`; one line).
+The XDMF files take only the layout of the snapshots (names, shapes, dtypes, the time);
+each snapshot is read once, one at a time, to verify its checksum
+(:func:`.verify.viewed_snapshot`: a mismatch is refused, or with ``--no-verify`` a
+warning).  A file that is not a readable netCDF4/HDF5 vortexsim snapshot, or fails its
+checksum, is refused with :class:`XdmfError` (a :class:`ValueError`; one line).
 """
 from __future__ import annotations
 
@@ -58,7 +60,8 @@ import numpy as np
 from ..config import ConfigError
 from .cf import OLD_TIME, TIME
 from .files import atomic_path
-from .snapshot import FORMAT
+from .snapshot import FORMAT, SnapshotError
+from .verify import NO_VERIFY_HELP, viewed_snapshot
 from .writers import snapshot_files
 
 logger = logging.getLogger(__name__)
@@ -144,8 +147,20 @@ def _snapshot_layout(path):
     return {"time": t, "vars": out}
 
 
-def _run_snapshots(run_dir):
-    """``[(file name, layout)]`` of the snapshots of ``run_dir`` in iteration order."""
+def _verified_layout(path, no_verify):
+    """:func:`_snapshot_layout` of ``path`` after its checksum is verified
+    (:func:`.verify.viewed_snapshot`; ``no_verify``: a mismatch is a warning)."""
+    layout = _snapshot_layout(path)
+    try:
+        viewed_snapshot(path, no_verify)
+    except SnapshotError as exc:
+        raise XdmfError(" ".join(str(exc).split())) from None
+    return layout
+
+
+def _run_snapshots(run_dir, no_verify=False):
+    """``[(file name, layout)]`` of the snapshots of ``run_dir`` in iteration order, each
+    verified (:func:`_verified_layout`)."""
     run_dir = os.fspath(run_dir)
     if not os.path.exists(run_dir):
         raise XdmfError(f"{run_dir} does not exist; give a run directory (the --out of "
@@ -157,7 +172,8 @@ def _run_snapshots(run_dir):
     if not files:
         raise XdmfError(f"{run_dir} holds no snapshot_*.nc, so it is not a vortexsim run "
                         "directory; give the --out directory of vortexsim run.")
-    return [(os.path.basename(files[i]), _snapshot_layout(files[i])) for i in sorted(files)]
+    return [(os.path.basename(files[i]), _verified_layout(files[i], no_verify))
+            for i in sorted(files)]
 
 
 # -- writing ------------------------------------------------------------------------------
@@ -214,15 +230,15 @@ def _write_tree(tree, path):
     return path
 
 
-def write_xdmf(run_dir):
+def write_xdmf(run_dir, no_verify=False):
     """Write ``elements.xdmf``, (when the run has tracers) ``tracers.xdmf`` and their
     connectivity ``xdmf_index.bin`` into the run directory ``run_dir``, one temporal
     collection over its snapshots in each XDMF file.
 
     Returns the paths written, in that order.  Raises :class:`XdmfError` (a :class:`ValueError`) when
     ``run_dir`` is not a run directory (no ``snapshot_*.nc``) or a snapshot cannot be
-    read."""
-    snapshots = _run_snapshots(run_dir)
+    read or fails its checksum (``no_verify``: a mismatch is a warning)."""
+    snapshots = _run_snapshots(run_dir, no_verify)
     run_dir = os.fspath(run_dir)
     sizes = [layout["vars"][name][0][1] for _, layout in snapshots
              for name in ("element_x", "tracer_x")]
@@ -259,6 +275,7 @@ def add_command(subparsers, common):
                         "(the only format for now)")
     e.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (the --out of "
                                                       "vortexsim run)")
+    e.add_argument("--no-verify", action="store_true", help=NO_VERIFY_HELP)
     e.set_defaults(func=_cmd_export)
     return e
 
@@ -266,6 +283,6 @@ def add_command(subparsers, common):
 def _cmd_export(args, argv):
     """``vortexsim export --xdmf RUN_DIR``: write the XDMF files and print their paths.
     Bad input raises :class:`XdmfError` (bad input for the command: one line, exit 2)."""
-    for path in write_xdmf(args.run_dir):
+    for path in write_xdmf(args.run_dir, no_verify=args.no_verify):
         print(path)
     return 0

@@ -7,6 +7,8 @@ import os
 import re
 import time
 
+from ..output.verify import NO_VERIFY_HELP
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["add_command", "cmd_render"]
@@ -39,6 +41,7 @@ def add_command(subparsers, common):
                    help="render every K-th snapshot (the newest always)")
     r.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto",
                    help="where to render (auto: the GPU when CuPy sees one)")
+    r.add_argument("--no-verify", action="store_true", help=NO_VERIFY_HELP)
     r.set_defaults(func=cmd_render)
     return r
 
@@ -113,14 +116,18 @@ def cmd_render(args, argv):
 
     def read(path):
         try:
-            return read_points(path, elements=args.elements)
+            return read_points(path, elements=args.elements, no_verify=args.no_verify)
         except SnapshotError as exc:
             raise UsageError(str(exc).splitlines()[0]) from None
 
     # one camera for all frames: the box of the first and the last snapshot
-    first, last = read(chosen[0]), read(chosen[-1])
-    camera = Camera(azimuth=az, elevation=el).fit(first[0], first[1], last[0], last[1],
-                                                  size=size)
+    first = read(chosen[0])
+    last = first if len(chosen) == 1 else read(chosen[-1])
+    try:
+        camera = Camera(azimuth=az, elevation=el).fit(first[0], first[1], last[0], last[1],
+                                                      size=size)
+    except ValueError as exc:
+        raise UsageError(f"{run_dir}: {exc}; the snapshots are corrupted.") from None
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:

@@ -77,33 +77,67 @@ class Camera:
 
     def fit(self, *point_sets, size=(1920, 1080)):
         """This camera with ``centre`` and ``extent`` set (those already set kept) so
-        that all ``point_sets`` ((n, 3) arrays, NumPy or CuPy) fit an image of ``size``;
-        fix them once for all frames of a movie."""
+        that all ``point_sets`` ((n, 3) arrays, NumPy or CuPy, finite) fit an image of
+        ``size``; fix them once for all frames of a movie.  Points far from the others
+        (:data:`OUTLIER_SPANS`, e.g. an escaped tracer at 1e308) are left out of the
+        frame with a warning, so that they do not shrink the rest to a pixel; a
+        ValueError when the framed points still span more than floating point can
+        hold."""
         sets = [p for p in point_sets if p is not None and len(p)]
         if not sets:
             return dataclasses.replace(self, centre=self.centre or (0.0, 0.0, 0.0),
                                        extent=self.extent or 1.0)
+        lo, hi = _framed_box(sets)
         centre = self.centre
         if centre is None:
-            lo = np.min([to_host(p.min(axis=0)) for p in sets], axis=0)
-            hi = np.max([to_host(p.max(axis=0)) for p in sets], axis=0)
-            centre = tuple(float(v) for v in (lo + hi) / 2)
+            centre = tuple(float(v) for v in lo / 2 + hi / 2)
         extent = self.extent
         if extent is None:
             right, up, _ = self.basis()
             c = np.asarray(centre)
             # the projected box of the 3-D bounding box: its 8 corners
-            lo = np.min([to_host(p.min(axis=0)) for p in sets], axis=0)
-            hi = np.max([to_host(p.max(axis=0)) for p in sets], axis=0)
             corners = np.array([[(lo, hi)[i][0], (lo, hi)[j][1], (lo, hi)[k][2]]
                                 for i in (0, 1) for j in (0, 1) for k in (0, 1)]) - c
-            half_w = np.abs(corners @ right).max()
-            half_h = np.abs(corners @ up).max()
+            with np.errstate(over="ignore", invalid="ignore"):
+                half_w = np.abs(corners @ right).max()
+                half_h = np.abs(corners @ up).max()
             w, h = size
             # the shorter side spans extent, the longer extent * long/short
             short = min(w, h)
             extent = 1.05 * 2 * max(half_w * short / w, half_h * short / h, 1e-9)
+            if not math.isfinite(extent):
+                raise ValueError(f"the positions span more than the floating-point "
+                                 f"range (coordinates from {lo.min():.3g} to "
+                                 f"{hi.max():.3g}), too far apart for any picture")
         return dataclasses.replace(self, centre=centre, extent=float(extent))
+
+
+#: a point farther than this many inter-quartile spans from the quartiles of the points
+#: is left out of the camera's frame (an escaped tracer at 1e308 would shrink the rest
+#: to one pixel)
+OUTLIER_SPANS = 100.0
+
+
+def _framed_box(sets):
+    """(lo, hi): (3,) NumPy corners of the box that the camera frames: the bounding box
+    of the points of ``sets`` ((n, 3) each, NumPy or CuPy) without the outliers, those
+    farther than :data:`OUTLIER_SPANS` inter-quartile spans (the largest of the three
+    axes) from the quartiles; a warning says how many were left out."""
+    points = np.concatenate([to_host(p) for p in sets]).astype(np.float64, copy=False)
+    ordered = np.sort(points, axis=0)
+    n = len(ordered)
+    q1, q3 = ordered[n // 4], ordered[(3 * n) // 4]      # nearest ranks: no arithmetic
+    with np.errstate(over="ignore", invalid="ignore"):
+        span = float(np.max(q3 - q1))
+        reach = OUTLIER_SPANS * span if math.isfinite(span) else math.inf
+        inside = np.all((points >= q1 - reach) & (points <= q3 + reach), axis=1)
+    left_out = n - int(inside.sum())
+    if left_out:
+        far = float(np.abs(points[~inside]).max())
+        logger.warning("%d of %d points lie far from the others (|coordinate| up to %.3g) "
+                       "and are left out of the frame", left_out, n, far)
+        points = points[inside]
+    return points.min(axis=0), points.max(axis=0)
 
 
 @functools.lru_cache(maxsize=16)
@@ -151,6 +185,7 @@ def _pixels(points, camera, size, xp):
     scale = min(w, h) / camera.extent
     i = xp.floor(x * scale + w / 2)
     j = xp.floor(h / 2 - y * scale)
+    # points far out of the frame overflow to ±inf above: they are not inside
     inside = (i >= 0) & (i < w) & (j >= 0) & (j < h)
     if keep is not None:
         inside &= keep
@@ -233,7 +268,8 @@ def render_points(points, size=(1920, 1080), camera=None, colormap="inferno", va
     for pts, vals, cmap, k in layers:
         if not len(pts):
             continue
-        counts, mean = _splat(pts, vals, camera, size, xp)
+        with np.errstate(over="ignore", invalid="ignore"):    # far points: not drawn
+            counts, mean = _splat(pts, vals, camera, size, xp)
         vrange = None
         if vals is not None:
             vrange = (float(vals.min()), float(vals.max()))
@@ -243,23 +279,34 @@ def render_points(points, size=(1920, 1080), camera=None, colormap="inferno", va
     return to_host(out)
 
 
-def read_points(path, elements=False):
+def read_points(path, elements=False, no_verify=False):
     """(tracer positions (n, 3), element positions (m, 3) or None, element |α| (m,) or
-    None) of the snapshot ``path``, NumPy float64; raises
-    :class:`vortexsim.output.SnapshotError` for a file that is not a readable snapshot."""
-    from ..output.snapshot import SnapshotError, open_netcdf  # noqa: PLC0415
+    None) of the snapshot ``path``, NumPy float64, its checksum verified
+    (:func:`vortexsim.output.verify.viewed_snapshot`; ``no_verify``: a mismatch is a
+    warning).  Raises :class:`vortexsim.output.SnapshotError` (one line) for a file that
+    is not a readable snapshot, a checksum mismatch, and positions (or strengths) that
+    are not finite: no picture can place them."""
+    from ..output.snapshot import SnapshotError  # noqa: PLC0415
+    from ..output.verify import viewed_snapshot  # noqa: PLC0415
 
-    ds = open_netcdf(path)
-    names = ["tracer_x"] + (["element_x", "element_alpha"] if elements else [])
-    missing = [n for n in names if n not in ds.variables]
-    if missing:
-        raise SnapshotError(f"{path} is not a vortexsim snapshot (no {', '.join(missing)}).")
-    tracers = np.asarray(ds["tracer_x"].values[0], dtype=np.float64).reshape(-1, 3)
+    snap = viewed_snapshot(path, no_verify)
+    el = snap.state["elements"]
+    arrays = {"tracer_x": snap.state["tracers"]["x"]}
+    if elements:
+        arrays.update(element_x=el["x"], element_alpha=el["alpha"])
+    arrays = {k: np.asarray(v, dtype=np.float64).reshape(-1, 3) for k, v in arrays.items()}
+    for name, values in arrays.items():
+        bad = int(np.count_nonzero(~np.isfinite(values).all(axis=1)))
+        if bad:
+            raise SnapshotError(f"{path}: {name} holds {bad} point(s) with a coordinate that "
+                                "is not finite (inf or nan); render draws only finite "
+                                "positions: the file is corrupted.")
     if not elements:
-        return tracers, None, None
-    x = np.asarray(ds["element_x"].values[0], dtype=np.float64).reshape(-1, 3)
-    a = np.asarray(ds["element_alpha"].values[0], dtype=np.float64).reshape(-1, 3)
-    return tracers, x, np.sqrt((a * a).sum(axis=1))
+        return arrays["tracer_x"], None, None
+    a = arrays["element_alpha"]
+    with np.errstate(over="ignore"):
+        strength = np.sqrt((a * a).sum(axis=1))
+    return arrays["tracer_x"], arrays["element_x"], strength
 
 
 def render_snapshot(path, size=(1920, 1080), camera=None, colormap="inferno", xp=None,
