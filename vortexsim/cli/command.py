@@ -1,14 +1,12 @@
 """The entry point of the ``vortexsim`` command: the parser of its subcommands, logging
-set-up, the SIGTERM handler outside a run, and the mapping of every outcome to one line
+set-up, the signal phase of a command outside a run, and the mapping of every outcome to one line
 and an exit code."""
 from __future__ import annotations
 
 import argparse
 import importlib
 import os
-import signal
 import sys
-import threading
 
 from ..config import ConfigError
 from .common import EXIT_FAILED, EXIT_USAGE, UsageError, first_line, say
@@ -18,7 +16,7 @@ from .resources import HARD_LIMIT, MAX_DIAGNOSTICS_ROWS, MAX_SNAPSHOTS, MAX_STEP
 from .restart import cmd_restart
 from .run import cmd_run
 from .rundir import RUN_MARKER
-from .startup import end_startup
+from . import signals
 
 __all__ = ["main", "build_parser", "COMMAND_MODULES"]
 
@@ -181,26 +179,42 @@ def build_parser():
     return p
 
 
-class _Terminated(BaseException):
-    """SIGTERM outside a run (while starting, reading, building, after the run)."""
-
-
-def _terminate(signum, frame):
-    raise _Terminated
-
-
 def main(argv=None):
     """Entry point of the ``vortexsim`` console script (and ``python -m vortexsim``).
 
     Every outcome is one line on stderr and an exit code: bad input (also an output
-    directory that cannot be written, before the run) 2; SIGINT 130 and SIGTERM 143 at
-    any time (during a run, after a checkpoint); the run's own codes from :func:`run_simulation`.
+    directory that cannot be written, before the run) 2; the run's own codes from
+    :func:`run_simulation`; SIGINT 130 and SIGTERM 143 at any time, whatever signals
+    follow (the first decides; :mod:`vortexsim.cli.signals`): outside a run the first
+    raises in the main thread (KeyboardInterrupt, :class:`~vortexsim.cli.signals.Terminated`)
+    so that cleanups run, and any exception it ends in is reported as the interruption.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    in_main = threading.current_thread() is threading.main_thread()
-    if in_main:
-        end_startup()           # SIGINT is KeyboardInterrupt again (vortexsim.cli.startup)
-    old_term = signal.signal(signal.SIGTERM, _terminate) if in_main else None
+    signals.reset()
+    command = next((a for a in argv if not a.startswith("-")), "")
+    try:
+        try:
+            with signals.during("command", 1,
+                                lambda signum, seen: signals.raise_for(signum)):
+                code = _dispatch(argv)
+            if signals.first() is None or code == 128 + signals.first():
+                return code
+            # a signal whose exception a library swallowed, or one during the outcome
+        except BaseException as exc:
+            if signals.first() is None or isinstance(exc, SystemExit):
+                raise
+        if not signals.said():
+            say(signals.interrupted_line(f"vortexsim {command} stopped".rstrip()))
+        return 128 + signals.first()
+    finally:
+        remove_handlers()
+        if signals.installed():
+            signals.exiting()
+
+
+def _dispatch(argv):
+    """Parse ``argv`` and run its command; one line and an exit code for every outcome
+    but a signal (:func:`main`)."""
     try:
         try:
             args = build_parser().parse_args(argv)
@@ -219,15 +233,3 @@ def main(argv=None):
         where = f" {exc.filename}" if exc.filename else ""
         say(f"vortexsim: error: cannot use{where}: {exc.strerror or first_line(exc)}.")
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        say("vortexsim: aborted (no checkpoint of the step in progress; the last snapshot of "
-             "the run directory is a checkpoint)")
-        return 128 + signal.SIGINT
-    except _Terminated:
-        say("vortexsim: terminated by SIGTERM outside a run's steps (no checkpoint of its "
-             "own; the snapshots already in the run directory are checkpoints)")
-        return 128 + signal.SIGTERM
-    finally:
-        if in_main:
-            signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
-        remove_handlers()

@@ -3,7 +3,8 @@ shipped case files and the device check."""
 from __future__ import annotations
 
 import os
-import sys
+
+from .signals import say_line
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "UsageError", "first_line", "say",
            "case_files_dir", "case_file", "check_device"]
@@ -37,8 +38,9 @@ def first_line(exc):
 
 
 def say(message):
-    """``message`` on stderr, at once (the one line of an outcome)."""
-    print(message, file=sys.stderr, flush=True)
+    """``message`` on stderr, at once (the one line of an outcome: a signal that comes
+    later adds no other, :mod:`vortexsim.cli.signals`)."""
+    say_line(message)
 
 
 def check_device(device):

@@ -10,6 +10,7 @@ import shutil
 import signal
 
 from ..schedules import DUE_RTOL
+from . import signals
 from .common import EXIT_FAILED, EXIT_OK, first_line, say
 from .log import log_to_file
 from .resources import format_bytes
@@ -21,33 +22,39 @@ logger = logging.getLogger("vortexsim.cli")
 
 
 class StopOnSignal:
-    """SIGINT/SIGTERM → ``sim.request_stop()``: the run finishes the step in progress and
-    the pending writes, its writers checkpoint, and the command exits 128 + signal; a
-    second SIGINT aborts (KeyboardInterrupt: the run gives up its queued writes and lets
-    the one in flight finish; no partial file)."""
+    """SIGINT/SIGTERM during a run (the ``run`` phase of :mod:`vortexsim.cli.signals`):
+    the first → ``sim.request_stop()``: the run finishes the step in progress and the
+    pending writes, its writers checkpoint, and the command exits 128 + signal; a second
+    SIGINT aborts (KeyboardInterrupt: the run gives up its queued writes and lets the one
+    in flight finish; no partial file), a second SIGTERM changes nothing; any further
+    signal ends the process at once.  The exit code is always the first signal's.
+    ``snapshots`` (the snapshot writer) tells the line of an early exit what is on disk."""
 
-    def __init__(self, sim):
+    def __init__(self, sim, snapshots=None):
         self.sim = sim
+        self.snapshots = snapshots
         self.signum = None
-        self._old = {}
+        self._phase = None
+
+    def describe(self):
+        """What the run has on disk, for a one-line message."""
+        path = getattr(self.snapshots, "last_path", None)
+        return f"the newest snapshot is {path}" if path else "no snapshot was written"
 
     def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            # an ignored SIGINT stays ignored (a background job of a shell without job
-            # control: the terminal's Ctrl-C is not meant for it; SIGTERM still stops it)
-            if sig == signal.SIGINT and signal.getsignal(sig) is signal.SIG_IGN:
-                continue
-            self._old[sig] = signal.signal(sig, self._handle)
+        self._phase = signals.during("run", 2, self._react, self.describe)
+        self._phase.__enter__()
         return self
 
     def __exit__(self, *exc):
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
+        return self._phase.__exit__(*exc)
 
-    def _handle(self, signum, frame):
-        if self.signum is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.signum = signum
+    def _react(self, signum, seen):
+        if self.signum is not None:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            return
+        self.signum = signals.first() or signum
         self.sim.request_stop()
         logger.warning("%s received: finishing the current step, then writing a checkpoint "
                        "(press Ctrl-C again to abort without one)", signal.Signals(signum).name)
@@ -58,7 +65,9 @@ def run_simulation(sim, progress, **stop):
 
     The run loop writes the checkpoints (:meth:`vortexsim.Simulation.run`); this maps its
     outcome to the command's messages and exit codes: done 0 (said in one line when the
-    run took no step, or when a signal came after its last step), a failed safety check
+    run took no step), a signal after its last step 128 + signal (the run complete, said
+    in one line), a second SIGINT 128 + the first signal (no checkpoint of the step in
+    progress), a failed safety check
     1 (the last good state written), a failed file write 1 (one line: disk full, no
     permission, a netCDF/HDF5 error; the traceback goes to run.log), SIGINT/SIGTERM
     128 + signal (a checkpoint written).
@@ -66,9 +75,13 @@ def run_simulation(sim, progress, **stop):
     from ..simulation import SimulationError  # noqa: PLC0415
     snapshots = sim.output_writers["snapshots"]
     start = sim.iteration
-    with StopOnSignal(sim) as stop_signal:
+    with StopOnSignal(sim, snapshots) as stop_signal:
         try:
             sim.run(progress=progress, **stop)
+        except KeyboardInterrupt:      # a second SIGINT: the run gave up its queued writes
+            say(signals.interrupted_line("aborted without a checkpoint of the step in "
+                                         "progress"))
+            return 128 + (signals.first() or signal.SIGINT)
         except SimulationError as exc:
             logger.error("run stopped: %s", exc)
             say(f"vortexsim: the simulation failed at step {exc.step} (t = {exc.t:.6g}); the "
@@ -88,16 +101,17 @@ def run_simulation(sim, progress, **stop):
             return 128 + stop_signal.signum
     logger.info("done at t = %.6g, iteration %d; last snapshot %s", sim.t, sim.iteration,
                 snapshots.last_path)
-    if sim.iteration == start:
+    if sim.iteration == start and stop_signal.signum is None:
         end = (f"t_end = {sim.stop_time:.10g}" if sim.stop_time is not None
                else f"iteration {sim.stop_iteration}")
         say(f"vortexsim: the run took no step: it starts at t = {sim.t:.10g} (iteration "
              f"{sim.iteration}), which is already its end ({end}, within the schedule's "
              f"relative tolerance {DUE_RTOL:g}); its state is in {snapshots.last_path}.")
-    elif stop_signal.signum is not None:
+    if stop_signal.signum is not None:
         say(f"vortexsim: {signal.Signals(stop_signal.signum).name} came after the run's last "
              f"step; the run is complete (t = {sim.t:.6g}, iteration {sim.iteration}; last "
              f"snapshot {snapshots.last_path}).")
+        return 128 + stop_signal.signum
     return EXIT_OK
 
 
