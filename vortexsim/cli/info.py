@@ -95,8 +95,9 @@ def cmd_info(args, argv):
     from ..output.cf import OLD_TIME, TIME, unit_label  # noqa: PLC0415
     from ..output.diagnostics import DIAGNOSTICS_FORMAT  # noqa: PLC0415
     from ..output.netcdf_header import check_declared_sizes, read_header  # noqa: PLC0415
-    from ..output.snapshot import FORMAT  # noqa: PLC0415
+    from ..output.snapshot import FORMAT, ChecksumMismatch  # noqa: PLC0415
     from ..output.validate import printable  # noqa: PLC0415
+    from ..output.verify import viewed_snapshot  # noqa: PLC0415
     try:                          # the header only: no variable is read that is not needed
         header = read_header(args.file)
         a = header.attrs
@@ -104,8 +105,12 @@ def cmd_info(args, argv):
         fmt = fmt if isinstance(fmt, str) else None
         lines = [printable(args.file)]
         if fmt == FORMAT:
-            snap = read_snapshot(args.file)
-            lines += _snapshot_lines(snap, args.file)
+            try:
+                snap, verified = read_snapshot(args.file), True
+            except ChecksumMismatch:        # refused naming --no-verify, or a warning
+                snap = viewed_snapshot(args.file, getattr(args, "no_verify", False))
+                verified = False
+            lines += _snapshot_lines(snap, args.file, verified)
         elif fmt == DIAGNOSTICS_FORMAT:
             ds = open_netcdf(args.file, [TIME, OLD_TIME])
             lines.append(_diagnostics_line(ds, args.file))
@@ -136,8 +141,10 @@ def cmd_info(args, argv):
     return EXIT_OK
 
 
-def _snapshot_lines(snap, path):
-    """What ``info`` says of a checked snapshot (every text from the file escaped)."""
+def _snapshot_lines(snap, path, verified=True):
+    """What ``info`` says of a checked snapshot (every text from the file escaped);
+    ``verified`` False: one whose checksum does not match, read with ``--no-verify``
+    (its values unchecked: no restart note, no core summary)."""
     from ..cases import core_summary  # noqa: PLC0415
     from ..output.snapshot import FORMAT_VERSION  # noqa: PLC0415
     from ..output.validate import printable  # noqa: PLC0415
@@ -147,7 +154,7 @@ def _snapshot_lines(snap, path):
         return printable(a.get(name))
 
     el, tr = snap.state["elements"], snap.state["tracers"]
-    cores = core_summary(cfg)
+    cores = core_summary(cfg) if verified else None
     version = int(a["vortexsim_format_version"])
     scope = "" if version >= 2 else (
         f" (format {version}: the checksum does not cover the config TOML text)")
@@ -167,7 +174,9 @@ def _snapshot_lines(snap, path):
             f"{attr('device')}",
             *([f"  {printable(cores[0])}"] if cores else []),
             f"  run end: {end}",
-            f"  checksum ok{scope}; {printable(_restart_note(path, snap))}"]
+            f"  checksum ok{scope}; {printable(_restart_note(path, snap))}" if verified else
+            "  checksum MISMATCH (read with --no-verify): the file is corrupted or was "
+            "edited; NOT restartable"]
 
 
 def _diagnostics_line(ds, path):
