@@ -173,6 +173,9 @@ def build_parser():
                                    "time, sizes, device, variables and units) or any netCDF "
                                    "file.")
     i.add_argument("file", metavar="FILE.nc")
+    i.add_argument("--no-verify", action="store_true",
+                   help="describe a snapshot whose checksum does not match (a corrupted or "
+                        "edited file) with a warning instead of refusing it")
     i.set_defaults(func=cmd_info)
     for module in COMMAND_MODULES:        # the tools that read a run directory
         importlib.import_module(module).add_command(sub, common)
