@@ -124,8 +124,8 @@ def cmd_render(args, argv):
     first = read(chosen[0])
     last = first if len(chosen) == 1 else read(chosen[-1])
     try:
-        camera = Camera(azimuth=az, elevation=el).fit(first[0], first[1], last[0], last[1],
-                                                      size=size)
+        both = (first[0], first[1]) + (() if last is first else (last[0], last[1]))
+        camera = Camera(azimuth=az, elevation=el).fit(*both, size=size)
     except ValueError as exc:
         raise UsageError(f"{run_dir}: {exc}; the snapshots are corrupted.") from None
     try:
