@@ -124,6 +124,10 @@ def test_analyze_and_plot_read_no_snapshot(run_dir, corrupted, tmp_path):
     rc, out, err = _vortexsim("analyze", corrupted)
     assert rc == 0 and err == [], err
     assert out.replace(str(corrupted), "RUN") == intact.replace(str(run_dir), "RUN")
+    rc, out, err = _vortexsim("plot", corrupted, "--out", tmp_path / "p.png", "--what",
+                              "energy")
+    assert rc == 0 and err == [], err
+    assert (tmp_path / "p.png").stat().st_size > 0
 
 
 # -- positions a picture cannot place -----------------------------------------------------
