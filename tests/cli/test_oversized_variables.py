@@ -159,3 +159,19 @@ def test_dimensions_other_than_the_recorded_counts_are_refused(run_dir, tmp_path
     args = [a.format(run=copy, snap=snap) for a in command]
     _refused(args, str(snap), "dimension tracer has length 1000000, but the file's "
              "n_tracers of config_json is 4")
+
+
+@pytest.mark.parametrize("command, pipe", [
+    (["render", "{run}", "--out", "{run}/frame.png"], NEWEST),
+    (["analyze", "{run}"], "diagnostics.nc"),
+    (["plot", "{run}", "--out", "{run}/p.png"], "diagnostics.nc"),
+    (["info", "{run}/diagnostics.nc"], "diagnostics.nc")])
+def test_a_pipe_in_place_of_a_file_is_refused_not_read(run_dir, tmp_path, command, pipe):
+    """The commands of tests/cli/test_fifo_files.py, and the others: nothing would ever
+    write into the pipe, so reading it would block for ever."""
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    os.remove(copy / pipe)
+    os.mkfifo(copy / pipe)
+    args = [a.format(run=copy) for a in command]
+    _refused(args, str(copy / pipe), "is not a regular file")
