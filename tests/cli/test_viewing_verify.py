@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import warnings
 
 import netCDF4
 import numpy as np
@@ -172,3 +173,26 @@ def test_render_refuses_positions_that_are_not_finite(run_dir, tmp_path, value, 
     assert err[0].startswith(f"vortexsim: error: {copy / NEWEST}: tracer_x holds 1 point(s)")
     assert "not finite" in err[0]
     assert not (tmp_path / "frame.png").exists()
+
+
+@pytest.mark.parametrize("far", [[[0, 0, 0], [1e308, 0, 0]],
+                                 [[-1e308, 0, 0], [1e308, 0, 0]],
+                                 [[-1e308, -1e308, -1e308], [1e308, 1e308, 1e308]]])
+def test_camera_refuses_what_no_picture_spans_without_a_floating_point_warning(far):
+    from vortexsim.viz import Camera
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")               # an overflow warning is a stray line
+        with pytest.raises(ValueError, match="span more than the floating-point range"):
+            Camera().fit(np.array(far, dtype=float), size=(64, 48))
+
+
+def test_camera_leaves_a_far_point_out_of_the_frame():
+    from vortexsim.viz import Camera, render_points
+    ring = np.array([[np.cos(a), 0.0, np.sin(a)] for a in np.linspace(0, 6, 40)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        camera = Camera().fit(np.vstack([ring, [[1e308, 0, 0]]]), size=(64, 48))
+        image = render_points(np.vstack([ring, [[1e308, 0, 0]]]), size=(64, 48),
+                              camera=camera)
+    assert camera.extent == Camera().fit(ring, size=(64, 48)).extent
+    assert np.array_equal(image, render_points(ring, size=(64, 48), camera=camera))

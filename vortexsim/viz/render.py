@@ -98,13 +98,13 @@ class Camera:
             # the projected box of the 3-D bounding box: its 8 corners
             corners = np.array([[(lo, hi)[i][0], (lo, hi)[j][1], (lo, hi)[k][2]]
                                 for i in (0, 1) for j in (0, 1) for k in (0, 1)]) - c
-            with np.errstate(over="ignore", invalid="ignore"):
+            w, h = size
+            short = min(w, h)
+            with np.errstate(over="ignore", invalid="ignore"):   # inf: refused below
                 half_w = np.abs(corners @ right).max()
                 half_h = np.abs(corners @ up).max()
-            w, h = size
-            # the shorter side spans extent, the longer extent * long/short
-            short = min(w, h)
-            extent = 1.05 * 2 * max(half_w * short / w, half_h * short / h, 1e-9)
+                # the shorter side spans extent, the longer extent * long/short
+                extent = 1.05 * 2 * max(half_w * short / w, half_h * short / h, 1e-9)
             if not math.isfinite(extent):
                 raise ValueError(f"the positions span more than the floating-point "
                                  f"range (coordinates from {lo.min():.3g} to "
@@ -132,7 +132,7 @@ def _framed_box(sets):
         reach = OUTLIER_SPANS * span if math.isfinite(span) else math.inf
         inside = np.all((points >= q1 - reach) & (points <= q3 + reach), axis=1)
     left_out = n - int(inside.sum())
-    if left_out:
+    if left_out and left_out < n:
         far = float(np.abs(points[~inside]).max())
         logger.warning("%d of %d points lie far from the others (|coordinate| up to %.3g) "
                        "and are left out of the frame", left_out, n, far)
