@@ -2,6 +2,10 @@
 
 * :mod:`.snapshot`: ``write_snapshot``, ``read_snapshot`` (refuses truncated, corrupted,
   forged or foreign files with :class:`SnapshotError`), ``open_netcdf``
+* :mod:`.netcdf_header`: what a netCDF file declares, read before any value (a regular
+  file; variables no larger than the file can hold; dimensions as the file records them)
+* :mod:`.verify`: ``viewed_snapshot``, a snapshot for the commands that only look at it
+  (checksum verified, or a warning with ``--no-verify``)
 * :mod:`.validate`: checks of values read from files (type, shape, range, strict JSON)
   and ``printable`` (text from a file for a terminal)
 * :mod:`.diagnostics`: ``DiagnosticsLog`` (``diagnostics.nc``, one row per diagnostic time)
