@@ -171,8 +171,8 @@ TABLE = (
     # the periodic cases' parameters (taylor_green, isotropic_turbulence)
     P("n", "discretization", "-", "lattice points per side of the periodic box (n^3 "
       "elements)", kind="int", bound="positive", low=4, high=10 ** 4),
-    P("overlap", "discretization", "-", "element core radius sigma / lattice spacing h",
-      bound="positive", low=1e-3, high=1e3),
+    P("overlap", "discretization", "-", "element core radius sigma / lattice spacing h "
+      "(below 0.1 the blobs do not overlap)", bound="positive", low=0.1, high=10.0),
     P("k_peak", "discretization", "1/L",
       "peak wavenumber of the initial spectrum k^4 exp(-2 (k/k_peak)^2)", bound="positive"),
     P("energy", "discretization", "L^2/T^2", "initial 1/2 <|u|^2>", bound="positive"),
@@ -220,7 +220,7 @@ TABLE = (
     P("remesh_spacing", "discretization", "L", "lattice spacing h of the remeshing",
       default=None, scope="run", auto=True, bound="positive"),
     P("remesh_overlap", "discretization", "-", "core radius / h after a remeshing",
-      default=None, scope="run", auto=True, bound="positive", low=1e-3, high=1e3),
+      default=None, scope="run", auto=True, bound="positive", low=0.1, high=10.0),
     P("remesh_threshold", "discretization", "-",
       "free space: nodes with |alpha| <= this x max |alpha| are dropped", default=1e-6,
       scope="run", bound="nonnegative", high=1.0, high_open=True),

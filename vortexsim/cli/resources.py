@@ -219,6 +219,8 @@ def _spectral_grid_points(config):
     from ..summation.spectral import SpectralSum  # noqa: PLC0415
     n, box = _count(config.get("n")), config.get("box")
     overlap, tol = config.get("overlap", 1.0), config.get("tol", 1e-6)
+    if isinstance(config.get("remesh_overlap"), (int, float)) and config.get("remesh_every"):
+        overlap = min(overlap, config["remesh_overlap"])    # the core after a remeshing
     order = GAUSSIAN_ORDERS.get(config.get("kernel", "gaussian"))
     if not (n and isinstance(box, (int, float)) and isinstance(overlap, (int, float))
             and isinstance(tol, (int, float)) and order and box > 0 and overlap > 0

@@ -18,6 +18,7 @@ from ..backend import array_namespace, to_host
 from ..kernels.morton import column_sums
 
 __all__ = ["wrap", "check_periodic_sources", "NET_VORTICITY_TOL", "periodic_nodes",
+           "MAX_PERIODIC_NODES",
            "MIN_PERIODIC_NODES", "positive_finite"]
 
 #: |Σ α| / Σ |α| above which the box's vorticity is not periodic (Σ α must vanish to
@@ -28,6 +29,9 @@ NET_VORTICITY_TOL = 1e-10
 MIN_PERIODIC_NODES = 4
 #: relative tolerance on L/h being an integer
 NODE_RATIO_TOLERANCE = 1e-9
+#: the most nodes per side of a periodic lattice: 10⁴ (10¹² nodes, beyond any machine's
+#: memory; the run's memory estimate refuses smaller lattices that do not fit)
+MAX_PERIODIC_NODES = 10 ** 4
 
 
 def wrap(x, box):
@@ -81,6 +85,11 @@ def periodic_nodes(box_length, h):
     box_length = positive_finite("box_length", box_length)
     h = positive_finite("h", h)
     ratio = box_length / h
+    if ratio > MAX_PERIODIC_NODES + 0.5:
+        raise ValueError(
+            f"a periodic lattice of spacing h = {h!r} in the box L = {box_length!r} would have "
+            f"L/h = {ratio:.6g} nodes per side, more than {MAX_PERIODIC_NODES} (its cube is "
+            f"beyond any machine's memory); use h >= L/{MAX_PERIODIC_NODES} or a smaller box.")
     n = round(ratio)
     if n < 1 or abs(ratio - n) > NODE_RATIO_TOLERANCE * n:
         raise ValueError(

@@ -21,7 +21,7 @@ from typing import Callable
 
 from .._names import did_you_mean
 
-__all__ = ["Scheme", "SCHEMES", "register_scheme", "get_scheme"]
+__all__ = ["Scheme", "SCHEMES", "register_scheme", "get_scheme", "REAL_AXIS_STABILITY"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +35,10 @@ class Scheme:
 
 
 SCHEMES: dict[str, Scheme] = {}
+
+#: the stability interval [−s, 0] of dt λ on the negative real axis of each scheme
+#: (dy/dt = λ y, λ < 0: the stiff part of a diffusion step)
+REAL_AXIS_STABILITY = {"euler": 2.0, "rk2": 2.0, "rk4": 2.785}
 
 
 def register_scheme(name, order, stages):

@@ -76,10 +76,11 @@ class Remeshing:
                              "PSE would count the volume of the nodes they share twice.")
         if isinstance(domain, PeriodicBox):
             periodic_nodes(domain.box, float(h))   # L/h an integer >= 4, or a clear error
-        for term in rhs.terms:     # the core every remeshing sets (PSE: its reach)
-            if hasattr(term, "check_core"):
+        # the core every remeshing sets: the spectral sum's series, PSE's reach
+        for part in (rhs.summation, *rhs.terms):
+            if hasattr(part, "check_core"):
                 try:
-                    term.check_core(float(cfg["remesh_overlap"]) * float(h))
+                    part.check_core(float(cfg["remesh_overlap"]) * float(h))
                 except ValueError as exc:
                     raise ValueError(f"after each remeshing sigma = remesh_overlap x h = "
                                      f"{cfg['remesh_overlap']} x {float(h):.6g}: "

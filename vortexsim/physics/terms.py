@@ -154,6 +154,20 @@ class PSE(Term):
         check_pse_box(self.box, pse_reach(epsilon, PSE_TOL, self.order), epsilon, PSE_TOL,
                       self.order)
 
+    def check_dt(self, dt, sigma, limit, scheme):
+        """ValueError when explicit steps ``dt`` [T] of ``scheme`` (stable for dt λ in
+        [−``limit``, 0]) are unstable for PSE on cores ``sigma`` [L]: the operator's most
+        negative eigenvalue is −c ν/ε², ε = σ/√2, c = 1 (order 2: symbol e^{−k²ε²} − 1)
+        or 2 (order 4: (2 + k²ε²) e^{−k²ε²} − 2)."""
+        rate = (1.0 if self.order == 2 else 2.0) * self.nu / (0.5 * float(sigma) ** 2)
+        if dt * rate > limit:
+            raise ValueError(
+                f"PSE is unstable with dt = {dt:g}: nu = {self.nu:g} on cores sigma = "
+                f"{sigma:.6g} decays its finest mode at the rate {rate:.6g} per unit time, "
+                f"and {scheme} is stable only for dt x rate <= {limit:g} (got "
+                f"{dt * rate:.4g}); set dt <= {limit / rate:.6g}, a smaller nu or larger "
+                "cores.")
+
     def alpha_rate(self, stage):
         from .pse import pse_rate  # noqa: PLC0415
         sigma = uniform_core_radius(*stage.sigma_range, "viscous='pse'")
@@ -179,6 +193,20 @@ class LatticeDiffusion(Term):
     """
 
     name = "lattice_diffusion"
+    #: the most e-foldings nu dt (2π/L)² of the box's largest scale in one step: beyond
+    #: it every strength is round-off after the first step
+    MAX_DECAY = 50.0
+
+    def check_dt(self, dt, sigma, limit, scheme):
+        """ValueError when one step ``dt`` [T] would diffuse even the box's largest
+        scale away (ν dt (2π/L)² > :attr:`MAX_DECAY`); exact, so stable for any dt."""
+        del sigma, limit, scheme
+        decay = self.nu * dt * (2.0 * np.pi / self.box) ** 2
+        if decay > self.MAX_DECAY:
+            raise ValueError(
+                f"nu = {self.nu:g} with dt = {dt:g} diffuses even the box's largest scale by "
+                f"exp(-{decay:.4g}) in one step: the vorticity would be round-off after the "
+                f"first step; set nu x dt <= {self.MAX_DECAY / (2 * np.pi / self.box) ** 2:.6g}.")
 
     def __init__(self, box, nu, n=None):
         self.box, self.nu, self.n = float(box), float(nu), n
@@ -213,8 +241,15 @@ class LatticeDiffusion(Term):
         the positions ``x`` must be the lattice's nodes."""
         if iteration == 0:
             self._check_start(x)
-        return diffuse_lattice(alpha, self.n, self.box, self.nu, 0.5 * dt)
+        return self._diffuse(alpha, dt)
 
     def after_step(self, alpha, dt):
         """The strengths α (n³, 3) after the other half step of diffusion."""
-        return diffuse_lattice(alpha, self.n, self.box, self.nu, 0.5 * dt)
+        return self._diffuse(alpha, dt)
+
+    def _diffuse(self, alpha, dt):
+        """Half a step of diffusion; Σα (zero in the box up to the round-off of the field
+        before the step, which diffusion keeps) taken out, so that this round-off does not
+        outlive a field that decays by many orders of magnitude."""
+        out = diffuse_lattice(alpha, self.n, self.box, self.nu, 0.5 * dt)
+        return out if out is alpha else out - out.mean(axis=0)

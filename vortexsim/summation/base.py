@@ -179,6 +179,12 @@ class Summation(abc.ABC):
                                         order=GAUSSIAN_ORDERS[self.kernel.name])
         return self.spectral
 
+    def check_core(self, sigma):
+        """ValueError unless this summation can sum elements of core radius ``sigma`` [L]
+        (the core a remeshing sets, checked before the first step); the periodic spectral
+        sum checks the size of its series; the others need nothing."""
+        del sigma
+
     def lattice_sum(self, n, sigma_range):
         """The :class:`vortexsim.summation.lattice.LatticeSum` of the periodic n³ lattice
         for the cores of host ``sigma_range`` (one σ), made once per (n, σ)."""

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.cutoff import GAUSSIAN_ORDERS
 from ..kernels.nufft import fine_grid_size, kernel_width
 from .base import Summation
-from .spectral import check_spectral
+from .spectral import SpectralSum, check_spectral
 
 __all__ = ["PeriodicSpectralSum"]
 
@@ -35,6 +36,11 @@ class PeriodicSpectralSum(Summation):
             raise ValueError("method='spectral' sums a periodic box: set boundary='periodic' "
                              "and box = L.")
         check_spectral(self.kernel.name, self.device.is_gpu)
+
+    def check_core(self, sigma):
+        """ValueError when the series for cores ``sigma`` [L] has more modes than any
+        machine holds (:data:`vortexsim.summation.spectral.MAX_MODES`)."""
+        SpectralSum(self.box, float(sigma), self.tol, order=GAUSSIAN_ORDERS[self.kernel.name])
 
     def evaluate(self, x, alpha, sigma, targets, *, gradient, sigma_range, plan):
         del plan                               # the series: nothing to plan

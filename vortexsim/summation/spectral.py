@@ -53,6 +53,11 @@ TYPE2_THREADS = 2
 NUFFTS = ("auto", "finufft", "own")
 
 
+#: the most modes |m| per axis of a spectral sum: its own NUFFT's fine grid of about
+#: (4 MAX_MODES)³ points would hold 2 PB; the run's memory estimate refuses less
+MAX_MODES = 2 ** 13
+
+
 def spectral_modes(box, sigma, tol, order=2):
     """m_max: the largest mode index |m| (k = 2π m / L) summed per axis for blobs of core
     ``sigma`` [L] in a box of edge ``box`` [L] at tolerance ``tol``: the smallest k with
@@ -116,6 +121,12 @@ class SpectralSum:
         self.nufft = nufft
         self._own = {}                                # the own NUFFT's modes, per device
         self.m_max = spectral_modes(self.box, self.sigma, self.tol, self.order)
+        if self.m_max > MAX_MODES:
+            raise ValueError(
+                f"the spectral sum of blobs of core sigma = {self.sigma:.6g} in the box L = "
+                f"{self.box:.6g} (L/sigma = {self.box / self.sigma:.6g}) needs modes up to "
+                f"|m| = {self.m_max} per axis, more than {MAX_MODES} (its grid is beyond any "
+                "machine's memory); use larger cores (overlap, sigma) or a smaller box.")
         n = 2 * self.m_max + 1
         m = np.arange(-self.m_max, self.m_max + 1, dtype=np.float64)
         k1 = (2.0 * math.pi / self.box) * m                          # finufft's mode order
