@@ -389,7 +389,8 @@ def test_the_startup_hook_is_only_for_the_command():
 # -- defect 8: SIGTERM after the last step; SIGTERM outside a run -----------------------------
 def test_sigterm_during_the_final_plot_is_said(tmp_path, capsys, monkeypatch):
     """SIGTERM while the final plot is drawn (on the main thread, beside the final
-    snapshot's write): the run is complete (the plot too); one line says so, exit 0."""
+    snapshot's write): the run is complete (the plot too); one line says so, exit 143
+    (a signal ends the command with 128 + signal whatever the phase)."""
     def plot_rows(rows, x, y, t, title, path):
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.2)                    # the handler runs on the main thread meanwhile
@@ -400,7 +401,7 @@ def test_sigterm_during_the_final_plot_is_said(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(writers, "plot_rows", plot_rows)
     out = tmp_path / "r"
     assert main(["run", "single_ring", *TINY[:-2], "-qq", "--steps", "2", "--out",
-                 str(out)]) == 0
+                 str(out)]) == 143
     _one_line(capsys, "SIGTERM came after the run's last step; the run is complete (t = 0.1, "
                       "iteration 2")
     assert (out / "plot.png").read_bytes() == b"png"

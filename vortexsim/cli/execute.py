@@ -3,6 +3,7 @@ mapping of the run's outcome to one line and an exit code."""
 from __future__ import annotations
 
 import errno
+import glob
 import logging
 import os
 import shlex
@@ -37,8 +38,14 @@ class StopOnSignal:
         self._phase = None
 
     def describe(self):
-        """What the run has on disk, for a one-line message."""
+        """What the run has on disk, for a one-line message: its newest snapshot file
+        that exists (a write cut short leaves only a temporary file)."""
         path = getattr(self.snapshots, "last_path", None)
+        if not (path and os.path.isfile(path)):
+            run_dir = getattr(self.snapshots, "run_dir", None)
+            found = sorted(glob.glob(os.path.join(glob.escape(run_dir), "snapshot_*.nc"))) \
+                if run_dir else []
+            path = found[-1] if found else None
         return f"the newest snapshot is {path}" if path else "no snapshot was written"
 
     def __enter__(self):
