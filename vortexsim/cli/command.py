@@ -15,6 +15,7 @@ from .log import remove_handlers, setup_logging
 from .resources import HARD_LIMIT, MAX_DIAGNOSTICS_ROWS, MAX_SNAPSHOTS, MAX_STEPS, parse_size
 from .restart import cmd_restart
 from .run import cmd_run
+from .writefail import disk_full_text
 from .rundir import RUN_MARKER
 from . import signals
 
@@ -234,5 +235,7 @@ def _dispatch(argv):
         return EXIT_FAILED
     except OSError as exc:   # before the run: e.g. restart in a read-only run directory
         where = f" {exc.filename}" if exc.filename else ""
-        say(f"vortexsim: error: cannot use{where}: {exc.strerror or first_line(exc)}.")
+        directory = os.path.dirname(os.path.abspath(exc.filename)) if exc.filename else "."
+        reason = disk_full_text(exc, directory) or exc.strerror or first_line(exc)
+        say(f"vortexsim: error: cannot use{where}: {reason}.")
         return EXIT_USAGE

@@ -7,17 +7,15 @@ import glob
 import logging
 import os
 import shlex
-import shutil
 import signal
 
 from ..schedules import DUE_RTOL
 from . import signals
 from .common import EXIT_FAILED, EXIT_OK, first_line, say
 from .log import log_to_file
-from .resources import format_bytes
+from .writefail import disk_full_text, free_space, is_write_failure
 
-__all__ = ["StopOnSignal", "run_simulation", "is_write_failure", "write_failure_text",
-           "log_cores"]
+__all__ = ["StopOnSignal", "run_simulation", "write_failure_text", "log_cores"]
 
 logger = logging.getLogger("vortexsim.cli")
 
@@ -122,24 +120,16 @@ def run_simulation(sim, progress, **stop):
     return EXIT_OK
 
 
-def is_write_failure(exc):
-    """A file write that failed (the output thread's or the main thread's): an OSError
-    (disk full, permission, read-only file system) or netCDF4's RuntimeError
-    ("NetCDF: HDF error", what a full disk gives inside HDF5)."""
-    return isinstance(exc, OSError) or (isinstance(exc, RuntimeError)
-                                        and ("NetCDF" in str(exc) or "HDF" in str(exc)))
-
-
 def write_failure_text(exc, sim, snapshots):
     """The one-line message of a run ended by a failed write."""
     run_dir = snapshots.run_dir
-    try:
-        free = f"{format_bytes(shutil.disk_usage(run_dir).free)} free"
-    except OSError:
-        free = "free space unknown"
+    _, free = free_space(run_dir)
+    newest = snapshots.last_path
+    size = os.path.getsize(newest) if newest and os.path.isfile(newest) else 0
     code = getattr(exc, "errno", None)
-    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-        what = f"the disk is full ({os.strerror(code)}; {run_dir}: {free})"
+    full = disk_full_text(exc, run_dir, size)
+    if full is not None:
+        what = full
     elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
         what = f"no permission to write in {run_dir} ({os.strerror(code)})"
     elif isinstance(exc, OSError):

@@ -14,9 +14,13 @@ logger = logging.getLogger("vortexsim.cli")
 
 
 class TqdmHandler(logging.StreamHandler):
-    """Log records written through tqdm.write, so they do not break the progress bar."""
+    """Log records written through tqdm.write, so they do not break the progress bar.
+    A record logged with ``extra={"file_only": True}`` (a detail of a failure whose one
+    line the command prints) goes to run.log only."""
 
     def emit(self, record):
+        if getattr(record, "file_only", False):
+            return
         try:
             from tqdm import tqdm  # noqa: PLC0415
             tqdm.write(self.format(record), file=sys.stderr)
@@ -29,7 +33,10 @@ def remove_handlers():
     for h in list(root.handlers):
         if getattr(h, "_vortexsim_cli", False):
             root.removeHandler(h)
-            h.close()
+            try:
+                h.close()
+            except (OSError, ValueError):   # the terminal or a file on a full disk
+                pass
 
 
 def setup_logging(args):
@@ -57,6 +64,21 @@ class RunLog(logging.FileHandler):
 
     def handleError(self, record):  # noqa: N802 - logging's name
         self.failed = True
+
+    def flush(self):
+        """Flush, or note the failure (a full disk) without a word."""
+        try:
+            super().flush()
+        except (OSError, ValueError):
+            self.failed = True
+
+    def close(self):
+        """Close; the data still buffered that cannot be written (a full disk) is
+        dropped without a word (logging would print its traceback)."""
+        try:
+            super().close()
+        except (OSError, ValueError):
+            self.failed = True
 
 
 def add_file_log(run_dir):

@@ -10,6 +10,7 @@ from ..config import (CLI_ONLY, OUTPUT_DEFAULTS, check_params, closest, load_cas
 from ..schedules import DUE_RTOL, due
 from .common import EXIT_OK, UsageError, case_file, check_device, first_line
 from .execute import log_cores, run_simulation
+from .writefail import os_error_text
 from .resources import ResourceError, check_disk, check_resources, check_schedule
 from .rundir import (check_output_dir, history_line, our_files_size, prepare_run_dir,
                      resolved_toml, run_metadata, write_case_files)
@@ -113,8 +114,7 @@ def cmd_run(args, argv):
         lock = prepare_run_dir(run_dir, args.overwrite, config_toml)
     except OSError as exc:
         raise UsageError(f"cannot write into the output directory {run_dir}: "
-                         f"{exc.strerror or first_line(exc)}"
-                         + (f" ({exc.filename})" if exc.filename else "") + ".") from None
+                         f"{os_error_text(exc, run_dir)}.") from None
     with lock:                        # this process alone writes into run_dir until it ends
         return _start(sim, args, argv, case, source, run_dir, config_toml, output,
                       snap_dt, diag_dt)

@@ -21,6 +21,7 @@ except ImportError:                       # not a POSIX system: no run-directory
 from ..config import CLI_ONLY, to_toml
 from .common import UsageError, first_line
 from .log import add_file_log, remove_handlers
+from .writefail import os_error_text
 
 __all__ = ["RUN_MARKER", "RUN_LOCK", "RunDirLock", "directory_entries", "check_output_dir",
            "OUR_FILES", "DERIVED_KEYS", "is_run_dir", "our_files_size",
@@ -249,7 +250,7 @@ def write_case_files(sim, run_dir, meta, history):
             write(path, sim.config, {"source": f"vortexsim {meta['vortexsim_version']}",
                                      "history": history})
         except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror or first_line(exc)}.") from None
+            raise UsageError(f"cannot write {path}: {os_error_text(exc, run_dir)}.") from None
         logger.info("wrote %s", path)
 
 

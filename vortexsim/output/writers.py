@@ -294,9 +294,10 @@ class SnapshotWriter:
             path = self.write(sim, "error")
             _flush(sim)
             logger.error("unexpected error; the state of the last completed step is in %s",
-                         path)
+                         path, extra={"file_only": True})     # the command says it
         except Exception:  # noqa: BLE001 - the run's own error is the one to report
-            logger.error("unexpected error; no checkpoint could be written")
+            logger.error("unexpected error; no checkpoint could be written",
+                         extra={"file_only": True})
 
     def read_checkpoint(self, source):
         """The checkpoint of ``source`` for :meth:`vortexsim.Simulation.pickup`: a snapshot

@@ -351,8 +351,8 @@ class Simulation:
                 with self.output.calling(name):
                     finalize(self, reason)
             except Exception as exc:  # noqa: BLE001
-                logger.error("%s could not finalize after the error: %s",
-                             type(comp).__name__, exc)
+                logger.error("%s could not finalize after the error: %s",   # (a detail
+                             type(comp).__name__, exc, extra={"file_only": True})  # of it)
         self._flush_after(reason)
 
     def _flush_after(self, reason):
@@ -361,7 +361,8 @@ class Simulation:
         except Exception as exc:  # noqa: BLE001 - the run's own exception is the one to report
             if reason != "error":
                 raise
-            logger.error("an output write failed after the error: %s", exc)
+            logger.error("an output write failed after the error: %s", exc,
+                         extra={"file_only": True})      # a detail of the run's error
 
     def _write_if_due(self, name, writer):
         """``writer.write(self)`` when its schedule is due; a write that raises leaves the
