@@ -119,9 +119,9 @@ class Parameter:
                              f"expected one of {SECTIONS}, {KINDS}, {BOUNDS}, {SCOPES}.")
 
     def limits(self):
-        """(low, high) of a number: those given, else a count (int) from 0 (1 when
-        positive) to :data:`MAX_COUNT`, a float within ±:data:`HUGE` whose magnitude is at
-        least :data:`TINY` when positive or nonzero; (None, None) for other kinds."""
+        """(low, high) of a number: those given, else counts from 0 (1 if positive) to
+        :data:`MAX_COUNT`, floats within ±:data:`HUGE`, of magnitude ≥ :data:`TINY` if
+        positive or nonzero ((None, None) for other kinds)."""
         if self.kind == "int":
             low = 1 if self.bound == "positive" else 0
             return (low if self.low is None else self.low,
@@ -504,9 +504,10 @@ def _check_range(p, value, pre):
         return
     size = abs(value) if p.bound == "nonzero" else value
     if not (low <= size and (size < high if p.high_open else size <= high)):
-        kind = "an integer" if p.kind == "int" else "a number"
+        kind = ("an integer " if p.kind == "int" else "a number ") + \
+            {"positive": "> 0, ", "nonnegative": ">= 0, "}.get(p.bound, "")
         got = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}..."
-        raise ConfigError(f"{pre} must be {kind} {_range_text(p)} ({_unit(p.name)}), got "
+        raise ConfigError(f"{pre} must be {kind}{_range_text(p)} ({_unit(p.name)}), got "
                           f"{got}; set a value in that range.")
 
 
@@ -546,8 +547,7 @@ def check_params(params, defaults, where=""):
 def check_limits(params, where=""):
     """ConfigError for a number of ``params`` ({key: value}) that is not finite or outside
     the range of its parameter (:meth:`Parameter.limits`); other keys and values are left
-    to their own checks.  :func:`vortexsim.make_case` applies it to every value it is
-    given (a library call, a snapshot's stored config)."""
+    to their own checks; :func:`vortexsim.make_case` checks every value it is given."""
     for key, value in params.items():
         p = PARAMETER_TABLE.get(key)
         if p is None or p.kind not in ("int", "float") or isinstance(value, bool) or \

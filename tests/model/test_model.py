@@ -63,8 +63,8 @@ def test_the_model_restarts_bitwise_and_chains_through_the_simulation():
 
 def test_a_failed_check_leaves_the_model_at_its_last_good_state():
     elements, tracers = _ring()
-    model = VortexModel(elements, tracers, dt=0.05, device="cpu", progress=False)
-    model.parameters["max_speed"] = 1e-9     # below the initial speed: refused at construction
+    model = VortexModel(elements, tracers, dt=0.05, max_speed=1e-9, device="cpu",
+                        progress=False)
     x0 = model.elements.x.copy()
     with pytest.raises(vortexsim.SimulationError, match="exceeds the bound max_speed"):
         model.time_step(0.05)
