@@ -19,7 +19,7 @@ from .writefail import disk_full_text
 from .rundir import RUN_MARKER
 from . import signals
 
-__all__ = ["main", "build_parser", "COMMAND_MODULES"]
+__all__ = ["main", "run_command", "build_parser", "COMMAND_MODULES"]
 
 
 #: modules whose ``add_command(subparsers, common)`` adds a subcommand that reads run
@@ -184,6 +184,15 @@ def build_parser():
 
 
 def main(argv=None):
+    """The ``vortexsim`` command (:func:`run_command`); in the command process it ends
+    the process itself with the exit code (:func:`vortexsim.cli.signals.finish`)."""
+    code = run_command(argv)
+    if signals.installed():
+        signals.finish(code)
+    return code
+
+
+def run_command(argv=None):
     """Entry point of the ``vortexsim`` console script (and ``python -m vortexsim``).
 
     Every outcome is one line on stderr and an exit code: bad input (also an output

@@ -37,7 +37,7 @@ import sys
 import threading
 
 __all__ = ["Terminated", "GRACE", "install", "installed", "during", "exit_now", "first",
-           "say_line", "said", "exiting", "interrupted_line", "reset"]
+           "say_line", "said", "exiting", "finish", "interrupted_line", "reset"]
 
 #: [s] how long the main thread may take to act on a first signal outside a run before
 #: the watcher ends the process (it is then blocked in C code)
@@ -250,6 +250,25 @@ def exiting():
     """``main`` has returned: any signal from now on ends the process at once, with the
     first signal's code."""
     _st.phase, _st.allowed, _st.react = "exiting", 0, None
+
+
+def finish(code):
+    """End the command process with ``code`` (``main``'s), the way the interpreter's
+    exit would (non-daemon threads joined, atexit functions run, stdout and stderr
+    flushed) but without its finalization, in whose last part the signals are back to
+    their defaults and a late SIGINT or SIGTERM would end the process by the signal.
+    A signal meanwhile ends it at once (:func:`exit_now`)."""
+    import atexit  # noqa: PLC0415
+    exiting()
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    with _st.lock:
+        os._exit(code if isinstance(code, int) else (0 if code is None else 1))
 
 
 @contextlib.contextmanager
