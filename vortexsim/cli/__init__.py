@@ -54,14 +54,16 @@ Exit codes: 0 done; 1 the simulation failed (the last good state is written) or 
 write failed; 2 bad input (one-line message, no traceback; also a run refused by the
 guards or an output directory that cannot be written); 130/143 interrupted by
 SIGINT/SIGTERM (checkpoint written during a run; one line at any time, also while the
-command starts: :mod:`vortexsim.cli.startup`).
+command starts, whatever signals follow the first: :mod:`vortexsim.cli.signals`).
 
 Modules: :mod:`~vortexsim.cli.command` (the parser, ``main``), :mod:`~vortexsim.cli.run`,
 :mod:`~vortexsim.cli.restart`, :mod:`~vortexsim.cli.info` (``cases`` and ``info``),
 :mod:`~vortexsim.cli.rundir` (run directories), :mod:`~vortexsim.cli.resources` (what a
 run will cost), :mod:`~vortexsim.cli.execute` (signals and exit codes of a run),
 :mod:`~vortexsim.cli.log`, :mod:`~vortexsim.cli.common`, :mod:`~vortexsim.cli.startup`
-(the signals while the command starts) and :mod:`~vortexsim.cli.demo`.
+(the signals while the command starts), :mod:`~vortexsim.cli.signals` (the signals from
+the command's first line to its exit), :mod:`~vortexsim.cli.writefail` (what a failed
+write says: "the disk is full") and :mod:`~vortexsim.cli.demo`.
 """
 from __future__ import annotations
 
