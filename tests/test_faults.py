@@ -15,7 +15,8 @@ to the end gives bitwise the reference's final snapshot and diagnostics rows.  A
 truncated latest snapshot is refused and the one before restarts bitwise.
 
 ``VORTEXSIM_FAULTS=N`` sets the total number of kills (default 10, a couple of minutes
-on 2 cores): about half kill runs, a fifth restarts and the rest the viewing commands.
+on 2 cores): four in ten kill runs, two in ten restarts and four in ten the viewing
+commands (in turn).
 The summary line printed at the end (``-s``) counts kills by target and kind, hangs,
 deaths by signal and restarts compared bitwise.
 """
