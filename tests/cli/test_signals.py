@@ -260,3 +260,15 @@ def test_a_main_thread_blocked_in_c_still_ends_on_the_first_signal(tmp_path, sig
             proc.kill()
     _check(subprocess.CompletedProcess(proc.args, proc.returncode, "", err),
            [signal.Signals(sig).name])
+
+
+@pytest.mark.parametrize("name", ["SIGINTx2", "SIGINT+SIGTERM"])
+def test_signals_before_the_first_snapshot_say_what_is_on_disk(driver, tmp_path, name):
+    """In the run's lazy import of xarray, before its first snapshot is on disk: the line
+    names no checkpoint or snapshot that does not exist."""
+    out = tmp_path / "o"
+    result = _driven(driver, "import-xarray", SEQUENCES[name],
+                     ["run", "single_ring", *TINY, "--set", "plot=false", "--steps", "4",
+                      "--out", str(out)])
+    err = _check(result, SEQUENCES[name], out)
+    assert "the last snapshot of the run directory is a checkpoint" not in err
