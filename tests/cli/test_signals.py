@@ -49,10 +49,10 @@ def fire():
 def send():
     """The sequence; the next signal once the process has taken the first (an event),
     so that "first" is the first sent."""
-    pid, handling = os.getpid(), sys.modules["vortexsim.cli.signals"]
+    pid, handling = os.getpid(), sys.modules.get("vortexsim.cli.signals")
     for i, s in enumerate(SEND):
         os.kill(pid, s)
-        while i == 0 and handling.first() is None:
+        while i == 0 and handling is not None and handling.first() is None:
             threading.Event().wait(0.001)
 
 
