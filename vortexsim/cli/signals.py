@@ -36,7 +36,7 @@ import signal
 import sys
 import threading
 
-__all__ = ["Terminated", "GRACE", "install", "installed", "during", "exit_now", "first",
+__all__ = ["Terminated", "GRACE", "raise_for", "install", "installed", "during", "exit_now", "first",
            "say_line", "said", "exiting", "finish", "interrupted_line", "reset"]
 
 #: [s] how long the main thread may take to act on a first signal outside a run before
