@@ -67,11 +67,10 @@ FROM_CASE = _FromCase()
 
 #: kinds of values; bounds of numbers
 KINDS = ("float", "int", "bool", "str")
-#: the range of a number that the table does not narrow: magnitudes of floats up to HUGE
-#: (lengths and times in case units: 24 decades leave every product and square of them
-#: far from overflow, also in float32), positive ones at least TINY (a subnormal dt or
-#: spacing makes step and node counts infinite); counts up to MAX_COUNT (10¹² elements
-#: or nodes hold 24 TB: beyond any machine, so the memory guard refuses them in one line)
+#: the range of a number that the table does not narrow: floats of magnitude up to HUGE
+#: (24 decades of case units keep products and squares far from overflow, in float32 too),
+#: positive ones at least TINY (a subnormal dt or spacing makes counts infinite); counts
+#: up to MAX_COUNT (10¹² elements hold 24 TB: beyond any machine, the memory guard says so)
 HUGE, TINY, MAX_COUNT = 1e12, 1e-12, 10 ** 12
 BOUNDS = (None, "positive", "nonnegative", "nonzero")
 #: who reads a parameter: a case builder, the Simulation (:data:`RUN_DEFAULTS`), the
@@ -235,7 +234,7 @@ TABLE = (
     P("dt_min", "time", "T", "smallest adaptive step; auto = dt / 1000", default=None,
       scope="run", auto=True, bound="positive"),
     P("max_speed", "solver", "L/T", "blow-up bound on |u|; auto = 100 x max |u| at t0",
-      default=None, scope="run", auto=True, bound="positive"),
+      default=None, scope="run", auto=True, bound="positive", high=math.inf),
     P("root_slack", "solver", "-", "FMM root-cube margin, fraction of the box width",
       default=0.05, scope="run", bound="positive", high=10.0),
     P("progress", None, "-", "progress bar in Simulation.run (the command: off with -q)",
@@ -470,7 +469,8 @@ def _check_value(key, value, default, where):
                 "case files are in case units (lengths L, times T), so write the bare number.")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{pre} must be a number ({_unit(key)}){auto}, got {value!r}.")
-        if isinstance(value, float) and not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value) and not (
+                key in PARAMETER_TABLE and value == PARAMETER_TABLE[key].high):  # max_speed
             raise ConfigError(f"{pre} must be finite, got {value!r}.")
         if kind == "int" and isinstance(value, float) and value != int(value):
             raise ConfigError(f"{pre} must be an integer, got {value!r}.")
@@ -554,8 +554,8 @@ def check_limits(params, where=""):
                 not isinstance(value, numbers.Real):
             continue
         value = value.item() if hasattr(value, "item") else value    # NumPy scalars
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{where}{key} must be finite, got {value!r}.")
+        if isinstance(value, float) and math.isnan(value):     # ±inf: out of range
+            raise ConfigError(f"{where}{key} must be a number, got {value!r}.")
         _check_range(p, value, f"{where}{key}")
 
 

@@ -59,9 +59,10 @@ def outside(p, value):
         return True if not isinstance(value, str) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return True
-    if isinstance(value, float) and not math.isfinite(value):
-        return True
-    if p.kind == "int" and isinstance(value, float) and value != int(value):
+    if isinstance(value, float) and math.isnan(value):
+        return True               # ±inf: beyond every range but max_speed's (no bound)
+    if p.kind == "int" and isinstance(value, float) and not (
+            math.isfinite(value) and value == int(value)):
         return True
     low, high = p.limits()
     size = abs(value) if p.bound == "nonzero" else value

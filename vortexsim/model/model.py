@@ -45,6 +45,7 @@ import math
 import numpy as np
 
 from ..backend import Device, resolve_device, to_host
+from ..config import check_limits
 from ..kernels.morton import column_range
 from ..geometry import PeriodicBox, make_domain
 from ..physics import VortexRHS
@@ -100,6 +101,7 @@ class VortexModel:
     def __init__(self, elements, tracers=None, *, groups=(), t0=0.0, case=None,
                  case_params=None, **run):
         check_run_names(run)
+        check_limits(run)        # every number within the range of the parameter table
         cfg = {**RUN_DEFAULTS, **run}
         self.device: Device = resolve_device(cfg["device"])
         self._init_state(elements, tracers, groups)
