@@ -190,19 +190,21 @@ def test_hostile_case_files_are_refused_before_they_are_parsed(tmp_path, capsys)
 
 # -- defect 7: schedules that never end or flood the disk; a run that takes no step ---------
 @pytest.mark.parametrize("args, match", [
-    (["--set", "dt=1e-300"], "5e+300 steps"),
-    (["--set", "snapshot_interval=1e-300"], "raise the output intervals"),
+    (["--set", "dt=1e-12"], "5e+12 steps"),
+    (["--set", "snapshot_interval=1e-12"], "raise the output intervals"),
     (["--set", "snapshot_interval=1e-4"], "5e+04 snapshot files"),
     (["--set", "diagnostics_interval=1e-5"], "5e+05 diagnostics rows"),
     (["--set", "t_end=1e6"], "2e+07 steps"),
     (["--steps", "20000000"], "lower --steps, or pass --force"),
-    (["--set", "t_end=1e308"], "more than a run can count"),                 # defect 5
-    (["--set", "t_end=1e308", "--set", "snapshot_interval=auto", "--set",
-      "diagnostics_interval=auto"], "t_end 1e+308 is about inf steps"),
-    (["--set", "t_end=1e308", "--set", "snapshot_interval=auto", "--steps", "5"],
-     "the automatic output intervals are derived from it"),
-    (["--set", "snapshot_interval=1e308", "--set", "diagnostics_interval=auto"],
-     "too many to derive the automatic diagnostics_interval"),
+    # the largest t_end and intervals and the smallest dt of the table's ranges
+    (["--set", "t_end=1e12", "--set", "dt=1e-12"], "more than a run can count"),  # defect 5
+    (["--set", "t_end=1e12", "--set", "dt=1e-12", "--set", "snapshot_interval=auto",
+      "--set", "diagnostics_interval=auto"], "t_end 1e+12 is about 1e+24 steps"),
+    (["--set", "t_end=1e12", "--set", "dt=1e-12", "--set", "snapshot_interval=auto",
+      "--steps", "5"], "the automatic output intervals are derived from it"),
+    (["--set", "snapshot_interval=1e12", "--set", "dt=1e-12", "--set",
+      "diagnostics_interval=auto"], "too many to derive the automatic diagnostics_interval"),
+    (["--set", "t_end=1e308"], "t_end must be a number > 0, from 1e-12 to 1e+12"),
     (["--steps", "99999999999999999999999"], "argument --steps: must be from 1 to"),
     (["--steps", "-3"], "argument --steps"),
     (["--t-end", "1e-12"], "the run would take no step"),

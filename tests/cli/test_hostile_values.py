@@ -50,7 +50,8 @@ def _file_params(case):
 
 def outside(p, value):
     """True when ``value`` is not one that parameter ``p`` accepts by its kind and the
-    range the table states (None: a text or a switch that only its own check can tell)."""
+    range the table states; None for a text, which only the parameter's own check (a
+    list of names) can tell."""
     if p.auto and value == "auto":
         return False
     if p.kind == "bool":
@@ -183,7 +184,7 @@ def mutations(draw):
     if p.kind == "float":         # log-uniform over the decades of the range
         low, high = p.limits()
         decades = st.floats(math.log10(max(low, 1e-12)) if low > 0 else -12.0,
-                            math.log10(high))
+                            math.log10(min(high, 1e12)))
         signs = st.sampled_from((1.0, -1.0) if low < 0 else (1.0,))
         inside = st.tuples(decades, signs).map(lambda t: t[1] * 10.0 ** t[0]).filter(
             lambda v: not outside(p, v))
