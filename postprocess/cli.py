@@ -21,7 +21,8 @@ _TURBULENCE = (("E", ("lattice_energy", "mean_energy")),
 def summarize(run_dir):
     """The table of ``vortexsim analyze`` as text: per ring the mean speed along its axis
     and the radius at start and end; for periodic runs E, epsilon, Re_lambda, skewness
-    and flatness at start and end.  ValueError for a directory that is not a run or has
+    and flatness at start and end; the worst value of each numerical-health measure
+    (:func:`vortexsim.diagnostics.health.summary_lines`).  ValueError for a directory that is not a run or has
     no diagnostics."""
     from vortexsim.output.cf import TIME, unit_label  # noqa: PLC0415
 
@@ -55,8 +56,13 @@ def summarize(run_dir):
             v = diag[name].values
             lines.append(f"{label:<10}  {v[0]:12.6g}  {v[-1]:12.6g}  {name} "
                          f"[{unit_label(diag[name].attrs)}]")
-    if len(lines) == 1:
+    from vortexsim.diagnostics.health import HEALTH_COLUMNS, summary_lines  # noqa: PLC0415
+    health = summary_lines(t, {k: diag[k].values for k in HEALTH_COLUMNS if k in diag},
+                           [str(r) for r in diag["ring"].values] if "ring" in diag.coords
+                           else [])
+    if len(lines) == 1 and not health:
         lines.append("(no rings and no turbulence statistics)")
+    lines += health
     return "\n".join(lines)
 
 

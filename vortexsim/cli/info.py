@@ -91,6 +91,7 @@ def cmd_info(args, argv):
     checked like a restart (:func:`vortexsim.output.read_snapshot`): a bad one is a
     one-line error, exit 2.  Every text taken from the file is printed with its control
     characters escaped (:func:`vortexsim.output.validate.printable`)."""
+    from ..diagnostics.health import HEALTH_COLUMNS  # noqa: PLC0415
     from ..output import SnapshotError, open_netcdf, read_snapshot  # noqa: PLC0415
     from ..output.cf import OLD_TIME, TIME, unit_label  # noqa: PLC0415
     from ..output.diagnostics import DIAGNOSTICS_FORMAT  # noqa: PLC0415
@@ -112,8 +113,9 @@ def cmd_info(args, argv):
                 verified = False
             lines += _snapshot_lines(snap, args.file, verified)
         elif fmt == DIAGNOSTICS_FORMAT:
-            ds = open_netcdf(args.file, [TIME, OLD_TIME])
+            ds = open_netcdf(args.file, [TIME, OLD_TIME, "ring", *HEALTH_COLUMNS])
             lines.append(_diagnostics_line(ds, args.file))
+            lines += _health_lines(ds)
         elif fmt is not None and fmt.startswith("vortexsim"):
             check_declared_sizes(header)
             lines.append(f"  {printable(fmt)}: not a vortexsim format this version knows")
@@ -192,3 +194,15 @@ def _diagnostics_line(ds, path):
     case = printable(ds.attrs.get("case"))
     return (f"  vortexsim diagnostics, case {case}: {len(t)} rows, t = "
             + (f"{t[0]:.6g} … {t[-1]:.6g}" if len(t) else "(none)"))
+
+
+def _health_lines(ds):
+    """``info``'s lines on the numerical health of a diagnostics file's rows (none for a
+    file written before the rows carried it)."""
+    from ..diagnostics.health import HEALTH_COLUMNS, summary_lines  # noqa: PLC0415
+    from ..output.cf import TIME, with_current_names  # noqa: PLC0415
+    from ..output.validate import printable  # noqa: PLC0415
+    ds = with_current_names(ds)
+    columns = {k: ds[k].values for k in HEALTH_COLUMNS if k in ds.variables}
+    rings = [printable(str(r)) for r in ds["ring"].values] if "ring" in ds.variables else []
+    return ["  " + line for line in summary_lines(ds[TIME].values, columns, rings)]

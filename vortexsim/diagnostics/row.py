@@ -20,6 +20,7 @@ from ..geometry import PeriodicBox
 from ..physics.remesh import remesh
 from ..summation.spectral import FIELD_SUMS
 from . import integrals as D
+from .health import line_spacing, ring_escaped
 from .turbulence import vorticity_statistics
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,8 @@ class DiagnosticsRow:
         ``particle_dissipation`` ν⟨ω_p·ω⟩ [L²/T³] (the energy the method keeps and its
         viscous loss: :meth:`vortexsim.summation.spectral.SpectralSum.field_sums`), and with
         remeshing the turbulence statistics and energy spectrum of the lattice's
-        vorticity (:meth:`lattice_statistics`).
+        vorticity (:meth:`lattice_statistics`); and the numerical-health measures of
+        :meth:`health`.
         """
         model = self.model
         el = model.elements
@@ -93,6 +95,24 @@ class DiagnosticsRow:
         if rings:
             out.update(ring_names=[g.name for g in rings],
                        **{k: v[k] for k in ("ring_centre", "ring_radius", "ring_axis")})
+        out.update(self.health(rings, out))
+        return out
+
+    def health(self, rings, row):
+        """The numerical-health measures of the current state
+        (:mod:`vortexsim.diagnostics.health`): ``step_strain`` dt·max‖∇u‖_F of the last
+        step; outside the periodic box (whose elements a run keeps on its lattice)
+        ``spacing_max``, the largest element spacing along the vortex lines over σ; per
+        ring ``ring_escaped``, the fraction of its strength farther than R/2 from its core
+        circle (``row``'s ring frames)."""
+        model, el = self.model, self.model.elements
+        out = {"step_strain": float(model.step_strain)}
+        if not isinstance(model.domain, PeriodicBox):
+            out["spacing_max"] = line_spacing(el.x, el.alpha, el.sigma)
+        if rings:
+            out["ring_escaped"] = ring_escaped(
+                el.x, el.alpha, [(g.start, g.stop) for g in rings], row["ring_centre"],
+                row["ring_axis"], row["ring_radius"])
         return out
 
     def lattice_statistics(self):

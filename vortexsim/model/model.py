@@ -95,7 +95,9 @@ class VortexModel:
     ----------
     t, iteration, dt (the next step's dt), elements, tracers, groups, config, parameters
     (the resolved run parameters), device, domain, summation, rhs (the terms), scheme,
-    planner, remeshing, adaptive (None with a fixed dt), sigma_range (host (min σ, max σ))
+    planner, remeshing, adaptive (None with a fixed dt), sigma_range (host (min σ, max σ)),
+    step_strain (dt·max‖∇u‖_F of the last step; at t0 of the first step and the initial
+    field; nan after :meth:`load_state_dict` until the next step)
     """
 
     def __init__(self, elements, tracers=None, *, groups=(), t0=0.0, case=None,
@@ -163,6 +165,7 @@ class VortexModel:
         self.adaptive = AdaptiveTimeStep(cfg["courant"], cfg["dt_min"], cfg["dt"]) \
             if cfg["adaptive"] else None
         self.dt = self.adaptive.next_dt(grad) if self.adaptive else float(dt)
+        self.step_strain = self.dt * grad
         self.config = {"case": case, **(case_params or {}), **cfg, "t0": float(t0),
                        "groups": [g.as_dict() for g in self.groups],
                        "n_elements": n, "n_tracers": m}
@@ -270,6 +273,7 @@ class VortexModel:
         # the cores' range as the viscous term moves it (core spreading: σ² + 2ν dt; PSE
         # keeps the cores)
         self.sigma_range = self.rhs.advance_sigma_range(self.sigma_range, dt)
+        self.step_strain = dt * float(np.sqrt(stats[2]))
         if self.adaptive is not None:
             self.dt = self.adaptive.next_dt(float(np.sqrt(stats[2])))
         if self.remeshing.due(self.iteration):
@@ -306,11 +310,17 @@ class VortexModel:
         (:func:`vortexsim.physics.remesh.remesh`): in the periodic box all (L/h)³ nodes,
         in free space the nodes above ``remesh_threshold``; σ = ``remesh_overlap`` × h,
         V = h³.  Called by :meth:`time_step` every ``remesh_every`` steps (the schedule
-        is the iteration count, so a restart keeps it).  In free space each group (a
-        ring) is remeshed on its own and keeps its elements (nodes may then coincide
-        across groups), so that per-group diagnostics go on; in the box the lattice holds
-        them all and the groups are dropped, and with ``remesh_project`` the lattice
-        strengths are made divergence-free with zero sum
+        is the iteration count, so a restart keeps it).  In free space all elements go
+        onto one lattice (origin 0; no two nodes coincide) and each node takes the label
+        of the group (a ring) whose own contribution to it is the largest, the groups kept
+        contiguous, so that per-group diagnostics go on
+        (:func:`vortexsim.physics.remesh_groups.remesh_groups`).  Above a ground plane
+        z₀ the elements and their images are remeshed on the lattice through the plane
+        (origin (0, 0, z₀)); the nodes above it are kept, those on it at half strength
+        (normal component only), so that the kept nodes with their images are the
+        remeshed field of elements + images.  In the box the lattice holds them all and
+        the groups are dropped, and with ``remesh_project`` the lattice strengths are made
+        divergence-free with zero sum
         (:func:`vortexsim.physics.projection.project_solenoidal`)."""
         return self.remeshing.apply(self)
 
@@ -439,6 +449,7 @@ class VortexModel:
         self.iteration = int(state["iteration"])
         self.dt = float(state["dt"])
         self.sigma_range = tuple(float(v) for v in state["sigma_range"])
+        self.step_strain = math.nan                 # not stored: known after the next step
         self.planner.load_state_dict(state)
         self.planner.observe_box(self._host_box_stats())
         return self

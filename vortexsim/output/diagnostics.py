@@ -88,6 +88,13 @@ QUANTITIES = {
     "ring_centre": ("ring_vector", "L", "ring centre from the impulse"),
     "ring_radius": ("ring_scalar", "L", "ring radius sqrt(|P . n| / (pi |Gamma|))"),
     "ring_axis": ("ring_vector", "1", "ring axis n = sign(Gamma) P / |P|"),
+    "energy_error": ("scalar", "1", "numerical health: energy off its balance, (E - E_ref) / "
+                     "E(0) with E_ref = E(0) - integral of nu enstrophy dt"),
+    "spacing_max": ("scalar", "1", "numerical health: largest element spacing along the "
+                    "vortex lines over sigma (reported up to 3)"),
+    "ring_escaped": ("ring_scalar", "1", "numerical health: fraction of the ring's |alpha| "
+                     "farther than R/2 from its core circle"),
+    "step_strain": ("scalar", "1", "numerical health: dt max |grad u| of the last step"),
 }
 #: the file beside ``diagnostics.nc`` that holds the rows' energy spectra
 SPECTRA_FILE = "spectra.nc"

@@ -1,4 +1,4 @@
-"""A picture of a run: ring centres and radii against time, and the last snapshot.
+"""A picture of a run: ring centres and radii, numerical health, and the last snapshot.
 
 ``plot_run(run_dir)`` reads ``diagnostics.nc`` and the newest ``snapshot_*.nc`` of a run
 directory and writes ``plot.png``; ``plot_rows`` draws the same figure from the rows
@@ -16,6 +16,7 @@ import os
 
 import numpy as np
 
+from ..diagnostics.health import LIMITS
 from .cf import TIME, with_current_names
 from .files import atomic_path
 
@@ -31,10 +32,15 @@ PLOT_ELEMENTS = 1 << 16
 DENSITY_PIXELS = 400
 #: resolution of plot.png [dots per inch]
 DPI = 110
-#: the three panels [left, bottom, width, height] in figure fractions (15 x 4.5 in):
-#: room for the tick labels, the twin axis of the second and the two-line third title
-_PANELS = ((0.045, 0.11, 0.265, 0.75), (0.36, 0.11, 0.26, 0.75),
-           (0.75, 0.11, 0.24, 0.75))
+#: the four panels [left, bottom, width, height] in figure fractions (20 x 4.5 in):
+#: room for the tick labels, the twin axis of the second and the two-line fourth title
+_PANELS = ((0.035, 0.11, 0.2, 0.75), (0.27, 0.11, 0.19, 0.75),
+           (0.535, 0.11, 0.19, 0.75), (0.78, 0.11, 0.21, 0.75))
+#: the numerical-health curves of the third panel: (column, label, line style)
+_HEALTH = (("energy_error", "|energy error| / 1%", "-"),
+           ("spacing_max", "spacing along lines / 1.5σ", "--"),
+           ("step_strain", "dt·max|∇u| / 0.5", ":"),
+           ("ring_escaped", "strength off ring {ring} / 5%", "-."))
 
 
 def _density(x, z, extent, shape):
@@ -80,7 +86,8 @@ def preload():
         t = np.linspace(0.0, 1.0, 3)
         rings = (["a", "b"], np.zeros((3, 2, 3)), np.ones((3, 2)))
         points = np.random.default_rng(0).normal(size=(64, 3))
-        _draw(t, rings, 1.0 + t, points, points, 1.0, "warm-up").savefig(
+        _draw(t, rings, 1.0 + t, {"spacing_max": 1.0 + t}, points, points, 1.0,
+              "warm-up").savefig(
             io.BytesIO(), dpi=DPI, format="png")
     except Exception:  # noqa: BLE001 - plot_run / plot_rows report a missing matplotlib
         return False
@@ -124,7 +131,8 @@ def plot_run(run_dir, path=None):
         t_snap, case = float(s[TIME].values[0]), s.attrs.get("case", "")
     rings = ([str(n) for n in d["ring"].values], d["ring_centre"].values,
              d["ring_radius"].values) if "ring" in d.variables else ([], None, None)
-    return _save(_draw(d[TIME].values, rings, d["energy"].values, x, y, t_snap,
+    health = {name: d[name].values for name, _, _ in _HEALTH if name in d.variables}
+    return _save(_draw(d[TIME].values, rings, d["energy"].values, health, x, y, t_snap,
                        f"vortexsim: {case}  ({os.path.basename(snap_path)})"), path)
 
 
@@ -141,8 +149,10 @@ def plot_rows(rows, x, y, t, title, path):
     names = list(rows[-1].get("ring_names", ()))
     rings = (names, np.stack([r["ring_centre"] for r in rows]),
              np.stack([r["ring_radius"] for r in rows])) if names else ([], None, None)
+    health = {name: np.stack([np.asarray(r[name], dtype=float) for r in rows])
+              for name, _, _ in _HEALTH if name in rows[-1] and all(name in r for r in rows)}
     return _save(_draw(np.array([r["t"] for r in rows]), rings,
-                       np.array([r["energy"] for r in rows]), x, y, t, title), path)
+                       np.array([r["energy"] for r in rows]), health, x, y, t, title), path)
 
 
 def _matplotlib(hint):
@@ -166,9 +176,10 @@ def _save(figure, path):
     return path
 
 
-def _draw(t, rings, energy, x, y, t_snap, title):
+def _draw(t, rings, energy, health, x, y, t_snap, title):
     """The figure of :func:`plot_run`: ``t`` (R,) the rows' times [T]; ``rings`` (names,
     centres (R, n, 3) [L], radii (R, n) [L]) (names empty: no rings); ``energy`` (R,);
+    ``health`` the rows' numerical-health columns present (name → (R,) or (R, n));
     the elements ``x`` (N, 3) and tracers ``y`` (M, 3) [L] of the snapshot at ``t_snap``
     [T]; ``title`` the figure's.  A matplotlib Figure, not yet drawn."""
     from matplotlib import rc_context  # noqa: PLC0415
@@ -178,7 +189,7 @@ def _draw(t, rings, energy, x, y, t_snap, title):
     # a figure without pyplot (no global state, no GUI backend, half the import time)
     # and with fixed margins: a layout engine would lay out every text twice; titles at
     # a fixed height (axes.titley): the automatic position measures every tick label
-    fig = Figure(figsize=(15, 4.5))
+    fig = Figure(figsize=(20, 4.5))
     fixed_titles = {"axes.titley": 1.0}
     with rc_context(fixed_titles):
         axes = [fig.add_axes(box) for box in _PANELS]
@@ -207,7 +218,8 @@ def _draw(t, rings, energy, x, y, t_snap, title):
         ax2.set_ylabel("E/E(0) − 1 (dotted)")
     ax.set_xlabel("t [T]")
     ax.set_title("ring radii, energy change")
-    ax = axes[2]
+    _draw_health(axes[2], t, health, names)
+    ax = axes[3]
     extent, shape = _box(y, x)
     if len(y):
         counts = np.ma.masked_equal(_density(y[:, 0], y[:, 2], extent, shape), 0)
@@ -226,6 +238,32 @@ def _draw(t, rings, energy, x, y, t_snap, title):
     # is two lines and a label, a third of the figure's drawing time
     for a in fig.axes:
         a.xaxis.get_major_locator().set_params(nbins=5)
-        a.yaxis.get_major_locator().set_params(nbins=5)
+        if a.get_yscale() == "linear":
+            a.yaxis.get_major_locator().set_params(nbins=5)
     fig.suptitle(title)
     return fig
+
+
+def _draw_health(ax, t, health, names):
+    """The health panel: each measure over its limit (1: the limit, a red line), on a
+    logarithmic axis so that a measure far below its limit still shows its trend."""
+    drawn = False
+    for name, label, style in _HEALTH:
+        if name not in health:
+            continue
+        values = np.abs(np.asarray(health[name], dtype=float)) / LIMITS[name][0]
+        columns = [(label, values)] if values.ndim == 1 else \
+            [(label.format(ring=n), values[:, i]) for i, n in enumerate(names)]
+        for text, v in columns:
+            v = np.where(v > 0, v, np.nan)          # zeros have no place on a log axis
+            if np.isfinite(v).any():
+                ax.plot(t, v, style, label=text)
+                drawn = True
+    ax.axhline(1.0, color="C3", lw=0.8)
+    if drawn:
+        ax.set_yscale("log")
+        ax.legend(fontsize="x-small", loc="upper left")
+    ax.set_xlabel("t [T]")
+    ax.set_ylabel("measure / its limit")
+    ax.set_title("numerical health (above 1: over the limit)")
+

@@ -57,6 +57,7 @@ import time
 import numpy as np
 
 from ..backend import to_host
+from ..diagnostics.health import HealthLog
 from ..schedules import TimeInterval, load_schedule_state, schedule_state
 from .diagnostics import SPECTRA_FILE, DiagnosticsLog, split_rows
 from .files import atomic_path, remove_stale_tmp, write_text
@@ -374,6 +375,7 @@ class DiagnosticsWriter:
         # time.monotonic() of the last rewrite submitted or begun (set on the output
         # thread too, when a deferred rewrite is written)
         self._rewritten = -math.inf
+        self.health = None
 
     def initialize(self, sim):
         if not self._swept:       # once: the temporary file of an interrupted earlier write
@@ -409,6 +411,9 @@ class DiagnosticsWriter:
         row["dt_next"] = sim.dt
         log = self.log
         row = log.add(row)
+        if self.health is None:
+            self.health = HealthLog(sim.model.rhs.nu)
+        self.health.update(log.rows)         # energy_error from every row; warnings
         rows = list(log.rows)
         now = time.monotonic()
         defer = now - self._rewritten < self.min_rewrite_interval
