@@ -1,10 +1,18 @@
 """Remeshing as an updater: it acts on the model between two steps.
 
 Every ``remesh_every`` steps the elements are interpolated onto the lattice of spacing
-``remesh_spacing`` with M4′ (:func:`vortexsim.physics.remesh.remesh`; ``docs/remeshing.md``)
-and the model's particle set is replaced (:meth:`VortexModel.replace_elements`).  The
-schedule is the iteration count, so a restart keeps it, and whether the elements sit on
-the periodic lattice in remesh order is a function of (iteration, parameters) alone.
+``remesh_spacing`` with M4′ and the model's particle set is replaced
+(:meth:`VortexModel.replace_elements`; ``docs/remeshing.md``):
+
+* periodic box: all (L/h)³ nodes (:func:`vortexsim.physics.remesh.remesh`), the groups
+  dropped, optionally projected (``remesh_project``);
+* free space and the ground plane: every element (above a plane, with its image) onto
+  one lattice, each node labelled with the group that contributes most to it, the groups
+  contiguous (:func:`vortexsim.physics.remesh_groups.remesh_groups`); above a plane the
+  nodes z ≥ z₀ are kept, those on it at half strength.
+
+The schedule is the iteration count, so a restart keeps it, and whether the elements sit
+on the periodic lattice in remesh order is a function of (iteration, parameters) alone.
 """
 from __future__ import annotations
 
@@ -12,8 +20,9 @@ import math
 
 import numpy as np
 
-from ..geometry import PeriodicBox, periodic_nodes
+from ..geometry import GroundPlane, PeriodicBox, periodic_nodes
 from ..physics.remesh import remesh
+from ..physics.remesh_groups import remesh_groups
 
 __all__ = ["Remeshing"]
 
@@ -21,7 +30,9 @@ __all__ = ["Remeshing"]
 class Remeshing:
     """The remeshing of a model: its parameters (``remesh_every``, ``remesh_spacing``,
     ``remesh_overlap``, ``remesh_threshold``, ``remesh_project`` of the run parameters),
-    checked once at construction against the model's domain, viscous term and groups."""
+    checked once at construction against the model's domain and viscous term.  Any
+    number of groups may be remeshed, in free space, above a ground plane or in the box:
+    outside the box they share one lattice (no two nodes coincide)."""
 
     def __init__(self, cfg, domain, rhs, groups):
         self.parameters, self.domain = cfg, domain
@@ -56,24 +67,10 @@ class Remeshing:
         if h is None or not (isinstance(h, (int, float)) and math.isfinite(h) and h > 0):
             raise ValueError(f"remesh_every = {every} needs the lattice spacing "
                              f"remesh_spacing = h > 0 [L], got {h!r}.")
-        if not float(cfg["remesh_overlap"]) > 0:
-            raise ValueError(f"remesh_overlap must be > 0, got {cfg['remesh_overlap']!r}.")
-        if not 0 <= float(cfg["remesh_threshold"]) < 1:
-            raise ValueError(f"remesh_threshold must be in [0, 1), got "
-                             f"{cfg['remesh_threshold']!r}.")
         if rhs.nu > 0 and rhs.viscous == "core_spreading":
             raise ValueError("remeshing resets every core to remesh_overlap × h, which undoes "
                              "core spreading: with nu > 0 remesh with viscous='pse', or set "
                              "remesh_every = 0.")
-        if domain.n_images_per_element:
-            raise ValueError(f"remeshing with boundary={domain.name!r} is not built yet "
-                             "(the lattice would reach below the plane); use free space or "
-                             "the periodic box, or remesh_every = 0.")
-        if rhs.viscous == "pse" and rhs.nu > 0 and len(groups) > 1 \
-                and not isinstance(domain, PeriodicBox):
-            raise ValueError("viscous='pse' with remeshing of several groups in free space is "
-                             "not built yet: each group is remeshed onto its own lattice, and "
-                             "PSE would count the volume of the nodes they share twice.")
         if isinstance(domain, PeriodicBox):
             periodic_nodes(domain.box, float(h))   # L/h an integer >= 4, or a clear error
         # the core every remeshing sets: the spectral sum's series, PSE's reach
@@ -106,7 +103,7 @@ class Remeshing:
 
     def apply(self, model):
         """Remesh the elements of ``model`` (see :meth:`VortexModel.remesh`)."""
-        cfg, el, xp = self.parameters, model.elements, model.device.xp
+        cfg, el = self.parameters, model.elements
         if cfg.get("remesh_spacing") is None:
             raise ValueError("remesh() needs the lattice spacing: build the simulation with "
                              "remesh_spacing = h [L].")
@@ -118,19 +115,10 @@ class Remeshing:
                 from ..physics.projection import project_solenoidal  # noqa: PLC0415
                 alpha = project_solenoidal(alpha, periodic_nodes(self.domain.box, h))
             return model.replace_elements(out.x, alpha, out.sigma, volume=out.volume)
-        # free space: the groups' ranges, then the elements outside every group
-        ranges = [(g.start, g.stop) for g in model.groups]
-        inside = np.zeros(len(el), dtype=bool)
-        for a, b in ranges:
-            inside[a:b] = True
-        rest = np.nonzero(~inside)[0]
-        parts = [(el.x[a:b], el.alpha[a:b], i) for i, (a, b) in enumerate(ranges)]
-        if rest.size:
-            idx = xp.asarray(rest)
-            parts.append((el.x[idx], el.alpha[idx], -1))
-        outs = [(remesh(x, a, h, threshold=float(cfg["remesh_threshold"]), overlap=overlap),
-                 label) for x, a, label in parts]
-        x, alpha, sigma, volume = (xp.concatenate([getattr(o, name) for o, _ in outs])
-                                   for name in ("x", "alpha", "sigma", "volume"))
-        labels = np.concatenate([np.full(len(o.x), label) for o, label in outs])
-        return model.replace_elements(x, alpha, sigma, volume=volume, group=labels)
+        # free space or the ground plane: one lattice, every node labelled
+        ground = self.domain.z0 if isinstance(self.domain, GroundPlane) else None
+        out = remesh_groups(el.x, el.alpha, el.group, h, n_groups=len(model.groups),
+                            ground_z=ground, threshold=float(cfg["remesh_threshold"]),
+                            overlap=overlap)
+        return model.replace_elements(out.x, out.alpha, out.sigma, volume=out.volume,
+                                      group=out.group)

@@ -28,6 +28,8 @@ s = (x − origin)/h spreads onto the nodes ⌊s⌋ − 1 … ⌊s⌋ + 2 of eac
 
 Output order: by lattice index, lexicographically (i slowest, k fastest), the key
 ``(i·n_y + j)·n_z + k``; in the periodic box node (i, j, k) is row ``(i·n + j)·n + k``.
+``Remeshed.index`` holds the integer (i, j, k) of every node.  Labelled groups (rings)
+onto one lattice, and the ground plane by images: :mod:`vortexsim.physics.remesh_groups`.
 
 Conservation
 ------------
@@ -169,6 +171,9 @@ class Remeshed:
     n_dropped : int, nodes dropped by the threshold (0 in a periodic box)
     dropped_alpha : array (3,) [L³/T], Σ α of the dropped nodes (device array)
     dropped_abs : array () [L³/T], Σ |α| of the dropped nodes (device array)
+    index : array (N', 3) int64, the nodes' lattice indices (i, j, k): x = origin + (i, j, k) h
+    group : array (N',) int64 or None, the nodes' group labels
+        (:func:`vortexsim.physics.remesh_groups.remesh_groups`; None from :func:`remesh`)
     """
 
     x: object
@@ -180,6 +185,8 @@ class Remeshed:
     n_dropped: int
     dropped_alpha: object
     dropped_abs: object
+    index: object = None
+    group: object = None
 
     def __len__(self):
         return int(self.x.shape[0])
@@ -423,7 +430,8 @@ def _finish(xp, keys, alpha, lo, shape, origin, h, overlap, threshold):
     m = keys.shape[0]
     return Remeshed(x=x, alpha=alpha, sigma=xp.full(m, overlap * h, dtype=alpha.dtype),
                     volume=xp.full(m, h ** 3, dtype=alpha.dtype), h=h, n_nodes=n_nodes,
-                    n_dropped=n_dropped, dropped_alpha=dropped_alpha, dropped_abs=dropped_abs)
+                    n_dropped=n_dropped, dropped_alpha=dropped_alpha, dropped_abs=dropped_abs,
+                    index=index)
 
 
 def _lexsort(keys, xp):
