@@ -19,7 +19,8 @@ from vortexsim.output import open_netcdf, read_snapshot
 from vortexsim.output.snapshot import FORMAT_VERSION
 from snapshot_tools import content_checksum
 
-# free space, each ring remeshed on its own lattice: N = 32, then 580, 748, 836, ...
+# free space, all rings remeshed on one lattice, from the start (the 32 stations have no
+# volumes): N = 388, 576, 632, 680, ...
 REMESH = dict(n_phi=16, layers=1, tracers_per_ring=2, remesh_every=2, remesh_spacing=0.3,
               remesh_threshold=1e-3)
 CLI = ["--device", "cpu", "-q", "--set", "plot=false",

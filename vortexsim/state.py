@@ -21,7 +21,7 @@ import logging
 
 import numpy as np
 
-from .backend import Device, to_host
+from .backend import Device, array_namespace, to_host
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,13 @@ class Elements:
 
     def __len__(self):
         return int(self.x.shape[0])
+
+    def volume_unknown(self):
+        """Whether any element's volume is not known (None, or NaN entries)."""
+        if self.volume is None:
+            return len(self) > 0
+        xp = array_namespace(self.volume)
+        return bool(to_host(xp.isnan(self.volume).any()))
 
     def to_host(self):
         """NumPy copies ``{"x", "alpha", "sigma", "volume", "group"}`` (float64 arrays stay

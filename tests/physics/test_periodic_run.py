@@ -179,20 +179,12 @@ def test_remeshing_errors(kw, match):
         _sim(**kw)
 
 
-def test_remeshing_refusals_outside_the_box():
-    """Remeshing next to a ground plane (the lattice would reach below it) and PSE with
-    several groups remeshed on overlapping lattices are refused at construction; a bare
-    remesh() without a spacing says what it needs."""
+def test_bare_remesh_without_a_spacing_says_what_it_needs():
+    """A bare remesh() of a simulation built without a lattice spacing says what it
+    needs (remeshing by a ground plane and PSE with several groups are built:
+    tests/physics/test_remesh_groups.py)."""
     import vortexsim
     small = dict(n_phi=8, layers=1, tracers_per_ring=2, device="cpu", progress=False)
-    with pytest.raises(ValueError, match="ground"):
-        vortexsim.make_case("ring_ground", remesh_every=1, remesh_spacing=0.1, **small)
-    x, a, s = (np.random.default_rng(0).random((20, 3)), np.ones((20, 3)), 0.2)
-    groups = [{"name": "a", "start": 0, "stop": 10}, {"name": "b", "start": 10, "stop": 20}]
-    with pytest.raises(ValueError, match="several groups"):
-        Simulation((x, a, s, np.full(20, 1e-3)), groups=groups, dt=0.1, nu=0.01,
-                   viscous="pse", remesh_every=1, remesh_spacing=0.1, device="cpu",
-                   progress=False)
     sim = vortexsim.make_case("single_ring", **small)
     with pytest.raises(ValueError, match="remesh_spacing"):
         sim.remesh()

@@ -171,8 +171,38 @@ def problem_size(config):
     n_tracers = len(setup.tracers) * per_ring if "tracers_per_ring" in probe \
         else len(setup.tracers)
     boundary = config.get("boundary", case.run_defaults.get("boundary", "free"))
+    n_elements = max(n_elements, rings * _remeshed_ring_nodes(values, config, boundary))
     n_sources = n_elements * (2 if boundary == "ground" else 1)
     return n_elements, n_tracers, n_sources
+
+
+#: the largest growth of a ring's radius that the memory estimate of a remeshed ring case
+#: allows for (a ring spreading on the ground reaches 3.3 R by t = 10)
+REMESH_RADIUS_GROWTH = 4.0
+
+
+def _remeshed_ring_nodes(values, config, boundary):
+    """An upper bound on the lattice nodes one ring holds when free-space remeshing is on
+    (0 when it is off or the values do not tell): the nodes of a torus of major radius
+    ``REMESH_RADIUS_GROWTH`` × R and tube radius k·a + 2h, with a = sqrt(core² + σ²) the
+    effective core (σ = remesh_overlap × h), k = sqrt(2 ln(1/remesh_threshold)) where a
+    Gaussian core falls below the threshold, and 2h the M4′ stencil's reach:
+    2π² R_max (k a + 2h)² / h³."""
+    every = config.get("remesh_every", values.get("remesh_every", 0))
+    h = config.get("remesh_spacing", values.get("remesh_spacing"))
+    if boundary == "periodic" or not every or not isinstance(h, (int, float)) or h <= 0:
+        return 0
+    overlap = config.get("remesh_overlap", values.get("remesh_overlap", 1.0))
+    overlap = overlap if isinstance(overlap, (int, float)) and overlap > 0 else 1.0
+    threshold = config.get("remesh_threshold", values.get("remesh_threshold", 1e-6))
+    threshold = threshold if isinstance(threshold, (int, float)) and 0 < threshold < 1 \
+        else 1e-16
+    core, radius = values.get("core", 0.0), values.get("radius", 1.0)
+    if not (isinstance(core, (int, float)) and isinstance(radius, (int, float))):
+        return 0
+    a = math.hypot(core, overlap * h)
+    tube = math.sqrt(2 * math.log(1 / threshold)) * a + 2 * h
+    return int(2 * math.pi ** 2 * REMESH_RADIUS_GROWTH * radius * tube ** 2 / h ** 3)
 
 
 def estimate_memory(config, device="auto"):

@@ -134,6 +134,13 @@ class VortexModel:
         self.t = float(t0)
         self.iteration = 0
         self.sigma_range = self._host_sigma_range()
+        if self.remeshing.every and not periodic and self.elements.volume_unknown():
+            # free-space remeshing: elements built without volumes (a ring's stations)
+            # start on the lattice, so that every element has one (PSE weighs by them)
+            # and the run is the same remeshed discretisation from its first step
+            self.config = {}
+            self.remesh()
+            n = len(self.elements)
         self._check_viscous_step(cfg, dt)
         self.planner.observe_box(self._host_box_stats())
         # -- an evaluation at t0: the blow-up bound and the first adaptive dt ---
@@ -264,6 +271,11 @@ class VortexModel:
             during()
         stats = to_host(stats)
         check_step(self, stats, dt, margin)
+        if self.domain.name == "ground":
+            # points within round-off below the plane back onto it (check_step has
+            # refused any farther below)
+            x1 = _onto_plane(x1, self.domain.z0, xp)
+            y1 = _onto_plane(y1, self.domain.z0, xp)
         # commit
         self.elements = dataclasses.replace(el, x=x1, alpha=alpha1, sigma=sigma1)
         self.tracers = Tracers(y1)
@@ -472,3 +484,12 @@ class VortexModel:
                         and self.parameters.get("remesh_every") else "")
                 raise ValueError(f"state {name} has shape {tuple(got)}; this simulation has "
                                  f"{want}. Load a state of the same case and sizes.{hint}")
+
+
+def _onto_plane(x, z0, xp):
+    """``x`` (n, 3) with every z below ``z0`` set to ``z0`` (device arrays, a new array)."""
+    if not x.shape[0]:
+        return x
+    x = x.copy()
+    x[:, 2] = xp.maximum(x[:, 2], x.dtype.type(z0))
+    return x
