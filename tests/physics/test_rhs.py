@@ -115,9 +115,34 @@ def test_step_core_range_follows_the_viscous_term():
 def test_bad_options():
     with pytest.raises(ValueError, match="pse_order"):
         VortexRHS(Summation(device=CPU), FreeSpace(), nu=0.1, viscous="pse", pse_order=3)
-    with pytest.raises(ValueError, match="not built yet"):
-        VortexRHS(Summation(device=CPU), GroundPlane(), nu=0.1, viscous="pse")
     with pytest.raises(ValueError, match="nu"):
         VortexRHS(Summation(device=CPU), FreeSpace(), nu=-1.0)
     with pytest.raises(ValueError, match="Did you mean 'classical'"):
         VortexRHS(Summation(device=CPU), FreeSpace(), stretching="clasical")
+
+
+def test_pse_above_a_ground_plane_exchanges_with_the_images():
+    """PSE by a ground plane is the free-space PSE of the elements and their images, on
+    the elements; it keeps Σ α_z (no normal vorticity crosses a free-slip wall) and
+    removes tangential vorticity near the wall (the odd extension)."""
+    from vortexsim.geometry.boundaries import mirror
+    from vortexsim.physics.pse import pse_rate
+    from vortexsim.physics.terms import PSE
+    rng = np.random.default_rng(4)
+    n, h = 40, 0.1
+    x = rng.random((n, 3)) * [1.0, 1.0, 0.3] + [0.0, 0.0, 0.5]
+    alpha = rng.normal(size=(n, 3)) * h ** 3
+    volume = np.full(n, h ** 3)
+    term = PSE(0.01, ground_z=0.5)
+    stage = type("Stage", (), dict(x=x, alpha=alpha, volume=volume, lattice=None,
+                                   sigma_range=(0.1, 0.1)))()
+    rate = term.alpha_rate(stage)
+    xi, ai = mirror(x, alpha, 0.5)
+    both = pse_rate(np.vstack([x, xi]), np.vstack([alpha, ai]), np.r_[volume, volume],
+                    0.1 / np.sqrt(2), 0.01)[:n]
+    np.testing.assert_array_equal(rate, both)
+    assert abs(rate[:, 2].sum()) < 1e-12 * np.abs(rate[:, 2]).sum()
+    free = PSE(0.01).alpha_rate(stage)
+    assert abs(free[:, 0].sum()) < 1e-12 * np.abs(free[:, 0]).sum()
+    assert abs(rate[:, 0].sum()) > 1e-3 * np.abs(rate[:, 0]).sum()
+    VortexRHS(Summation(device=CPU), GroundPlane(), nu=0.1, viscous="pse")   # builds

@@ -86,10 +86,8 @@ class VortexRHS:
         periodic = getattr(domain, "box", None) is not None
         self.terms = [Stretching(stretching, zero_sum=periodic)]
         if nu > 0 and self.viscous == "pse":
-            if domain.n_images_per_element:
-                raise ValueError(f"viscous='pse' with boundary={domain.name!r} is not built "
-                                 "yet (free space or the periodic box).")
-            self.terms.append(PSE(nu, getattr(domain, "box", None), self.pse_order))
+            self.terms.append(PSE(nu, getattr(domain, "box", None), self.pse_order,
+                                  ground_z=getattr(domain, "z0", None)))
         elif nu > 0 and self.viscous == "lattice":
             if not periodic:
                 raise ValueError("viscous='lattice' diffuses the periodic remeshing lattice's "

@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 
 from .._names import choice
-from ..backend import to_host
+from ..backend import array_namespace, to_host
 from ..kernels.cutoff import stretching as stretching_rhs
 from ..kernels.morton import column_sums
 from ..state import uniform_core_radius
@@ -133,15 +133,22 @@ class CoreSpreading(Term):
 class PSE(Term):
     """Viscous diffusion by particle strength exchange: dα_p/dt = ν (Δα)_p
     (:func:`vortexsim.physics.pse.pse_rate`, kernel width ε = σ/√2, one σ, kernel of
-    ``order`` 2 or 4), in free space or the periodic box of edge ``box``, on the arrays'
-    device; the cores do not change."""
+    ``order`` 2 or 4), in free space, the periodic box of edge ``box`` or above the ground
+    plane z = ``ground_z``, on the arrays' device; the cores do not change.
+
+    Above a ground plane the elements exchange with the elements and their images
+    (:func:`vortexsim.geometry.mirror`, volumes alike): the image field extends the
+    tangential vorticity oddly and the normal one evenly across the plane, so the
+    diffusion of the extended field keeps ω_x = ω_y = 0 and ∂ω_z/∂z = 0 on the plane,
+    the vorticity conditions of an impermeable free-slip wall."""
 
     name = "pse"
 
-    def __init__(self, nu, box=None, order=2):
+    def __init__(self, nu, box=None, order=2, ground_z=None):
         self.nu = float(nu)
         self.box = box
         self.order = order
+        self.ground_z = None if ground_z is None else float(ground_z)
 
     def check_core(self, sigma):
         """ValueError unless elements of core radius ``sigma`` [L] can exchange in the
@@ -176,9 +183,16 @@ class PSE(Term):
             return pse_rate_lattice(stage.alpha, stage.volume, stage.lattice, self.box,
                                     sigma / np.sqrt(2.0), self.nu,
                                     order=self.order).astype(stage.alpha.dtype, copy=False)
-        return pse_rate(stage.x, stage.alpha, stage.volume, sigma / np.sqrt(2.0), self.nu,
-                        box=self.box, order=self.order).astype(stage.alpha.dtype,
-                                                               copy=False)
+        x, alpha, volume = stage.x, stage.alpha, stage.volume
+        n = x.shape[0]
+        if self.ground_z is not None:          # the images take part in the exchange
+            from ..geometry.boundaries import mirror  # noqa: PLC0415
+            xp = array_namespace(x)
+            x_img, alpha_img = mirror(x, alpha, self.ground_z)
+            x, alpha = xp.concatenate([x, x_img]), xp.concatenate([alpha, alpha_img])
+            volume = xp.concatenate([volume, volume])
+        return pse_rate(x, alpha, volume, sigma / np.sqrt(2.0), self.nu, box=self.box,
+                        order=self.order)[:n].astype(stage.alpha.dtype, copy=False)
 
 
 class LatticeDiffusion(Term):
