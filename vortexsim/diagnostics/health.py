@@ -50,8 +50,10 @@ __all__ = ["HEALTH_COLUMNS", "LIMITS", "SPACING_CAP", "SIGNIFICANT", "line_spaci
 
 #: the diagnostics columns of this module
 HEALTH_COLUMNS = ("energy_error", "spacing_max", "ring_escaped", "step_strain")
-#: spacing_max values beyond this are reported as this (the search reaches no farther)
-SPACING_CAP = 3.0
+#: spacing_max values beyond this are reported as this (the search reaches no farther;
+#: its cells of edge SPACING_CAP·max σ hold 8 nodes of a lattice of spacing σ, so that
+#: an element has about 27 × 8 candidates)
+SPACING_CAP = 2.0
 #: elements below this fraction of max|α| do not count in spacing_max (a remeshed set's
 #: fringe of nearly empty nodes)
 SIGNIFICANT = 1e-2
@@ -60,9 +62,9 @@ SIGNIFICANT = 1e-2
 #: of a unit vector is at least 1/√3 > cos 60°), narrow enough to leave out the layers
 #: of a core beside p
 _CONE_COS2 = 0.25 - 1e-9
-#: elements per pass of the spacing search (bounds its memory: a pass holds one shift's
-#: pairs, _BLOCK × the cell occupancy)
-_BLOCK = 1 << 15
+#: elements per pass of the spacing search (bounds its memory: a pass holds the block's
+#: pairs, _BLOCK × 27 × the cell occupancy, ~3.5e6 on a lattice of spacing σ)
+_BLOCK = 1 << 14
 
 #: the limit of each measure, what crossing it means and what to do
 LIMITS = {
@@ -99,8 +101,9 @@ def line_spacing(x, alpha, sigma, cap=SPACING_CAP, significant=SIGNIFICANT):
     float (host), in (0, cap]; nan for fewer than two elements.
 
     A cell list of edge cap·max σ: every candidate of an element lies in its own or one
-    of the 26 cells around it, and each of the 27 shifts is one vectorised pass over
-    the element–candidate pairs it makes (O(N × occupancy) work and memory).
+    of the 26 cells around it; one vectorised pass per block of ``_BLOCK`` elements goes
+    over the element–candidate pairs of those 27 cells (O(N × occupancy) work, memory
+    bounded by the block).
     """
     xp = array_namespace(x, alpha)
     n = int(x.shape[0])
@@ -128,31 +131,34 @@ def line_spacing(x, alpha, sigma, cap=SPACING_CAP, significant=SIGNIFICANT):
 def _nearest_along(xp, x, tangent, block, key, order, sorted_key, dims, start):
     """Squared distance from each element of ``block`` (indices) to its nearest other
     element inside the cone around its tangent (``tangent[start:]`` row by row), among
-    the elements of its cell and the 26 around it (inf: none)."""
+    the elements of its cell and the 26 around it (inf: none).
+
+    One pass over all the block's element–candidate pairs, the 27 cells of each element
+    in turn: pair k belongs to the (element, cell) segment ``seg[k]`` (element-major, so
+    the elements' pairs are contiguous) and takes that cell's candidate number
+    k − (the segment's first pair).  One host transfer (the pair count)."""
     t = tangent[start:start + block.shape[0]]
-    own = key[block]
+    shifts = xp.asarray([(a * dims[1] + b) * dims[2] + c
+                         for a, b, c in itertools.product((-1, 0, 1), repeat=3)],
+                        dtype=key.dtype)
+    target = (key[block][:, None] + shifts[None, :]).ravel()
+    lo = xp.searchsorted(sorted_key, target, side="left")
+    count = xp.searchsorted(sorted_key, target, side="right") - lo
+    ends = xp.cumsum(count)
     best = xp.full(block.shape[0], xp.inf)
-    for a, b, c in itertools.product((-1, 0, 1), repeat=3):
-        target = own + ((a * dims[1] + b) * dims[2] + c)
-        lo = xp.searchsorted(sorted_key, target, side="left")
-        count = xp.searchsorted(sorted_key, target, side="right") - lo
-        ends = xp.cumsum(count)
-        total = int(to_host(ends[-1]))
-        if total == 0:
-            continue
-        # the element–candidate pairs of this shift: pair k belongs to element owner[k]
-        # (sorted) and takes that element's candidate number k − (its first pair)
-        pair = xp.arange(total, dtype=xp.int64)
-        owner = xp.searchsorted(ends, pair, side="right")
-        j = order[lo[owner] + pair - (ends[owner] - count[owner])]
-        p = block[owner]
-        d = x[j] - x[p]
-        dist2 = xp.sum(d * d, axis=1)
-        along = xp.sum(d * t[owner], axis=1)
-        ok = (j != p) & (along * along >= _CONE_COS2 * dist2) & (dist2 > 0)
-        nearest = xp.full(block.shape[0], xp.inf)
-        _segment_min(xp, nearest, owner, xp.where(ok, dist2, xp.inf))
-        best = xp.minimum(best, nearest)
+    total = int(to_host(ends[-1])) if ends.shape[0] else 0
+    if total == 0:
+        return best
+    pair = xp.arange(total, dtype=ends.dtype)
+    seg = xp.searchsorted(ends, pair, side="right")
+    owner = seg // shifts.shape[0]
+    j = order[lo[seg] + pair - (ends[seg] - count[seg])]
+    p = block[owner]
+    d = x[j] - x[p]
+    dist2 = xp.sum(d * d, axis=1)
+    along = xp.sum(d * t[owner], axis=1)
+    ok = (j != p) & (along * along >= _CONE_COS2 * dist2) & (dist2 > 0)
+    _segment_min(xp, best, owner, xp.where(ok, dist2, xp.inf))
     return best
 
 
