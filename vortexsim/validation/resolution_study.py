@@ -130,6 +130,9 @@ LEVELS = ("coarse", "medium", "fine", "default")
 RUN_ORDER = ("default", "coarse", "medium", "fine")
 #: coarsening of every element spacing relative to the gpu preset
 FACTORS = {"fine": 1.0, "medium": math.sqrt(2.0), "coarse": 2.0}
+#: ``--lattice``: the remeshing lattice spacing h of each level relative to the preset's
+#: (half, one and four times the preset's nodes per volume; medium is the preset)
+LATTICE_FACTORS = {"coarse": 2.0 ** (1 / 3), "medium": 1.0, "fine": 4.0 ** (-1 / 3)}
 #: approach times: h falls to these fractions of the initial radius
 APPROACH = (0.5, 0.25)
 #: rings of each case (element counts before a run)
@@ -221,6 +224,8 @@ def plan(args):
                 continue
             if level == "default":
                 overrides = dict(common)
+            elif args.lattice:
+                overrides = lattice_level(preset, level, args.quick, common)
             else:
                 overrides = {**coarsened(base, FACTORS[level]), "method": "fmm",
                              "tol": args.tol, **common}
@@ -229,6 +234,11 @@ def plan(args):
                                       if k not in ("tracers_per_ring",)})
             params = {**full, **overrides}
             sigma = default_sigma(params)
+            remeshed = args.lattice and level != "default"
+            if remeshed:                     # the core every remeshing sets
+                sigma = params["remesh_overlap"] * params["remesh_spacing"] \
+                    if isinstance(params["remesh_overlap"], (int, float)) \
+                    else params["remesh_spacing"]
             core = params["core"]
             info = {"case_file": path, "n_phi": params["n_phi"], "layers": params["layers"],
                     "layer_spacing": params["layer_spacing"], "sigma": sigma, "core": core,
@@ -236,14 +246,30 @@ def plan(args):
                     "sigma_eff_represented": math.hypot(
                         represented_core(core, params["layers"], params["layer_spacing"]),
                         sigma),
-                    "n_elements": element_count(N_RINGS[case], params["n_phi"],
-                                                params["layers"], core),
+                    "n_elements": None if remeshed else element_count(
+                        N_RINGS[case], params["n_phi"], params["layers"], core),
+                    "remesh_spacing": params["remesh_spacing"] if remeshed else None,
                     "method": params["method"], "tol": params["tol"], "dt": dt,
                     "t_end": t_end, "integrator": params["integrator"],
                     "steps": _round(t_end / dt)}
             runs.append({"case": case, "level": level,
                          "params": {**file_params, **overrides}, "info": info})
     return runs
+
+
+def lattice_level(preset, level, quick, common):
+    """``--lattice``: the overrides of ``level``: the whole gpu preset (remeshing, viscous
+    term, adaptive step; not its tracers) with its lattice spacing h times
+    ``LATTICE_FACTORS[level]``.  The initial ring is the preset's at every level (its
+    field is put on each level's lattice at the start), so the levels differ in h alone.
+    ``quick``: a CPU size (n_phi 24, 2 layers, h × 5)."""
+    overrides = {k: v for k, v in preset.items() if k != "tracers_per_ring"}
+    h = float(preset["remesh_spacing"])
+    if quick:
+        overrides.update(n_phi=24, layers=2, layer_spacing=1.0, sigma=None, method="direct")
+        h *= 5.0
+    overrides["remesh_spacing"] = h * LATTICE_FACTORS[level]
+    return {**overrides, **common}
 
 
 # -- quantities -------------------------------------------------------------------------
@@ -357,6 +383,7 @@ def run_one(run, args, remaining):
     case, level, info = run["case"], run["level"], run["info"]
     start = time.perf_counter()
     sim = vortexsim.make_case(case, **run["params"], progress=False)
+    n_start = len(sim.elements)           # remeshing changes the count as the run goes
     build_s = time.perf_counter() - start
     schedule, interval = diag_schedule(args.diag_interval, info["dt"])
     rec = RingRecorder(sim, schedule)
@@ -392,8 +419,11 @@ def run_one(run, args, remaining):
            "step_ms": 1e3 * steps_s / steps if steps else None,
            "wall_s": time.perf_counter() - start,
            "series": {"ring_names": names, "t": t, "z": centres[:, :, 2], "radius": radii}}
+    if info.get("remesh_spacing") is not None:        # --lattice: the lattice's core
+        res["sigma"] = info["sigma"]
     res["sigma_eff"] = math.hypot(res["core"], res["sigma"])
-    if res["n_elements"] != info["n_elements"]:
+    res["n_elements_start"], res["n_elements_end"] = n_start, len(sim.elements)
+    if info["n_elements"] is not None and res["n_elements"] != info["n_elements"]:
         raise RuntimeError(f"{case} {level}: built {res['n_elements']} elements, the plan "
                            f"said {info['n_elements']}; fix element_count.")
     del sim
@@ -453,6 +483,12 @@ def columns(case, names):
     return cols
 
 
+def _elements(r):
+    """The element count of a run: at the start, and at the end where remeshing changed it."""
+    start, end = r.get("n_elements_start", r["n_elements"]), r.get("n_elements_end")
+    return f"{start} → {end}" if end is not None and end != start else str(start)
+
+
 def markdown(case, entry):
     """One Markdown table of a case: rows coarse, medium, fine, default, spread."""
     runs = entry["runs"]
@@ -471,7 +507,7 @@ def markdown(case, entry):
         q = r["quantities"]
         note = "" if r["complete"] else f" (incomplete: t = {r['t_reached']:.4g})"
         lines.append("| " + " | ".join([
-            f"{level}{note}", str(r["n_elements"]), f"{r['sigma']:.4g}", f"{r['sigma_eff']:.4g}",
+            f"{level}{note}", _elements(r), f"{r['sigma']:.4g}", f"{r['sigma_eff']:.4g}",
             *[c[1](q) for c in cols],
             f"{r['steps']}, {r['wall_s']:.1f} s ({r['method']}, "
             f"{_f(r['step_ms'], '.1f')} ms/step)"])
@@ -499,7 +535,8 @@ def print_plan(runs):
         i = r["info"]
         print(f"| {r['case']} | {r['level']} | {i['n_phi']} | {i['layers']} | "
               f"{i['layer_spacing']:.4g} | {i['sigma']:.4g} | {i['sigma_eff']:.4g} | "
-              f"{i['sigma_eff_represented']:.4g} | {i['n_elements']} | {i['method']} | "
+              f"{i['sigma_eff_represented']:.4g} | {i['n_elements'] or 'lattice'} | "
+              f"{i['method']} | "
               f"{i['steps']} |", flush=True)
 
 
@@ -526,6 +563,9 @@ def parse_args(argv=None, results_dir="results"):
                         "false) and later runs skipped when it is spent")
     p.add_argument("--resume", action="store_true",
                    help="keep the complete runs of an existing --out with the same parameters")
+    p.add_argument("--lattice", action="store_true",
+                   help="levels by the remeshing lattice of a remeshed preset: h x 2^(1/3), "
+                        "h (the preset: medium), h / 4^(1/3) (fine: 4x the nodes)")
     p.add_argument("--list", action="store_true", help="print the planned runs and exit")
     default_out = os.path.join(results_dir, OUT_NAME)
     p.add_argument("--out", default=default_out, help=f"JSON path (default {default_out})")
@@ -580,7 +620,8 @@ def main(argv=None, results_dir="results"):
                 entry.setdefault("skipped", []).append(level)
                 continue
             i = run["info"]
-            print(f"  {case} {level}: {i['n_elements']} elements, sigma {i['sigma']:.4g}, "
+            print(f"  {case} {level}: {i['n_elements'] or 'lattice'} elements, sigma "
+                  f"{i['sigma']:.4g}, "
                   f"{i['method']}, {i['steps']} steps ...", flush=True)
             res = run_one(run, args, remaining)
             entry["runs"][level] = res
