@@ -21,6 +21,8 @@ def content_checksum(ds, attrs):
              "tracers": {"x": ds["tracer_x"].values[0]}}
     if not np.isfinite(state["speed"]):
         state["speed"] = None
+    if "step_strain_last" in ds.variables:
+        state["step_strain"] = float(ds["step_strain_last"].values[0])
     version = int(attrs["vortexsim_format_version"])
     if version >= 3:
         state["elements"].update(volume=ds["element_volume"].values[0],

@@ -197,6 +197,7 @@ def test_files_that_are_no_regular_file_or_declare_too_much_data(tmp_path, capsy
     ({"sigma_range": _set((0, 0), -1.0)}, {}, "sigma_range = -1.0, expected a number > 0"),
     ({"fmm_depth": _set(0, 99)}, {}, "fmm_depth = 99"),
     ({"speed_last": _set(0, -1.0)}, {}, "speed_last = -1.0"),
+    ({"step_strain_last": _set(0, -1.0)}, {}, "step_strain_last = -1.0"),
     ({}, {"run_snapshot_interval": 0.0}, "run_snapshot_interval = 0.0, expected a number > 0"),
     ({}, {"run_diagnostics_interval": np.nan}, "run_diagnostics_interval = nan"),
     ({}, {"run_next_snapshot": 0, "run_snapshot_interval": 0.02},

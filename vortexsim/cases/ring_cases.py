@@ -172,7 +172,7 @@ def oblique_collision(radius=1.0, circulation=1.0, core=0.1, separation=2.5, ang
     return _assemble(rings, trs, ["left", "right"], [circulation] * 2, axes, rings[0][2][0])
 
 
-@register_case("ring_ground", units=RING_UNITS, dt=0.05, t_end=10.0,
+@register_case("ring_ground", units=RING_UNITS, dt=0.05, t_end=8.0,
                boundary="ground")
 def ring_ground(radius=1.0, circulation=1.0, core=0.1, height=1.5, n_phi=48, layers=2,
                 sigma=None, layer_spacing=1.0, tracers_per_ring=256, tracer_spread=0.25,

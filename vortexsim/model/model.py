@@ -97,7 +97,8 @@ class VortexModel:
     (the resolved run parameters), device, domain, summation, rhs (the terms), scheme,
     planner, remeshing, adaptive (None with a fixed dt), sigma_range (host (min σ, max σ)),
     step_strain (dt·max‖∇u‖_F of the last step; at t0 of the first step and the initial
-    field; nan after :meth:`load_state_dict` until the next step)
+    field; restored by :meth:`load_state_dict`, nan from a state without it until the next
+    step)
     """
 
     def __init__(self, elements, tracers=None, *, groups=(), t0=0.0, case=None,
@@ -423,7 +424,7 @@ class VortexModel:
         return {"t": self.t, "iteration": self.iteration, "dt": self.dt,
                 "sigma_range": list(self.sigma_range), **self.planner.state_dict(),
                 "elements": self.elements.to_host(), "tracers": self.tracers.to_host(),
-                "groups": [g.as_dict() for g in self.groups]}
+                "groups": [g.as_dict() for g in self.groups], "step_strain": self.step_strain}
 
     def load_state_dict(self, state):
         """Restore a :meth:`state_dict`.
@@ -461,7 +462,7 @@ class VortexModel:
         self.iteration = int(state["iteration"])
         self.dt = float(state["dt"])
         self.sigma_range = tuple(float(v) for v in state["sigma_range"])
-        self.step_strain = math.nan                 # not stored: known after the next step
+        self.step_strain = float(state.get("step_strain", math.nan))   # NaN: not stored
         self.planner.load_state_dict(state)
         self.planner.observe_box(self._host_box_stats())
         return self

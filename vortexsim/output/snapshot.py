@@ -15,6 +15,7 @@ Layout (xarray, engine netcdf4; ``xr.open_mfdataset("run/snapshot_*.nc")`` stack
     sigma_range (t, bound)            [L]      min and max σ (exact running values)
     fmm_depth (t)                     [1]      FMM tree depth in use (−1: none yet)
     speed_last (t)                    [L/T]    max |u| of the last step (FMM root margin)
+    step_strain_last (t)              [1]      dt max|grad u| of the last step (NaN: unknown)
 
 and the global attribute ``groups_json`` (format 3) holds the element groups of the
 state, ``{"groups": [{"name", "start", "stop", "circulation", "axis"}, ...]}``: group i
@@ -57,6 +58,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import os
 
 import numpy as np
@@ -117,7 +119,10 @@ _VARIABLES = {
                   "(-1: none chosen yet)"),
     "speed_last": ((TIME,), "L/T", "largest speed over the stages of the last step "
                    "(sets the FMM root-cube margin of the next)"),
+    "step_strain_last": ((TIME,), "1", "dt max |grad u| of the last step (NaN: not known)"),
 }
+#: variables that snapshots written before them lack (read as NaN)
+_OPTIONAL = ("step_strain_last",)
 
 
 class ChecksumMismatch(SnapshotError):
@@ -166,6 +171,8 @@ def state_checksum(state, config_json, schedule, attrs=None):
     h.update(np.array([state["iteration"], state.get("fmm_depth", -1)], dtype="<i8").tobytes())
     if state.get("speed") is not None:           # snapshots from before it have none
         h.update(np.array([state["speed"]], dtype="<f8").tobytes())
+    if math.isfinite(state.get("step_strain", math.nan)):     # nor this
+        h.update(np.array([state["step_strain"]], dtype="<f8").tobytes())
     for arr in (state["elements"]["x"], state["elements"]["alpha"], state["elements"]["sigma"],
                 state["tracers"]["x"]):
         a = np.ascontiguousarray(arr)
@@ -264,6 +271,7 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
         "fmm_depth": np.array([state.get("fmm_depth", -1)], dtype=np.int64),
         "speed_last": np.array([np.nan if state.get("speed") is None else state["speed"]],
                                dtype=np.float64),
+        "step_strain_last": np.array([state.get("step_strain", np.nan)], dtype=np.float64),
     }
     config_json = json.dumps(config)
     ds = xr.Dataset(
@@ -390,7 +398,7 @@ def read_snapshot_unverified(path):
     since_3 = () if version is not None and version < 3 else _FORMAT_3_VARIABLES
     ds = with_current_names(ds)                 # "time" in formats 1 to 3
     missing = [v for v in list(_VARIABLES) + [TIME] if v not in ds.variables and
-               (v not in _FORMAT_3_VARIABLES or v in since_3)] + \
+               v not in _OPTIONAL and (v not in _FORMAT_3_VARIABLES or v in since_3)] + \
         [a for a in ("vortexsim_format_version", "config_json", "checksum_sha256") +
          (("groups_json",) if since_3 else ()) if a not in attrs]
     if missing:
@@ -484,6 +492,7 @@ def _parse(ds, attrs, version):
               "speed_last": ((1,), "f")}
     if version >= 3:
         shapes.update(element_volume=((1, n), "f"), element_group=((1, n), "iu"))
+    shapes.update({k: ((1,), "f") for k in _OPTIONAL if k in ds.variables})
     v = {name: check.array(name, ds[name].values, shape, kinds)
          for name, (shape, kinds) in shapes.items()}
     speed = v["speed_last"][0]
@@ -497,6 +506,7 @@ def _parse(ds, attrs, version):
         "elements": {"x": np.array(v["element_x"][0]), "alpha": np.array(v["element_alpha"][0]),
                      "sigma": np.array(v["element_sigma"][0])},
         "tracers": {"x": np.array(v["tracer_x"][0])},
+        "step_strain": float(v["step_strain_last"][0]) if "step_strain_last" in v else math.nan,
     }
     if version >= 3:
         state["elements"].update(volume=np.array(v["element_volume"][0]),
@@ -577,8 +587,9 @@ def _check_values(state, config, schedule):
     if not -1 <= state["fmm_depth"] <= _MAX_FMM_DEPTH:
         raise InvalidValue(f"fmm_depth = {state['fmm_depth']}, expected -1 (none) to "
                            f"{_MAX_FMM_DEPTH}")
-    if state["speed"] is not None and state["speed"] < 0:
-        raise InvalidValue(f"speed_last = {state['speed']!r}, expected >= 0")
+    for name, v in (("speed_last", state["speed"]), ("step_strain_last", state["step_strain"])):
+        if v is not None and not (math.isnan(v) or 0 <= v < math.inf):
+            raise InvalidValue(f"{name} = {v!r}, expected >= 0 (or NaN: not known)")
     el = state["elements"]
     for name, values, positive in (("element_x", el["x"], False),
                                    ("element_alpha", el["alpha"], False),
