@@ -1,5 +1,14 @@
-r"""Resolution study of the ring cases: leapfrog, collision, ring_ground at three
-resolutions up to ``--preset gpu``, and each case's CPU default beside them.
+r"""Resolution study of the ring cases: leapfrog, collision, ring_ground and
+oblique_collision at three resolutions around ``--preset gpu``, and each case's CPU
+default beside them.
+
+``--lattice`` (the presets that remesh): the levels differ in the remeshing lattice's h
+alone, h × 2^(1/3) (coarse), the preset's h (medium) and h / 4^(1/3) (fine, four times
+the nodes per volume), every level from the preset's initial rings
+(:func:`lattice_level`).  Without it, the levels coarsen the rings' own discretisation
+as below (the presets before they remeshed).  oblique_collision: the bridge circulation
+across the plane of contact (:func:`vortexsim.validation.ring_events.bridge_circulation`)
+at every row, and the first times it reaches 0.1 and 0.5 Γ (the reconnection time).
 
 What runs
 ---------
@@ -121,22 +130,22 @@ from vortexsim.config import (OUTPUT_DEFAULTS, check_params, load_case_file,
 
 from vortexsim.validation.records import (device_name, environment, free_gpu_memory,
                                           jsonable)
-from vortexsim.validation.ring_events import (RingRecorder, crossing_times, extremum,
-                                              first_crossing, value_range)
+from vortexsim.validation.study_tables import (APPROACH, BRIDGE_LEVELS, LEVELS, markdown,
+                                               print_plan, write_json, write_markdown, _f)
+from vortexsim.validation.ring_events import (RingRecorder, bridge_circulation,
+                                              crossing_times, extremum, first_crossing,
+                                              value_range)
 
-CASES = ("leapfrog", "collision", "ring_ground")
-#: rows of the tables, in this order; runs go default first (small), then coarse → fine
-LEVELS = ("coarse", "medium", "fine", "default")
+CASES = ("leapfrog", "collision", "ring_ground", "oblique_collision")
+#: runs go default first (small), then coarse → fine (LEVELS: the tables' row order)
 RUN_ORDER = ("default", "coarse", "medium", "fine")
 #: coarsening of every element spacing relative to the gpu preset
 FACTORS = {"fine": 1.0, "medium": math.sqrt(2.0), "coarse": 2.0}
 #: ``--lattice``: the remeshing lattice spacing h of each level relative to the preset's
 #: (half, one and four times the preset's nodes per volume; medium is the preset)
 LATTICE_FACTORS = {"coarse": 2.0 ** (1 / 3), "medium": 1.0, "fine": 4.0 ** (-1 / 3)}
-#: approach times: h falls to these fractions of the initial radius
-APPROACH = (0.5, 0.25)
 #: rings of each case (element counts before a run)
-N_RINGS = {"leapfrog": 2, "collision": 2, "ring_ground": 1}
+N_RINGS = {"leapfrog": 2, "collision": 2, "ring_ground": 1, "oblique_collision": 2}
 PRESET = "gpu"
 OUT_NAME = "resolution_study.json"
 TRACERS_NOTE = ("tracers are passive (advected, inducing nothing): their number changes no "
@@ -286,6 +295,14 @@ DEFINITIONS = {
     "ring_ground": {
         "h": "Z - ground_z: height of the ring's impulse centre above the ground",
     },
+    "oblique_collision": {
+        "bridge": "circulation of the bridges across the plane of contact x = 0 over Gamma "
+                  "(ring_events.bridge_circulation: the blobs' omega_x flux through the half "
+                  "planes y > 0 and y < 0; 0 before contact, 1 when reconnected)",
+        "t_bridge0.1, t_bridge0.5": "first time the bridge circulation reaches 0.1, 0.5 "
+                                    "Gamma (linear between rows) [T]: the reconnection time",
+        "bridge_final": "bridge circulation over Gamma at t_end",
+    },
     "approach": {
         "h_min": "minimum of h over [0, t_end] (parabolic refinement) [L]",
         "t_min": "its time [T]; null when h still falls at t_end (reached = false: no "
@@ -297,10 +314,19 @@ DEFINITIONS = {
 }
 
 
-def quantities(case, t, centres, radii, names, params):
+def quantities(case, t, centres, radii, names, params, extra=None):
     """The study's quantities of one run from its rows (t (K,), centres (K, R, 3), radii
-    (K, R)); definitions in the module docstring and :data:`DEFINITIONS`."""
+    (K, R), ``extra`` the recorder's other series by name); definitions in the module
+    docstring and :data:`DEFINITIONS`."""
     out = {}
+    if case == "oblique_collision":
+        bridge = np.asarray(extra["bridge"], dtype=float)
+        for level in BRIDGE_LEVELS:
+            out[f"t_bridge{level:g}"] = first_crossing(t, bridge, level)
+        out["bridge_final"] = float(bridge[-1])
+        for i, name in enumerate(names):
+            out[f"{name}_radius_final"] = float(radii[-1, i])
+        return out
     if case == "leapfrog":
         i_rear, i_front = names.index("rear"), names.index("front")
         out["pass_times"] = crossing_times(t, centres[:, i_front, 2] - centres[:, i_rear, 2])
@@ -386,7 +412,12 @@ def run_one(run, args, remaining):
     n_start = len(sim.elements)           # remeshing changes the count as the run goes
     build_s = time.perf_counter() - start
     schedule, interval = diag_schedule(args.diag_interval, info["dt"])
-    rec = RingRecorder(sim, schedule)
+    measures = {}
+    if case == "oblique_collision":
+        gamma = float(run["params"].get("circulation", 1.0))
+        measures["bridge"] = lambda s: bridge_circulation(
+            s.elements.x, s.elements.alpha, s.elements.sigma) / gamma
+    rec = RingRecorder(sim, schedule, measures=measures)
     d0 = sim.diagnostics() if args.energy else None
     if remaining is not None:
         sim.wall_time_limit = max(1.0, remaining - (time.perf_counter() - start))
@@ -413,12 +444,13 @@ def run_one(run, args, remaining):
            "device": sim.device.describe(), "complete": complete,
            "stop_reason": sim.stop_reason, "error": error, "t_reached": sim.t,
            "diag_interval": interval, "steps": steps,
-           "quantities": quantities(case, t, centres, radii, names, cfg),
+           "quantities": quantities(case, t, centres, radii, names, cfg, rec.extra),
            "drift": _drift(d0, d1) if args.energy else None,
            "build_s": build_s, "run_s": run_s, "steps_s": steps_s,
            "step_ms": 1e3 * steps_s / steps if steps else None,
            "wall_s": time.perf_counter() - start,
-           "series": {"ring_names": names, "t": t, "z": centres[:, :, 2], "radius": radii}}
+           "series": {"ring_names": names, "t": t, "z": centres[:, :, 2], "radius": radii,
+                      **rec.extra}}
     if info.get("remesh_spacing") is not None:        # --lattice: the lattice's core
         res["sigma"] = info["sigma"]
     res["sigma_eff"] = math.hypot(res["core"], res["sigma"])
@@ -429,115 +461,6 @@ def run_one(run, args, remaining):
     del sim
     free_gpu_memory(resolve_device(args.device).kind)
     return res
-
-
-# -- output -----------------------------------------------------------------------------
-def write_json(path, doc):
-    """Write ``doc`` to ``path`` atomically (a temporary file, then rename)."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(doc, fh, indent=1, default=jsonable)
-    os.replace(tmp, path)
-
-
-def _f(v, spec=".4g"):
-    return "–" if v is None else format(v, spec)
-
-
-def _sp(s, spec=".2g"):
-    if not s:
-        return "–"
-    rel = "" if s["rel"] is None else f" ({100 * s['rel']:.2g} %)"
-    return f"{format(s['abs'], spec)}{rel}"
-
-
-def columns(case, names):
-    """[(header, cell(quantities), spread cell(spread))] of a case's table."""
-    if case == "leapfrog":
-        def passes_spread(s):
-            text = ", ".join(_sp(x) for x in s.get("pass_times", [])) or "–"
-            count = s.get("pass_times_count")
-            if count:
-                text += f" (passes: fine {count['fine']}, medium {count['medium']})"
-            return text
-        cols = [("pass times", lambda q: ", ".join(f"{p:.3f}" for p in q["pass_times"]) or "none",
-                 passes_spread)]
-        for name in names:
-            cols.append((f"{name} R min–max",
-                         lambda q, n=name: (f"{q[n + '_radius_min']:.4f}–"
-                                            f"{q[n + '_radius_max']:.4f}"),
-                         lambda s, n=name: f"{_sp(s.get(n + '_radius_min'))}; "
-                                           f"{_sp(s.get(n + '_radius_max'))}"))
-        return cols
-    cols = [("closest approach t (h_min)",
-             lambda q: (f"{q['t_min']:.3f} ({q['h_min']:.4f})" if q["reached"]
-                        else f"not reached (h(t_end) = {q['h_min']:.4f})"),
-             lambda s: f"{_sp(s.get('t_min'))} ({_sp(s.get('h_min'))})")]
-    for frac in APPROACH:
-        key = f"t_h{frac:g}"
-        cols.append((f"t(h = {frac:g} R₀)", lambda q, k=key: _f(q[k], ".3f"),
-                     lambda s, k=key: _sp(s.get(k))))
-    cols.append(("R(t_end)", lambda q: f"{q['radius_final']:.4f}",
-                 lambda s: _sp(s.get("radius_final"))))
-    return cols
-
-
-def _elements(r):
-    """The element count of a run: at the start, and at the end where remeshing changed it."""
-    start, end = r.get("n_elements_start", r["n_elements"]), r.get("n_elements_end")
-    return f"{start} → {end}" if end is not None and end != start else str(start)
-
-
-def markdown(case, entry):
-    """One Markdown table of a case: rows coarse, medium, fine, default, spread."""
-    runs = entry["runs"]
-    if not runs:
-        return ""
-    first = next(iter(runs.values()))
-    cols = columns(case, first["series"]["ring_names"])
-    head = ["level", "elements", "σ", "σ_eff", *[c[0] for c in cols], "steps, wall"]
-    lines = [f"### {case} (t_end = {first['t_end']:g}, dt = {first['dt']:g}, "
-             f"{first['integrator']})", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for level in LEVELS:
-        r = runs.get(level)
-        if r is None:
-            continue
-        q = r["quantities"]
-        note = "" if r["complete"] else f" (incomplete: t = {r['t_reached']:.4g})"
-        lines.append("| " + " | ".join([
-            f"{level}{note}", _elements(r), f"{r['sigma']:.4g}", f"{r['sigma_eff']:.4g}",
-            *[c[1](q) for c in cols],
-            f"{r['steps']}, {r['wall_s']:.1f} s ({r['method']}, "
-            f"{_f(r['step_ms'], '.1f')} ms/step)"])
-            + " |")
-    if entry.get("spread_fine_medium"):
-        s = entry["spread_fine_medium"]
-        lines.append("| " + " | ".join(["spread fine–medium", "", "", "",
-                                        *[c[2](s) for c in cols], ""]) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def write_markdown(path, doc):
-    text = [f"# Resolution study ({doc['date']}, {doc['device']})", "",
-            f"{doc['levels_note']}.  {doc['tracers_note'].capitalize()}.", ""]
-    text += [markdown(case, entry) for case, entry in doc["cases"].items()]
-    with open(path, "w") as fh:
-        fh.write("\n".join(text))
-
-
-def print_plan(runs):
-    print("| case | level | n_phi | layers | Δ/σ_c | σ | σ_eff | σ_eff,repr | elements | "
-          "method | steps |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in runs:
-        i = r["info"]
-        print(f"| {r['case']} | {r['level']} | {i['n_phi']} | {i['layers']} | "
-              f"{i['layer_spacing']:.4g} | {i['sigma']:.4g} | {i['sigma_eff']:.4g} | "
-              f"{i['sigma_eff_represented']:.4g} | {i['n_elements'] or 'lattice'} | "
-              f"{i['method']} | "
-              f"{i['steps']} |", flush=True)
 
 
 # -- main -------------------------------------------------------------------------------
