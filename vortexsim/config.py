@@ -187,7 +187,7 @@ TABLE = (
       "cutoff kernel: gaussian | algebraic | winckelmans | polynomial | singular | "
       "gaussian4 | gaussian6 (the last two: periodic spectral sum only)", kind="str",
       default="gaussian", scope="run"),
-    P("method", "solver", "-", "direct (all pairs) | fmm | auto (fmm for large problems)",
+    P("method", "solver", "-", "direct | fmm | auto | spectral, mesh (periodic box)",
       kind="str", default="direct", scope="run"),
     P("tol", "solver", "-", "FMM relative accuracy of u (grad u: 10 tol), 1e-9 to 1e-2",
       default=1e-6, scope="run", bound="positive", low=1e-15, high=1.0, high_open=True),

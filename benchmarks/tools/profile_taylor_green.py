@@ -52,7 +52,7 @@ def main(argv=None):
     from vortexsim.physics.pse import pse_rate
     from vortexsim.model import LATTICE_SUM_DEVICES
     from vortexsim.physics.projection import project_solenoidal
-    from vortexsim.physics.remesh import remesh
+    from vortexsim.geometry.remesh import remesh
     extra = {}
     for item in args.set:
         key, _, value = item.partition("=")

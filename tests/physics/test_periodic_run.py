@@ -96,7 +96,7 @@ def test_a_short_inviscid_run_keeps_its_energy_and_picks_up_bitwise():
 @pytest.mark.parametrize("kw, match", [
     (dict(box=None), "needs the box edge"),
     (dict(method="fmm", kernel="algebraic"), "far field is 1/r"),
-    (dict(method="direct"), "method='spectral' or 'fmm'"),
+    (dict(method="direct"), "method='spectral', 'mesh' or"),
     (dict(kernel="algebraic"), "kernel='gaussian'"),
     (dict(net=True), "total vorticity"),
     (dict(boundary="free"), "set boundary='periodic'"),

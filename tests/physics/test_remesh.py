@@ -9,7 +9,7 @@ import pytest
 
 from vortexsim.backend import gpu_available
 from vortexsim.geometry import MIN_PERIODIC_NODES, periodic_nodes
-from vortexsim.physics.remesh import DEFAULT_THRESHOLD, STENCIL, m4prime, m4prime_stencil, remesh
+from vortexsim.geometry.remesh import DEFAULT_THRESHOLD, STENCIL, m4prime, m4prime_stencil, remesh
 
 TWO_PI = 2.0 * np.pi
 
@@ -130,7 +130,7 @@ def test_distant_clusters_remesh_as_if_alone(rng, monkeypatch):
         joined = np.concatenate([getattr(r, name) for r in alone])
         assert getattr(both, name).tobytes() == joined.tobytes()
     dense = alone[0]
-    monkeypatch.setattr("vortexsim.physics.remesh._DENSE_NODES_PER_CELL", 0)
+    monkeypatch.setattr("vortexsim.geometry.remesh._DENSE_NODES_PER_CELL", 0)
     by_sort = remesh(a_x, a_alpha, h, threshold=0.0)
     assert by_sort.x.tobytes() == dense.x.tobytes()
     assert by_sort.alpha.tobytes() == dense.alpha.tobytes()

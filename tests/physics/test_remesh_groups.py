@@ -14,7 +14,7 @@ from vortexsim.backend import gpu_available
 from vortexsim.cases.rings import vortex_ring
 from vortexsim.geometry import GroundPlane, mirror
 from vortexsim.model import VortexModel
-from vortexsim.physics.remesh import m4prime, remesh
+from vortexsim.geometry.remesh import m4prime, remesh
 from vortexsim.physics.remesh_groups import remesh_groups
 from vortexsim.summation import induced_velocity
 

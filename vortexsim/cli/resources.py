@@ -220,6 +220,9 @@ def estimate_memory(config, device="auto"):
     work = summation.BYTES_PER_SOURCE * n_sources + summation.BYTES_PER_TARGET * n_tracers
     if method == "spectral":
         work += summation.BYTES_PER_GRID_POINT * _spectral_grid_points(config)
+    elif method == "mesh":                    # the remeshing lattice's n³ points
+        n = _count(config.get("n"))
+        work += summation.BYTES_PER_GRID_POINT * (n ** 3 if n else 0)
     if kind == "gpu":
         host = _FIXED_HOST + _HOST_PER_POINT_GPU * (n_elements + n_tracers)
         return Estimate(n_elements, n_tracers, n_sources, kind, host, _FIXED_GPU + work)
@@ -227,7 +230,7 @@ def estimate_memory(config, device="auto"):
 
 
 def _method(config):
-    """"direct", "fmm" or "spectral": the summation whose memory the run needs ("auto" in
+    """"direct", "fmm", "spectral" or "mesh": the summation whose memory the run needs ("auto" in
     a periodic box: :func:`vortexsim.summation.auto.choose_method`; elsewhere the FMM)."""
     from ..summation.auto import choose_method  # noqa: PLC0415
     method = config.get("method", "direct")
@@ -236,7 +239,7 @@ def _method(config):
             method = choose_method(periodic=True, kernel=config.get("kernel", "gaussian"))
         except ValueError:               # a kernel the box refuses: the run will say so
             method = "fmm"
-    return method if method in ("direct", "spectral") else "fmm"
+    return method if method in ("direct", "spectral", "mesh") else "fmm"
 
 
 def _spectral_grid_points(config):

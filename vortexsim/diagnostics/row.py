@@ -17,7 +17,7 @@ from ..backend import to_host
 from ..fmm.fields import CoresNotUniform
 from ..kernels.cutoff import GAUSSIAN_ORDERS
 from ..geometry import PeriodicBox
-from ..physics.remesh import remesh
+from ..geometry.remesh import remesh
 from ..summation.spectral import FIELD_SUMS
 from . import integrals as D
 from .health import line_spacing, ring_escaped
@@ -119,7 +119,7 @@ class DiagnosticsRow:
         """The turbulence statistics of the remeshing lattice's vorticity (periodic box,
         ``remesh_every`` > 0; else {}): ω_n = α_n/h³ at the n³ nodes — the strengths in
         lattice order when the last step ended with a remeshing, else the elements'
-        M4′ interpolation onto the lattice (:func:`vortexsim.physics.remesh.remesh`,
+        M4′ interpolation onto the lattice (:func:`vortexsim.geometry.remesh.remesh`,
         exact for elements on the nodes) — and its Biot–Savart velocity without the
         blobs' smoothing (:func:`vortexsim.diagnostics.turbulence.vorticity_statistics`):
         what a grid code holds, and the field compared with a spectral code.  Row keys

@@ -6,6 +6,8 @@ remeshing import their geometric rules from here.
 * :mod:`.boundaries`: the domains (:class:`FreeSpace`, :class:`GroundPlane` with
   :func:`mirror`, :class:`PeriodicBox`), :func:`make_domain` and :data:`BOUNDARIES`:
   sources with images, checks, the box of the images, the FMM root cube;
+* :mod:`.remesh`: the M4′ interpolation of strengths onto a lattice (free space or the
+  periodic box, deterministic): the remeshing's and the particle-mesh solve's;
 * :mod:`.periodic`: the periodic box's :func:`wrap`, its net-vorticity condition
   (:func:`check_periodic_sources`) and its lattice (:func:`periodic_nodes`).
 """

@@ -320,7 +320,7 @@ class VortexModel:
 
     def remesh(self):
         """Interpolate the elements onto the lattice of spacing ``remesh_spacing`` with M4′
-        (:func:`vortexsim.physics.remesh.remesh`): in the periodic box all (L/h)³ nodes,
+        (:func:`vortexsim.geometry.remesh.remesh`): in the periodic box all (L/h)³ nodes,
         in free space the nodes above ``remesh_threshold``; σ = ``remesh_overlap`` × h,
         V = h³.  Called by :meth:`time_step` every ``remesh_every`` steps (the schedule
         is the iteration count, so a restart keeps it).  In free space all elements go

@@ -4,7 +4,7 @@ Every ``remesh_every`` steps the elements are interpolated onto the lattice of s
 ``remesh_spacing`` with M4′ and the model's particle set is replaced
 (:meth:`VortexModel.replace_elements`; ``docs/remeshing.md``):
 
-* periodic box: all (L/h)³ nodes (:func:`vortexsim.physics.remesh.remesh`), the groups
+* periodic box: all (L/h)³ nodes (:func:`vortexsim.geometry.remesh.remesh`), the groups
   dropped, optionally projected (``remesh_project``);
 * free space and the ground plane: every element (above a plane, with its image) onto
   one lattice, each node labelled with the group that contributes most to it, the groups
@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from ..geometry import GroundPlane, PeriodicBox, periodic_nodes
-from ..physics.remesh import remesh
+from ..geometry.remesh import remesh
 from ..physics.remesh_groups import remesh_groups
 
 __all__ = ["Remeshing"]

@@ -3,8 +3,9 @@
 * :mod:`.rhs`: the right-hand side (:class:`VortexRHS`): one summation per stage, the
   rates of α as the sum of its terms
 * :mod:`.terms`: the terms (stretching, core spreading, PSE, lattice diffusion)
-* :mod:`.remesh`: remeshing onto a lattice with M4′ (free space or the periodic box);
-  not re-exported here, so that ``vortexsim.physics.remesh`` stays the module
+* :mod:`.remesh_groups`: remeshing labelled groups onto one lattice (free space, a
+  ground plane); the M4′ interpolation itself is :mod:`vortexsim.geometry.remesh`, below
+  the summations, which the particle-mesh solve shares
 * :mod:`.pse`, :mod:`.pse_lattice`, :mod:`.pse_gpu`: viscous diffusion by particle
   strength exchange; :mod:`.lattice_viscosity`: exact diffusion on the periodic lattice;
   :mod:`.projection`: the solenoidal projection of lattice strengths

@@ -2,7 +2,7 @@ r"""Viscous diffusion on the periodic remeshing lattice, exact in Fourier space.
 
 ``viscous = "lattice"`` (periodic box, remeshing every step).  Between two remeshings the
 elements sit on the n³ lattice of spacing h = L/n, node (i, j, k) in row (i·n + j)·n + k
-(:mod:`vortexsim.physics.remesh`), and their strengths are the lattice vorticity
+(:mod:`vortexsim.geometry.remesh`), and their strengths are the lattice vorticity
 ω = α/h³.  There the heat equation ∂ω/∂t = ν∇²ω is solved exactly for its Fourier modes,
 
     α̂(k) ← α̂(k) e^{−ν|k|²τ},   k = (2π/L) κ,  κ_a ∈ {−n/2 … n/2 − 1},

@@ -1,7 +1,7 @@
 r"""Solenoidal projection of lattice strengths in the periodic box.
 
 A remeshed periodic run holds its elements on the n³ lattice of spacing h = L/n, node
-(i, j, k) in row (i·n + j)·n + k (:mod:`vortexsim.physics.remesh`).  Its strengths
+(i, j, k) in row (i·n + j)·n + k (:mod:`vortexsim.geometry.remesh`).  Its strengths
 α_p [L³/T] define the lattice vorticity field, whose discrete Fourier modes are
 
     α̂(k) = Σ_p α_p e^{−i k·x_p},   k = (2π/L) κ,  κ_a ∈ {−n/2 … n/2 − 1}.

@@ -1,6 +1,6 @@
 r"""Remeshing of labelled element groups onto one lattice: free space and the ground plane.
 
-``physics.md``, "Remeshing" and "Boundaries".  :func:`vortexsim.physics.remesh.remesh`
+``physics.md``, "Remeshing" and "Boundaries".  :func:`vortexsim.geometry.remesh.remesh`
 interpolates one set of elements onto the lattice of spacing h with M4′.  A model's
 elements carry group labels (one group per ring, −1 for none) that its per-group
 diagnostics follow; :func:`remesh_groups` remeshes all of them onto ONE lattice, so that
@@ -77,7 +77,7 @@ import numpy as np
 from ..backend import array_namespace, to_host
 from ..geometry import mirror
 from ..geometry.periodic import positive_finite
-from .remesh import DEFAULT_OVERLAP, DEFAULT_THRESHOLD, Remeshed, remesh
+from ..geometry.remesh import DEFAULT_OVERLAP, DEFAULT_THRESHOLD, Remeshed, remesh
 
 __all__ = ["remesh_groups"]
 

@@ -113,6 +113,8 @@ class VortexRHS:
         for term in self.terms:
             if isinstance(term, LatticeDiffusion):
                 term.n = n
+        if hasattr(self.summation, "bind_lattice"):      # the particle-mesh solve's lattice
+            self.summation.bind_lattice(n)
 
     @property
     def stretching(self):

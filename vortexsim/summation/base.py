@@ -23,11 +23,9 @@ Where new summations plug in
 A new method is a subclass of :class:`Summation` that sets :attr:`Summation.name`,
 checks its requirements in :meth:`Summation.check_method` and sums the pairs in
 :meth:`Summation.evaluate`; an entry in :data:`vortexsim.summation.factory.SUMMATIONS`
-makes it a ``method``.  Two are planned and hold a slot there that raises
-NotImplementedError: a particle-mesh velocity solve for the periodic box
-(``"particle_mesh"``: the strengths spread onto the box's lattice, a Poisson solve by
-FFT, the velocity interpolated back, with a near-field correction) and the distributed
-version of each method over several GPUs (``distributed=True``: the same interface
+makes it a ``method`` (the particle-mesh solve of the periodic box, ``"mesh"``, is one:
+:mod:`vortexsim.summation.periodic_mesh`).  One is planned and holds a slot there that
+raises NotImplementedError: the distributed version of each method over several GPUs (``distributed=True``: the same interface
 around one communicator; the sources are exchanged, each rank sums its own targets).
 
 Self pairs

@@ -4,9 +4,8 @@ r"""The summation a method name asks for: the registry of the siblings and its f
 checks that the method fits the geometry (free space or the periodic box) and the
 kernel, and makes the sibling of :data:`SUMMATIONS`.
 
-The slot of the planned methods: :data:`PLANNED` names the particle-mesh solve of the
-periodic box (``"particle_mesh"``) and the distributed versions of each method
-(``distributed=True``); asking for them raises NotImplementedError until they land as
+The slot of the planned methods: :data:`PLANNED` names the distributed versions of each
+method (``distributed=True``); asking for them raises NotImplementedError until they land as
 subclasses of :class:`vortexsim.summation.base.Summation` registered here
 (:mod:`vortexsim.summation.base`, "Where new summations plug in").
 """
@@ -19,18 +18,20 @@ from .api import CALL_METHODS
 from .auto import PERIODIC_FMM_KERNELS, choose_method
 from .direct import DirectSum
 from .fmm import FMMSum
+from .periodic_mesh import PeriodicMeshSum
 from .periodic_spectral import PeriodicSpectralSum
 from .spectral import check_spectral
 
-__all__ = ["make_summation", "SUMMATIONS", "PLANNED"]
+__all__ = ["make_summation", "SUMMATIONS", "PLANNED", "RUN_METHODS"]
 
 #: the summation of each method name
-SUMMATIONS = {"direct": DirectSum, "fmm": FMMSum, "spectral": PeriodicSpectralSum}
+SUMMATIONS = {"direct": DirectSum, "fmm": FMMSum, "spectral": PeriodicSpectralSum,
+              "mesh": PeriodicMeshSum}
+#: the methods a run may name (induced_velocity's, and the particle-mesh solve of a run's
+#: remeshing lattice)
+RUN_METHODS = (*CALL_METHODS, "mesh")
 #: methods with a place in the design but no implementation yet (what they will be)
 PLANNED = {
-    "particle_mesh": "the particle-mesh velocity solve of the periodic box (strengths "
-                     "spread onto the box's lattice, an FFT Poisson solve, the velocity "
-                     "interpolated back, a near-field correction)",
     "distributed": "the distributed version of each method over several GPUs (one "
                    "communicator; sources exchanged, each rank summing its own targets)",
 }
@@ -40,10 +41,12 @@ def periodic_method(method, kernel):
     """The method of a periodic box, with its requirements checked: the spectral sum or
     the periodic FMM (``"auto"``: :func:`~vortexsim.summation.auto.choose_method`; the
     FMM's root is the box, its depth kept by the step plan)."""
-    if method not in ("spectral", "fmm", "auto"):
-        raise ValueError(f"boundary='periodic' is summed by method='spectral' or "
+    if method not in ("spectral", "fmm", "mesh", "auto"):
+        raise ValueError(f"boundary='periodic' is summed by method='spectral', 'mesh' or "
                          f"'fmm' (or 'auto'); method={method!r} has no periodic "
                          "version.")
+    if method == "mesh":
+        return "mesh"
     if method == "auto":
         method = choose_method(periodic=True, kernel=kernel.name)
     if method == "fmm":
@@ -82,7 +85,7 @@ def make_summation(method="direct", kernel="gaussian", tol=1e-6, precision="floa
         what = PLANNED["distributed" if distributed else method]
         raise NotImplementedError(f"{what} is planned but not implemented; use one of "
                                   f"{list(CALL_METHODS)}.")
-    method = choice("summation method", method, CALL_METHODS)
+    method = choice("summation method", method, RUN_METHODS)
     box = None if box is None else float(box)
     if box is not None:
         method = periodic_method(method, kernel)

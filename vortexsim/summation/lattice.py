@@ -1,7 +1,7 @@
 r"""The spectral sum at the nodes of the periodic lattice, by plain FFTs.
 
 After a periodic remeshing the elements sit on the n³ lattice x_j = j h, h = L/n, node
-(i, j, k) in row (i·n + j)·n + k (:mod:`vortexsim.physics.remesh`).  There the Fourier
+(i, j, k) in row (i·n + j)·n + k (:mod:`vortexsim.geometry.remesh`).  There the Fourier
 series of :mod:`vortexsim.summation.spectral` folds onto the lattice's own modes: every wave vector
 q = (2π/L) m of the series is k + (2π/L) n a for one principal k (m mod n) and an alias a,
 e^{i q·x_j} = e^{i k·x_j} and F(q) = Σ_p α_p e^{−i q·x_p} = F(k), so

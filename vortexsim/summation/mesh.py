@@ -4,7 +4,7 @@ r"""The particle-mesh (vortex-in-cell) velocity of the periodic box (``physics.m
 Each evaluation, on the box's n³ lattice x_j = j h, h = L/n:
 
 1. P2M: ω_j = Σ_p α_p W(x_j − x_p) / h³ with the remeshing kernel W (M4′), the box
-   periodic (:func:`vortexsim.physics.remesh.remesh`: deterministic, no float atomics);
+   periodic (:func:`vortexsim.geometry.remesh.remesh`: deterministic, no float atomics);
 2. in Fourier space (real FFTs of the three components), ψ̂ = G_σ(k) ω̂ with the blob's
    regularised Green's function G_σ(k) = ζ̂_σ(k)/|k|² (0 at k = 0: the box's mean
    velocity is zero), û = i k × ψ̂ and ∂_b u_a ↔ i k_b û_a: the gradient spectrally, exact
@@ -29,8 +29,9 @@ import itertools
 import numpy as np
 
 from ..backend import array_namespace
+from ..geometry.periodic import periodic_nodes
+from ..geometry.remesh import STENCIL, m4prime_stencil, remesh
 from ..kernels.cutoff import gaussian_blob_transform
-from ..physics.remesh import STENCIL, m4prime_stencil, periodic_nodes, remesh
 
 __all__ = ["MeshSolve"]
 

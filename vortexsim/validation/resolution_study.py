@@ -131,7 +131,7 @@ from vortexsim.config import (OUTPUT_DEFAULTS, check_params, load_case_file,
 from vortexsim.validation.records import (device_name, environment, free_gpu_memory,
                                           jsonable)
 from vortexsim.validation.study_tables import (APPROACH, BRIDGE_LEVELS, LEVELS, markdown,
-                                               print_plan, write_json, write_markdown, _f)
+                                               print_plan, write_json, write_markdown, fmt)
 from vortexsim.validation.ring_events import (RingRecorder, bridge_circulation,
                                               crossing_times, extremum, first_crossing,
                                               value_range)
@@ -549,7 +549,7 @@ def main(argv=None, results_dir="results"):
             res = run_one(run, args, remaining)
             entry["runs"][level] = res
             print(f"  {case} {level}: done in {res['wall_s']:.1f} s "
-                  f"({_f(res['step_ms'], '.1f')} ms/step): "
+                  f"({fmt(res['step_ms'], '.1f')} ms/step): "
                   f"{json.dumps(res['quantities'], default=jsonable)}", flush=True)
         fine, medium = entry["runs"].get("fine"), entry["runs"].get("medium")
         if fine and medium:

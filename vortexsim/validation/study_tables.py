@@ -25,7 +25,7 @@ def write_json(path, doc):
     os.replace(tmp, path)
 
 
-def _f(v, spec=".4g"):
+def fmt(v, spec=".4g"):
     return "–" if v is None else format(v, spec)
 
 
@@ -55,7 +55,7 @@ def columns(case, names):
                                            f"{_sp(s.get(n + '_radius_max'))}"))
         return cols
     if case == "oblique_collision":
-        cols = [(f"t(bridge = {level:g} Γ)", lambda q, k=f"t_bridge{level:g}": _f(q[k], ".3f"),
+        cols = [(f"t(bridge = {level:g} Γ)", lambda q, k=f"t_bridge{level:g}": fmt(q[k], ".3f"),
                  lambda s, k=f"t_bridge{level:g}": _sp(s.get(k))) for level in BRIDGE_LEVELS]
         cols.append(("bridge(t_end)/Γ", lambda q: f"{q['bridge_final']:.4f}",
                      lambda s: _sp(s.get("bridge_final"))))
@@ -66,7 +66,7 @@ def columns(case, names):
              lambda s: f"{_sp(s.get('t_min'))} ({_sp(s.get('h_min'))})")]
     for frac in APPROACH:
         key = f"t_h{frac:g}"
-        cols.append((f"t(h = {frac:g} R₀)", lambda q, k=key: _f(q[k], ".3f"),
+        cols.append((f"t(h = {frac:g} R₀)", lambda q, k=key: fmt(q[k], ".3f"),
                      lambda s, k=key: _sp(s.get(k))))
     cols.append(("R(t_end)", lambda q: f"{q['radius_final']:.4f}",
                  lambda s: _sp(s.get("radius_final"))))
@@ -100,7 +100,7 @@ def markdown(case, entry):
             f"{level}{note}", _elements(r), f"{r['sigma']:.4g}", f"{r['sigma_eff']:.4g}",
             *[c[1](q) for c in cols],
             f"{r['steps']}, {r['wall_s']:.1f} s ({r['method']}, "
-            f"{_f(r['step_ms'], '.1f')} ms/step)"])
+            f"{fmt(r['step_ms'], '.1f')} ms/step)"])
             + " |")
     if entry.get("spread_fine_medium"):
         s = entry["spread_fine_medium"]

@@ -87,7 +87,7 @@ import math
 import numpy as np
 
 from ..backend import array_namespace, to_host
-from ..geometry.periodic import MIN_PERIODIC_NODES, periodic_nodes, positive_finite
+from .periodic import MIN_PERIODIC_NODES, periodic_nodes, positive_finite
 
 logger = logging.getLogger(__name__)
 
