@@ -301,12 +301,13 @@ class VortexModel:
     def lattice_start(self):
         """``(n, x)`` when this step starts with the elements ``x`` on the periodic n³
         lattice in remesh order and its first stage can sum on it by plain FFTs
-        (:class:`vortexsim.summation.lattice.LatticeSum`): the spectral sum, no tracers,
+        (:class:`vortexsim.summation.lattice.LatticeSum`; the mesh solve without its P2M
+        and M2P): the spectral sum or the mesh solve, no tracers,
         and a remeshing at the end of the last step, on the devices of
         :data:`LATTICE_SUM_DEVICES`.  A function of (iteration, config) alone, so that a
         restart takes the same path and continues bitwise; else None."""
         n = self.on_lattice()
-        if n is None or self.summation.method != "spectral" or len(self.tracers):
+        if n is None or self.summation.method not in ("spectral", "mesh") or len(self.tracers):
             return None
         return n, self.elements.x
 

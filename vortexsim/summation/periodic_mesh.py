@@ -16,6 +16,7 @@ from ..kernels.cutoff import GAUSSIAN_ORDERS
 from ..state import uniform_core_radius
 from .base import Summation
 from .mesh import MeshSolve
+from .spectral import self_gradient
 
 __all__ = ["PeriodicMeshSum"]
 
@@ -57,6 +58,7 @@ class PeriodicMeshSum(Summation):
                              "with remesh_every > 0 (VortexModel binds the lattice).")
         lo = uniform_core_radius(*(sigma_range if sigma_range is not None else (
             float(sigma.min()), float(sigma.max()))), "the particle-mesh solve")
+        # (on_lattice passes sigma = None with the host sigma_range)
         if self._solve is None or self._solve.sigma != lo:
             self._solve = MeshSolve(self.box, self.n, lo, GAUSSIAN_ORDERS[self.kernel.name],
                                     self.device.xp)
@@ -73,6 +75,24 @@ class PeriodicMeshSum(Summation):
             grad_u = grad_u[:int(gradient)]           # ∇u at the first k targets only
         return u.astype(dtype, copy=False), (
             None if grad_u is None else grad_u.astype(dtype, copy=False))
+
+    def on_lattice(self, alpha, n, sigma_range):
+        """u (n³, 3) and ∇u (n³, 3, 3) at the nodes of strengths ``alpha`` (n³, 3) in
+        remesh order, each node's own blob out (as at the other stages): the elements on
+        the nodes need neither P2M nor M2P (both are the identity there), only the
+        lattice's transforms."""
+        solve = self.mesh_solve(None, sigma_range)
+        if int(n) != solve.n:
+            raise ValueError(f"the elements sit on a {n}^3 lattice but the mesh solve's is "
+                             f"{solve.n}^3.")
+        xp = self.device.xp
+        omega = xp.ascontiguousarray(alpha, dtype=xp.float64).reshape(n, n, n, 3) / solve.h ** 3
+        u, grad_u = solve.solve(omega)
+        grad_u = grad_u.reshape(n ** 3, 3, 3) - self_gradient(
+            alpha.astype(xp.float64), solve.sigma, solve.order)
+        dtype = np.dtype(self.precision)
+        return u.reshape(n ** 3, 3).astype(dtype, copy=False), grad_u.astype(dtype,
+                                                                            copy=False)
 
     def memory_estimate(self, n_sources, n_targets):
         grid = 0 if self.n is None else self.n ** 3
