@@ -15,20 +15,13 @@ from vortexsim.cases.rings import vortex_ring
 from vortexsim.geometry import GroundPlane, mirror
 from vortexsim.model import VortexModel
 from vortexsim.geometry.remesh import m4prime, remesh
+from vortexsim.diagnostics.integrals import angular_impulse, linear_impulse, total_vorticity
 from vortexsim.physics.remesh_groups import remesh_groups
 from vortexsim.summation import induced_velocity
 
 
 def _omega(x, alpha):
-    return alpha.sum(axis=0)
-
-
-def _impulse(x, alpha):
-    return 0.5 * np.cross(x, alpha).sum(axis=0)
-
-
-def _angular_impulse(x, alpha):
-    return np.cross(x, np.cross(x, alpha)).sum(axis=0) / 3.0
+    return total_vorticity(alpha)
 
 
 def _scales(x, alpha):
@@ -38,7 +31,7 @@ def _scales(x, alpha):
 
 
 def _assert_moments(x1, a1, x0, a0, rtol=1e-12):
-    for f, scale in zip((_omega, _impulse, _angular_impulse), _scales(x0, a0)):
+    for f, scale in zip((_omega, linear_impulse, angular_impulse), _scales(x0, a0)):
         np.testing.assert_allclose(f(x1, a1), f(x0, a0), rtol=0, atol=rtol * scale)
 
 

@@ -92,7 +92,8 @@ from .periodic import MIN_PERIODIC_NODES, periodic_nodes, positive_finite
 logger = logging.getLogger(__name__)
 
 __all__ = ["Remeshed", "remesh", "m4prime", "m4prime_stencil", "periodic_nodes",
-           "DEFAULT_THRESHOLD", "DEFAULT_OVERLAP", "MIN_PERIODIC_NODES", "STENCIL"]
+           "check_threshold", "DEFAULT_THRESHOLD", "DEFAULT_OVERLAP", "MIN_PERIODIC_NODES",
+           "STENCIL"]
 
 #: free space: nodes with |α| ≤ DEFAULT_THRESHOLD × max|α| are dropped
 DEFAULT_THRESHOLD = 1e-6
@@ -251,7 +252,7 @@ def remesh(x, alpha, h, *, box_length=None, origin=None, threshold=None,
         origin = np.zeros(3)
     else:
         origin = _origin(origin)
-        threshold = DEFAULT_THRESHOLD if threshold is None else _threshold(threshold)
+        threshold = DEFAULT_THRESHOLD if threshold is None else check_threshold(threshold)
     dtype = x.dtype
 
     if n_particles == 0:
@@ -462,14 +463,16 @@ def _check_arrays(x, alpha):
     return int(x.shape[0])
 
 
-def _threshold(value):
+def check_threshold(value, nodes="nodes"):
+    """``value`` as a float in [0, 1), the relative threshold of |α| below which the
+    ``nodes`` of a free-space remeshing are dropped (TypeError, ValueError otherwise)."""
     try:
         value = float(value)
     except (TypeError, ValueError):
         raise TypeError(f"threshold must be a number, got {value!r}.") from None
     if not (math.isfinite(value) and 0 <= value < 1):
         raise ValueError(f"threshold must be in [0, 1) (relative to max|alpha| of the "
-                         f"nodes), got {value!r}.")
+                         f"{nodes}), got {value!r}.")
     return value
 
 

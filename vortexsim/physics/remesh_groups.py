@@ -77,7 +77,8 @@ import numpy as np
 from ..backend import array_namespace, to_host
 from ..geometry import mirror
 from ..geometry.periodic import positive_finite
-from ..geometry.remesh import DEFAULT_OVERLAP, DEFAULT_THRESHOLD, Remeshed, remesh
+from ..geometry.remesh import (DEFAULT_OVERLAP, DEFAULT_THRESHOLD, Remeshed, check_threshold,
+                               remesh)
 
 __all__ = ["remesh_groups"]
 
@@ -129,7 +130,8 @@ def remesh_groups(x, alpha, group, h, *, n_groups=None, ground_z=None, threshold
     n = _check_shapes(x, alpha)
     h = positive_finite("h", h)
     overlap = positive_finite("overlap", overlap)
-    threshold = _threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
+    threshold = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold,
+                                "merged nodes")
     labels, n_groups = _check_labels(group, n, n_groups, xp)
     origin = np.zeros(3)
     if ground_z is not None:
@@ -277,14 +279,3 @@ def _check_labels(group, n, n_groups, xp):
                          "index of each element's group, -1: none). Pass n_groups = the "
                          "number of groups.")
     return labels, count
-
-
-def _threshold(value):
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"threshold must be a number, got {value!r}.") from None
-    if not (math.isfinite(value) and 0 <= value < 1):
-        raise ValueError(f"threshold must be in [0, 1) (relative to max|alpha| of the "
-                         f"merged nodes), got {value!r}.")
-    return value
