@@ -92,7 +92,8 @@ from .periodic import MIN_PERIODIC_NODES, periodic_nodes, positive_finite
 logger = logging.getLogger(__name__)
 
 __all__ = ["Remeshed", "remesh", "m4prime", "m4prime_stencil", "periodic_nodes",
-           "check_threshold", "DEFAULT_THRESHOLD", "DEFAULT_OVERLAP", "MIN_PERIODIC_NODES",
+           "check_threshold", "threshold_nodes", "key_index", "DEFAULT_THRESHOLD",
+           "DEFAULT_OVERLAP", "MIN_PERIODIC_NODES",
            "STENCIL"]
 
 #: free space: nodes with |α| ≤ DEFAULT_THRESHOLD × max|α| are dropped
@@ -416,23 +417,35 @@ def _finish(xp, keys, alpha, lo, shape, origin, h, overlap, threshold):
     dropped_abs = xp.zeros((), dtype=alpha.dtype)
     n_dropped = 0
     if threshold is not None:
-        magnitude = xp.sqrt(xp.sum(alpha * alpha, axis=1))
-        limit = threshold * (xp.max(magnitude) if n_nodes else 0.0)
-        keep = magnitude > limit
-        drop = ~keep
-        dropped_alpha = xp.sum(alpha[drop], axis=0)
-        dropped_abs = xp.sum(magnitude[drop])
+        keep, dropped_alpha, dropped_abs = threshold_nodes(alpha, threshold, xp)
         keys, alpha = keys[keep], alpha[keep]
         n_dropped = n_nodes - int(keys.shape[0])
-    plane = shape[1] * shape[2]
-    index = xp.stack([keys // plane, (keys // shape[2]) % shape[1], keys % shape[2]], axis=1)
-    index = index + xp.asarray(lo)
+    index = key_index(keys, shape, lo, xp)
     x = index.astype(alpha.dtype) * alpha.dtype.type(h) + xp.asarray(origin, dtype=alpha.dtype)
     m = keys.shape[0]
     return Remeshed(x=x, alpha=alpha, sigma=xp.full(m, overlap * h, dtype=alpha.dtype),
                     volume=xp.full(m, h ** 3, dtype=alpha.dtype), h=h, n_nodes=n_nodes,
                     n_dropped=n_dropped, dropped_alpha=dropped_alpha, dropped_abs=dropped_abs,
                     index=index)
+
+
+def threshold_nodes(alpha, threshold, xp):
+    """Which nodes of strengths ``alpha`` (n, 3) the free-space threshold keeps (|α| above
+    ``threshold`` × max|α|; none with α = 0), and Σ α and Σ |α| of those it drops
+    (device arrays): ``(keep (n,) bool, dropped_alpha (3,), dropped_abs ())``."""
+    magnitude = xp.sqrt(xp.sum(alpha * alpha, axis=1))
+    limit = threshold * (xp.max(magnitude) if alpha.shape[0] else 0.0)
+    keep = magnitude > limit
+    drop = ~keep
+    return keep, xp.sum(alpha[drop], axis=0), xp.sum(magnitude[drop])
+
+
+def key_index(keys, shape, lo, xp):
+    """The integer lattice indices (n, 3) of node keys (i·n_y + j)·n_z + k in a box of
+    ``shape`` whose first node is ``lo`` (3,)."""
+    ny, nz = int(shape[1]), int(shape[2])
+    index = xp.stack([keys // (ny * nz), (keys // nz) % ny, keys % nz], axis=1)
+    return index + xp.asarray(lo)
 
 
 def _lexsort(keys, xp):

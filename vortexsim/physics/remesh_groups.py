@@ -78,7 +78,7 @@ from ..backend import array_namespace, to_host
 from ..geometry import mirror
 from ..geometry.periodic import positive_finite
 from ..geometry.remesh import (DEFAULT_OVERLAP, DEFAULT_THRESHOLD, Remeshed, check_threshold,
-                               remesh)
+                               key_index, remesh, threshold_nodes)
 
 __all__ = ["remesh_groups"]
 
@@ -216,21 +216,13 @@ def _merge(parts, dtype, xp):
         wins = share > best[target]               # strict: ties stay with the earlier slot
         best[target] = xp.where(wins, share, best[target])
         label[target] = xp.where(wins, value, label[target])
-    plane = int(shape[1]) * int(shape[2])
-    index = xp.stack([union // plane, (union // int(shape[2])) % int(shape[1]),
-                      union % int(shape[2])], axis=1) + xp.asarray(lo)
-    return index, alpha, label
+    return key_index(union, shape, lo, xp), alpha, label
 
 
 def _finish(index, alpha, label, n_groups, h, origin, overlap, threshold, xp):
     """The threshold (relative to the merged nodes), the slot order, positions, σ and V."""
     n_nodes = int(index.shape[0])
-    magnitude = xp.sqrt(xp.sum(alpha * alpha, axis=1))
-    limit = threshold * (xp.max(magnitude) if n_nodes else 0.0)
-    keep = magnitude > limit
-    drop = ~keep
-    dropped_alpha = xp.sum(alpha[drop], axis=0)
-    dropped_abs = xp.sum(magnitude[drop])
+    keep, dropped_alpha, dropped_abs = threshold_nodes(alpha, threshold, xp)
     index, alpha, label = index[keep], alpha[keep], label[keep]
     # groups contiguous in slot order; a stable sort keeps the lattice order within each
     order = xp.argsort(xp.where(label < 0, n_groups, label), kind="stable")
