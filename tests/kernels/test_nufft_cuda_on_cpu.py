@@ -28,12 +28,12 @@ static Dim3 blockIdx, threadIdx, blockDim;
 #define __launch_bounds__(x)
 #include "SOURCE"
 extern "C" {
-void cell_starts(const long long* key, long long n_el, long long n_cell, int* starts) {
+void csr_starts(const long long* key, long long n_el, long long n_cell, int* starts) {
     blockDim.x = 256;
     for (long long b = 0; b < (n_el + 256) / 256; ++b)
         for (unsigned t = 0; t < 256; ++t) {
             blockIdx.x = b; threadIdx.x = t;
-            nufft_cell_starts(key, n_el, n_cell, starts);
+            cell_starts(key, n_el, n_cell, starts);
         }
 }
 void spread(int k, const double* t, const double* c, long long n_el, const int* starts,
@@ -97,7 +97,7 @@ def test_cuda_kernels_match_the_numpy_specification(lib, m_max, eps):
     keys_sorted = np.ascontiguousarray(keys[order])
     t_sorted = np.ascontiguousarray(t[:, order])
     starts = np.zeros(n ** 3 + 1, np.int32)
-    lib.cell_starts(_ptr(keys_sorted), ctypes.c_longlong(len(theta)),
+    lib.csr_starts(_ptr(keys_sorted), ctypes.c_longlong(len(theta)),
                     ctypes.c_longlong(n ** 3), _ptr(starts))
     np.testing.assert_array_equal(starts, np.searchsorted(keys_sorted, np.arange(n ** 3 + 1)))
     for k in (3, 1):

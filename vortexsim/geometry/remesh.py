@@ -68,10 +68,12 @@ O(N) floats and at most 64 integers per occupied cell for the free-space node se
 dense box of at most 64 nodes per cell, else a sort of the 64 candidate nodes of each
 cell), never O(N × n³).
 
-On the GPU the same ``xp`` code runs on CuPy (stable radix sorts, unique, slices and
-scatters with distinct indices), with no atomics, so that it too gives the same bits
-from run to run; a fused kernel later can give each node one thread that loops over the
-64 offsets and the elements of each cell in the same order.
+On the GPU the same ``xp`` code runs on CuPy in free space (stable radix sorts, unique,
+slices and scatters with distinct indices), with no atomics, so that it too gives the
+same bits from run to run.  The periodic box on the GPU takes the fused gather of
+:mod:`vortexsim.geometry.m4_gpu`: one thread per node loops over the 64 offsets and the
+elements of each cell (sorted by cell alone, in their input order), also without atomics;
+it agrees with the NumPy result to round-off.
 
 References: J. J. Monaghan, J. Comput. Phys. 60 (1985) 253; G.-H. Cottet and
 P. Koumoutsakos, *Vortex Methods: Theory and Practice* (2000); P. Koumoutsakos,
@@ -264,6 +266,12 @@ def remesh(x, alpha, h, *, box_length=None, origin=None, threshold=None,
 
     s = (x - xp.asarray(origin, dtype=dtype)) / dtype.type(h)
     reach = float(to_host(xp.max(xp.abs(s))))
+    if periodic and xp is not np and reach < _MAX_CELL:
+        # the fused gather of geometry.m4_gpu (one thread per node, same weights)
+        from .m4_gpu import periodic_p2m  # noqa: PLC0415
+        out = periodic_p2m(x, alpha, n, h).astype(dtype, copy=False)
+        return _finish(xp, xp.arange(n ** 3, dtype=xp.int64), out, np.zeros(3, dtype=np.int64),
+                       (n, n, n), origin, h, overlap, None)
     if not reach < _MAX_CELL:
         raise ValueError(f"positions reach {reach * h:g} from the lattice origin, beyond "
                          f"2^50 h (h = {h:g}); remesh with a larger h or move the origin.")

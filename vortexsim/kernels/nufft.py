@@ -277,7 +277,7 @@ def _spread_cuda(t, c, n, w, beta):
     del order
     starts = xp.empty(n ** 3 + 1, dtype=xp.int32)
     block = 256
-    get_function(CUDA_FILE, "nufft_cell_starts")(
+    get_function(CUDA_FILE, "cell_starts")(
         ((count + 1 + block - 1) // block,), (block,),
         (keys, np.int64(count), np.int64(n ** 3), starts))
     del keys

@@ -4,7 +4,7 @@ r"""The particle-mesh (vortex-in-cell) velocity of the periodic box (``physics.m
 Each evaluation, on the box's n³ lattice x_j = j h, h = L/n:
 
 1. P2M: ω_j = Σ_p α_p W(x_j − x_p) / h³ with the remeshing kernel W (M4′), the box
-   periodic (:func:`vortexsim.geometry.remesh.remesh`: deterministic, no float atomics);
+   periodic (deterministic, no float atomics);
 2. in Fourier space (real FFTs of the three components), ψ̂ = G_σ(k) ω̂ with the blob's
    regularised Green's function G_σ(k) = ζ̂_σ(k)/|k|² (0 at k = 0: the box's mean
    velocity is zero), û = i k × ψ̂ and ∂_b u_a ↔ i k_b û_a: the gradient spectrally, exact
@@ -13,25 +13,36 @@ Each evaluation, on the box's n³ lattice x_j = j h, h = L/n:
    from the derivatives, whose real part they cannot carry;
 3. M2P: u and ∇u at the targets by the same W (the adjoint of P2M), 64 nodes each.
 
+On CuPy, P2M and M2P are the fused gathers of :mod:`vortexsim.geometry.m4_gpu` (one thread
+per node, one per target; no atomics) and the transforms cuFFT's (CuPy's plan cache keeps
+one plan per shape); on NumPy, sparse weight matrices (:mod:`vortexsim.geometry.m4_cpu`)
+and scipy.fft on the process's cores.  Both are deterministic: the same input gives the
+same bits (the input's order enters the sums).
+
 Elements on the lattice nodes (after a remeshing) go through P2M exactly, and a node's
 M2P is the node's value, so there the solve is the lattice's own Fourier sum of the
 blobs, truncated to the lattice's modes: for a field of one mode (Taylor–Green) exactly
 ζ̂_σ(k) times the exact velocity.  Off the nodes, P2M and M2P each smooth a mode k by
 about 1 − O((kh)²) (M4′ reproduces quadratics).
 
-Cost: four real FFTs of n³ for u, twelve with ∇u (3 forward, 3 + 9 inverse), P2M and
-M2P O(64 N).  Memory: the spectra and fields of 12 components, O(n³).
+Cost: six real FFTs of n³ for u, fifteen with ∇u (3 forward, 3 + 9 inverse), P2M and
+M2P O(64 N).  Memory per lattice point, float64: ω 24 B, the 12 fields 96 B, the half
+spectra of ω (→ ψ̂) and û 48 B, one derivative's spectrum and transform 16 B, the
+Green's function 4 B (the wave numbers are three 1-D vectors); P2M's sort 64 B per
+particle.
 """
 from __future__ import annotations
 
-import itertools
+import os
 
 import numpy as np
 
 from ..backend import array_namespace
 from ..geometry.periodic import periodic_nodes
-from ..geometry.remesh import STENCIL, m4prime_stencil, remesh
 from ..kernels.cutoff import gaussian_blob_transform
+
+#: the lattice fields of u and ∇u, component-major: u_a at [a], ∂u_a/∂x_b at [3 + 3a + b]
+FIELDS = 12
 
 __all__ = ["MeshSolve"]
 
@@ -52,60 +63,65 @@ class MeshSolve:
         self.box, self.n, self.sigma, self.order, self.xp = float(box), int(n), \
             float(sigma), int(order), xp
         self.h = self.box / periodic_nodes(self.box, self.box / self.n)
-        k1 = 2 * np.pi / self.box * np.fft.fftfreq(self.n, 1.0 / self.n)
-        kz = 2 * np.pi / self.box * np.arange(self.n // 2 + 1)
-        kx, ky, kz = np.meshgrid(k1, k1, kz, indexing="ij")
-        k2 = kx ** 2 + ky ** 2 + kz ** 2
-        with np.errstate(divide="ignore", invalid="ignore"):
-            green = np.where(k2 > 0, gaussian_blob_transform(0.5 * self.sigma ** 2 * k2,
-                                                             self.order, np) / k2, 0.0)
+        n = self.n
+        k1 = xp.asarray(2 * np.pi / self.box * np.fft.fftfreq(n, 1.0 / n))
+        kz = xp.asarray(2 * np.pi / self.box * np.arange(n // 2 + 1))
+        k2 = k1[:, None, None] ** 2 + k1[None, :, None] ** 2 + kz[None, None, :] ** 2
+        k2[0, 0, 0] = 1.0
+        self.green = gaussian_blob_transform(0.5 * self.sigma ** 2 * k2, self.order, xp) / k2
+        self.green[0, 0, 0] = 0.0                       # the box's mean velocity is zero
+        del k2
         # derivatives: the Nyquist planes (|k_i| = n/2 on an even lattice) carry no real
         # derivative; they are left out of i k
-        nyquist = np.pi * self.n / self.box
-        derivative = [np.where(np.isclose(np.abs(k), nyquist), 0.0, k) for k in (kx, ky, kz)]
-        self.k = [xp.asarray(k) for k in derivative]
-        self.green = xp.asarray(green)
+        nyquist = np.pi * n / self.box
+
+        def derivative(k):
+            return xp.where(xp.abs(xp.abs(k) - nyquist) <= 1e-9 * nyquist, 0.0, k)
+        self.k = [derivative(k1)[:, None, None], derivative(k1)[None, :, None],
+                  derivative(kz)[None, None, :]]
+
+    def _transfers(self):
+        """The M4′ module of the lattice's device (:mod:`vortexsim.geometry.m4_cpu` or
+        :mod:`vortexsim.geometry.m4_gpu`)."""
+        if self.xp is np:
+            from ..geometry import m4_cpu as m4  # noqa: PLC0415
+        else:
+            from ..geometry import m4_gpu as m4  # noqa: PLC0415
+        return m4
 
     def p2m(self, x, alpha):
-        """ω on the lattice, (n, n, n, 3) [1/T], node (i, j, k) at (i, j, k) h."""
-        out = remesh(x, alpha, self.h, box_length=self.box)
-        return out.alpha.reshape(self.n, self.n, self.n, 3) / self.h ** 3
+        """ω on the lattice, (3, n, n, n) [1/T], node (i, j, k) at (i, j, k) h."""
+        return self._transfers().periodic_p2m(x, alpha, self.n, self.h,
+                                              scale=1.0 / self.h ** 3, component_major=True)
 
     def solve(self, omega, gradient=True):
-        """The lattice fields of ω (n, n, n, 3): u (n, n, n, 3) [L/T] and, with
-        ``gradient``, ∇u (n, n, n, 3, 3) [1/T] (``[..., a, b] = ∂u_a/∂x_b``)."""
+        """The lattice fields of ω (3, n, n, n): (12, n, n, n) with ``gradient`` (u_a at
+        [a] [L/T], ∂u_a/∂x_b at [3 + 3a + b] [1/T]), else (3, n, n, n)."""
         xp, n = self.xp, self.n
         rfft, irfft = _transforms(xp)
-        w = [rfft(omega[..., c]) for c in range(3)]
-        psi = [self.green * wc for wc in w]
+        psi = [rfft(omega[c]) for c in range(3)]
+        for c in range(3):
+            psi[c] *= self.green
         kx, ky, kz = self.k
         u_hat = [1j * (ky * psi[2] - kz * psi[1]),
                  1j * (kz * psi[0] - kx * psi[2]),
                  1j * (kx * psi[1] - ky * psi[0])]
-        u = xp.stack([irfft(uh, n) for uh in u_hat], axis=-1)
-        if not gradient:
-            return u, None
-        grad = xp.stack([xp.stack([irfft(1j * kb * uh, n) for kb in self.k], axis=-1)
-                         for uh in u_hat], axis=-2)
-        return u, grad
+        del psi
+        fields = xp.empty((FIELDS if gradient else 3, n, n, n), dtype=xp.float64)
+        for a in range(3):
+            fields[a] = irfft(u_hat[a], n)
+        if gradient:
+            for a in range(3):
+                for b in range(3):
+                    fields[3 + 3 * a + b] = irfft(1j * self.k[b] * u_hat[a], n)
+        return fields
 
-    def m2p(self, field, points):
-        """``field`` (n, n, n, ...) interpolated at ``points`` (M, 3) [L] by M4′:
-        (M, ...), each point's 64 nodes summed in a fixed order (deterministic)."""
-        xp, n, h = self.xp, self.n, self.h
-        flat = field.reshape(n ** 3, -1)
-        s = xp.asarray(points, dtype=xp.float64) / h
-        cell = xp.floor(s)
-        tau = s - cell
-        cell = cell.astype(xp.int64)
-        weights = [m4prime_stencil(tau[:, a]) for a in range(3)]       # (M, 4) each
-        index = [[(cell[:, a] + o) % n for o in STENCIL] for a in range(3)]
-        out = xp.zeros((s.shape[0], flat.shape[1]), dtype=xp.float64)
-        for (i, a), (j, b), (k, c) in itertools.product(enumerate(STENCIL), repeat=3):
-            w = weights[0][:, i] * weights[1][:, j] * weights[2][:, k]
-            node = (index[0][i] * n + index[1][j]) * n + index[2][k]
-            out += w[:, None] * flat[node]
-        return out.reshape((s.shape[0],) + field.shape[3:])
+    def m2p(self, fields, points):
+        """``fields`` (C, n, n, n) (C = 3 or 12) at ``points`` (M, 3) [L] by M4′, each
+        point's 64 nodes summed in a fixed order (deterministic): (M, 3) of the first
+        three and (M, 3, 3) of the other nine (None for C = 3)."""
+        u, rest = self._transfers().periodic_m2p(fields, points, self.n, self.h)
+        return u, (None if rest is None else rest.reshape(-1, 3, 3))
 
     def evaluate(self, x, alpha, targets=None, gradient=True):
         """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (None without ``gradient``) at
@@ -114,17 +130,35 @@ class MeshSolve:
         xp = array_namespace(x, alpha)
         if xp is not self.xp:
             raise TypeError("the elements must live on the mesh solve's device.")
-        u, grad = self.solve(self.p2m(x, alpha), gradient=gradient)
         targets = x if targets is None else targets
-        u_t = self.m2p(u, targets)
-        return u_t, (None if grad is None else self.m2p(grad, targets))
+        if xp is np and targets is x:                   # one set of weights for both
+            from ..geometry import m4_cpu  # noqa: PLC0415
+            weights = m4_cpu.periodic_weights(x, self.n, self.h)
+            omega = m4_cpu.periodic_p2m(x, alpha, self.n, self.h, scale=1.0 / self.h ** 3,
+                                        component_major=True, weights=weights)
+            u, rest = m4_cpu.periodic_m2p(self.solve(omega, gradient=gradient), x, self.n,
+                                          self.h, weights=weights)
+            return u, (None if rest is None else rest.reshape(-1, 3, 3))
+        return self.m2p(self.solve(self.p2m(x, alpha), gradient=gradient), targets)
+
+    def on_nodes(self, omega):
+        """u (n³, 3) and ∇u (n³, 3, 3) at the lattice nodes themselves (rows in remesh
+        order) of the lattice vorticity ``omega`` (3, n, n, n) [1/T]: the solve without
+        P2M and M2P."""
+        n3 = self.n ** 3
+        fields = self.solve(omega).reshape(FIELDS, n3)
+        u = self.xp.ascontiguousarray(fields[:3].T)
+        grad = self.xp.ascontiguousarray(fields[3:].T).reshape(n3, 3, 3)
+        return u, grad
 
 
 def _transforms(xp):
-    """(rfft, irfft) of the three spatial axes on ``xp`` (scipy.fft on the CPU)."""
+    """(rfft, irfft) of the three leading axes on ``xp`` (scipy.fft on the CPU, on the
+    cores this process may use)."""
     if xp is np:
         import scipy.fft as fft  # noqa: PLC0415
-    else:
-        fft = xp.fft
-    return (lambda a: fft.rfftn(a, axes=(0, 1, 2)),
-            lambda a, n: fft.irfftn(a, s=(n, n, n), axes=(0, 1, 2)))
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        return (lambda a: fft.rfftn(a, axes=(0, 1, 2), workers=workers),
+                lambda a, n: fft.irfftn(a, s=(n, n, n), axes=(0, 1, 2), workers=workers))
+    return (lambda a: xp.fft.rfftn(a, axes=(0, 1, 2)),
+            lambda a, n: xp.fft.irfftn(a, s=(n, n, n), axes=(0, 1, 2)))

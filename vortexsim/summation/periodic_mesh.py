@@ -69,8 +69,8 @@ class PeriodicMeshSum(Summation):
         xp = self.device.xp
         dtype = np.dtype(self.precision)
         u, grad_u = self.mesh_solve(sigma, sigma_range).evaluate(
-            x.astype(xp.float64), alpha.astype(xp.float64), targets.astype(xp.float64),
-            gradient=bool(gradient))
+            x.astype(xp.float64, copy=False), alpha.astype(xp.float64, copy=False),
+            targets.astype(xp.float64, copy=False), gradient=bool(gradient))
         if grad_u is not None and not isinstance(gradient, bool):
             grad_u = grad_u[:int(gradient)]           # ∇u at the first k targets only
         return u.astype(dtype, copy=False), (
@@ -86,13 +86,13 @@ class PeriodicMeshSum(Summation):
             raise ValueError(f"the elements sit on a {n}^3 lattice but the mesh solve's is "
                              f"{solve.n}^3.")
         xp = self.device.xp
-        omega = xp.ascontiguousarray(alpha, dtype=xp.float64).reshape(n, n, n, 3) / solve.h ** 3
-        u, grad_u = solve.solve(omega)
-        grad_u = grad_u.reshape(n ** 3, 3, 3) - self_gradient(
-            alpha.astype(xp.float64), solve.sigma, solve.order)
+        alpha = alpha.astype(xp.float64, copy=False)
+        omega = xp.ascontiguousarray(alpha.T).reshape(3, n, n, n) / solve.h ** 3
+        u, grad_u = solve.on_nodes(omega)
+        del omega
+        grad_u -= self_gradient(alpha, solve.sigma, solve.order)
         dtype = np.dtype(self.precision)
-        return u.reshape(n ** 3, 3).astype(dtype, copy=False), grad_u.astype(dtype,
-                                                                            copy=False)
+        return u.astype(dtype, copy=False), grad_u.astype(dtype, copy=False)
 
     def memory_estimate(self, n_sources, n_targets):
         grid = 0 if self.n is None else self.n ** 3

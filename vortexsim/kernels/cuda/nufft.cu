@@ -20,18 +20,7 @@ __device__ __forceinline__ int wrap_index(int i, const int n) {
     return i < 0 ? i + n : i;
 }
 
-// starts[c] = the first sorted position whose cell key is >= c, c = 0 … n_cell (CSR of
-// the elements sorted by cell).  One thread per position i = 0 … n_el writes the
-// cells (key[i − 1], key[i]]: every cell exactly once.
-__global__ void nufft_cell_starts(const long long* __restrict__ key,
-                                             const long long n_el, const long long n_cell,
-                                             int* __restrict__ starts) {
-    const long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x;
-    if (i > n_el) return;
-    const long long lo = i == 0 ? -1 : key[i - 1];
-    const long long hi = i == n_el ? n_cell : key[i];
-    for (long long c = lo + 1; c <= hi; ++c) starts[c] = (int) i;
-}
+#include "cell_starts.cuh"
 
 // Type-1 spreading by gathering: grid[k][p] = Σ_e c[k][e] Π_d phi(l0_d(e) + j_d − t_d(e))
 // over the elements e whose w³ stencil holds p.  One block per TILE³ tile of the grid,

@@ -1,0 +1,81 @@
+r"""M4′ transfers between particles and the periodic n³ lattice on NumPy, the CPU twin of
+:mod:`vortexsim.geometry.m4_gpu` (same functions, same results to round-off).
+
+The weights of a chunk of points form a sparse matrix W (points × n³, 64 entries per
+row: :func:`vortexsim.geometry.remesh.m4prime_stencil` per axis, the nodes modulo n);
+M2P is W F, P2M is Wᵀ α summed chunk after chunk.  SciPy's sparse products run in a
+fixed order, so the same input gives the same bits (the order of the input enters the
+sums, unlike :func:`vortexsim.geometry.remesh.remesh`'s canonical order; the two agree to
+round-off).  Memory: one chunk's matrix (``CHUNK`` points, 12 bytes per entry) at a time.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse
+
+from .remesh import STENCIL, m4prime_stencil
+
+__all__ = ["periodic_p2m", "periodic_m2p", "periodic_weights"]
+
+#: points per sparse weight matrix (2^16 × 64 entries: 50 MB)
+CHUNK = 1 << 16
+
+
+def periodic_weights(points, n, h):
+    """The weight matrices of ``points`` (M, 3) [L], one per chunk of ``CHUNK`` points
+    (the ``weights`` argument of :func:`periodic_p2m` and :func:`periodic_m2p` when both
+    act on the same points)."""
+    return [_weights(points[lo:lo + CHUNK], n, h) for lo in range(0, points.shape[0], CHUNK)]
+
+
+def _chunks(points, n, h, weights):
+    """(slice, matrix) of each chunk of ``points``, from ``weights`` when given."""
+    for k, lo in enumerate(range(0, points.shape[0], CHUNK)):
+        yield slice(lo, lo + CHUNK), (weights[k] if weights is not None
+                                      else _weights(points[lo:lo + CHUNK], n, h))
+
+
+def _weights(points, n, h):
+    """The M4′ weights of ``points`` (m, 3) [L] on the periodic n³ lattice of spacing h:
+    a CSR matrix (m, n³)."""
+    s = np.asarray(points, dtype=np.float64) / h
+    cell = np.floor(s)
+    tau = s - cell
+    cell = cell.astype(np.int64)
+    w = [m4prime_stencil(tau[:, a]) for a in range(3)]                     # (m, 4) each
+    idx = [(cell[:, a, None] + np.asarray(STENCIL)) % n for a in range(3)]  # (m, 4) each
+    weight = (w[0][:, :, None, None] * w[1][:, None, :, None]) * w[2][:, None, None, :]
+    node = (idx[0][:, :, None, None] * n + idx[1][:, None, :, None]) * n \
+        + idx[2][:, None, None, :]
+    m = s.shape[0]
+    index_type = np.int32 if n ** 3 < 2 ** 31 and 64 * m < 2 ** 31 else np.int64
+    return scipy.sparse.csr_matrix(
+        (weight.reshape(-1), node.reshape(-1).astype(index_type),
+         np.arange(0, 64 * m + 1, 64, dtype=index_type)), shape=(m, n ** 3))
+
+
+def periodic_p2m(x, alpha, n, h, *, scale=1.0, component_major=False, weights=None):
+    """``scale`` × Σ_p W(x_n − x_p) α_p at the n³ nodes of spacing h: (n³, 3), or
+    (3, n, n, n) with ``component_major`` (as :func:`vortexsim.geometry.m4_gpu.periodic_p2m`);
+    ``weights``: :func:`periodic_weights` of ``x``, when already made."""
+    n = int(n)
+    out = np.zeros((n ** 3, 3), dtype=np.float64)
+    for part, w in _chunks(x, n, h, weights):
+        out += w.T @ np.asarray(alpha[part], dtype=np.float64)
+    out *= scale
+    return np.ascontiguousarray(out.T).reshape(3, n, n, n) if component_major else out
+
+
+def periodic_m2p(fields, points, n, h, weights=None):
+    """The fields (C, n, n, n) (C = 3 or 12) at ``points`` (M, 3) [L]: (M, 3) of the first
+    three and, for C = 12, (M, 9) of the others (else None); ``weights``:
+    :func:`periodic_weights` of ``points``, when already made."""
+    n, c = int(n), int(fields.shape[0])
+    if c not in (3, 12) or fields.shape[1:] != (n, n, n):
+        raise ValueError(f"fields has shape {fields.shape}; expected (3 or 12, {n}, {n}, {n}).")
+    columns = np.ascontiguousarray(fields.reshape(c, n ** 3).T)           # (n³, C)
+    out = np.empty((points.shape[0], c), dtype=np.float64)
+    for part, w in _chunks(points, n, h, weights):
+        out[part] = w @ columns
+    return np.ascontiguousarray(out[:, :3]), (np.ascontiguousarray(out[:, 3:]) if c > 3
+                                               else None)
