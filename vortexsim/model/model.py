@@ -380,9 +380,33 @@ class VortexModel:
         """
         return self._replace_elements(x, alpha, sigma, volume, group, self.groups)
 
+    def onto_lattice(self, nodes, alpha):
+        """The elements onto the periodic lattice's nodes with strengths ``alpha`` (n³, 3)
+        [L³/T]: :meth:`replace_elements` for the box's remeshing, whose set is the same
+        nodes (``nodes``: x, σ, V of a :class:`vortexsim.geometry.remesh.Remeshed`) every
+        time.  The first call goes through :meth:`replace_elements`; later calls, with
+        the elements already a set of that size without groups, keep its σ range, box
+        and labels and only reset what depends on positions (no host transfer)."""
+        el = self.elements
+        known = getattr(self, "_lattice_nodes", None)
+        if known is None or known[0] is not nodes or len(el) != len(nodes) or self.groups \
+                or len(self.tracers):
+            self.replace_elements(nodes.x, alpha, nodes.sigma, volume=nodes.volume)
+            self._lattice_nodes = (nodes, self._host_box_stats())
+            return self
+        self.elements = dataclasses.replace(el, x=nodes.x, alpha=alpha.astype(el.x.dtype,
+                                                                              copy=False),
+                                            sigma=nodes.sigma, volume=nodes.volume)
+        for term in self.rhs.terms:
+            term.reset()
+        self.planner.invalidate()
+        self.planner.observe_box(known[1])
+        return self
+
     def _replace_elements(self, x, alpha, sigma, volume, group, old_groups):
         """:meth:`replace_elements` with the labels indexing ``old_groups`` (a sequence
         of :class:`ElementGroup`; their ranges are rebuilt from the labels)."""
+        self._lattice_nodes = None
         elements = make_elements(x, alpha, sigma, self.device, self.elements.x.dtype,
                                  volume=volume, group=group)
         self.domain.check(elements.x, "elements")

@@ -83,6 +83,18 @@ class Remeshing:
                                      f"{cfg['remesh_overlap']} x {float(h):.6g}: "
                                      f"{exc}") from None
 
+    def _lattice(self, model, h, overlap):
+        """The periodic lattice's elements (x, σ, V of all n³ nodes, in remesh order, in
+        the model's dtype and device), made once: every remeshing of the box puts the
+        elements on the same nodes."""
+        el = model.elements
+        key = (float(h), float(overlap), el.x.dtype, model.device.kind)
+        if getattr(self, "_nodes", None) is None or self._nodes[0] != key:
+            empty = model.device.xp.zeros((0, 3), dtype=el.x.dtype)
+            self._nodes = (key, remesh(empty, empty, h, box_length=self.domain.box,
+                                       overlap=overlap))
+        return self._nodes[1]
+
     def due(self, iteration):
         """Whether the step that ended at ``iteration`` ends with a remeshing."""
         every = self.every
@@ -109,12 +121,18 @@ class Remeshing:
                              "remesh_spacing = h [L].")
         h, overlap = float(cfg["remesh_spacing"]), float(cfg["remesh_overlap"])
         if isinstance(self.domain, PeriodicBox):
-            out = remesh(el.x, el.alpha, h, box_length=self.domain.box, overlap=overlap)
-            alpha = out.alpha
+            box, n = self.domain.box, periodic_nodes(self.domain.box, h)
+            xp = model.device.xp
+            if xp is np:
+                alpha = remesh(el.x, el.alpha, h, box_length=box, overlap=overlap).alpha
+            else:                       # the GPU's fused gather, without remesh's checks
+                from ..geometry.m4_gpu import periodic_p2m  # noqa: PLC0415
+                alpha = periodic_p2m(el.x, el.alpha, n, box / n).astype(el.x.dtype,
+                                                                        copy=False)
             if cfg["remesh_project"]:
                 from ..physics.projection import project_solenoidal  # noqa: PLC0415
-                alpha = project_solenoidal(alpha, periodic_nodes(self.domain.box, h))
-            return model.replace_elements(out.x, alpha, out.sigma, volume=out.volume)
+                alpha = project_solenoidal(alpha, n)
+            return model.onto_lattice(self._lattice(model, h, overlap), alpha)
         # free space or the ground plane: one lattice, every node labelled
         ground = self.domain.z0 if isinstance(self.domain, GroundPlane) else None
         out = remesh_groups(el.x, el.alpha, el.group, h, n_groups=len(model.groups),

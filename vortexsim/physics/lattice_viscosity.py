@@ -19,15 +19,16 @@ at ν|k|² times its symbol's ratio, which falls off at large kσ (order 4 with 
 run with PSE keeps too much energy at the smallest resolved scales; the lattice diffusion
 dissipates each mode at exactly ν|k|² (``docs/periodic.md``).
 
-Σα (the k = 0 mode) is kept to round-off.  Cost: one real FFT pair of (n, n, n, 3) per
-half step, NumPy or CuPy by the arrays' module (cuFFT is deterministic: bitwise restarts
-hold).
+Σα (the k = 0 mode) is kept to round-off.  Cost: one real FFT pair of each of the three
+components per half step (:mod:`vortexsim.geometry.lattice_modes`, NumPy or CuPy by the
+arrays' module; cuFFT is deterministic: bitwise restarts hold).
 """
 from __future__ import annotations
 
 import math
 
 from ..backend import array_namespace
+from ..geometry.lattice_modes import column_modes, columns_from_modes, wavenumbers
 
 __all__ = ["diffuse_lattice"]
 
@@ -46,11 +47,10 @@ def diffuse_lattice(alpha, n, box, nu, tau):
         raise ValueError(f"nu = {nu!r} and tau = {tau!r} must be finite and >= 0.")
     if nu * tau == 0.0:
         return alpha
-    k0 = 2.0 * math.pi / float(box)
-    m = xp.fft.fftfreq(n, d=1.0 / n)
-    mz = xp.arange(n // 2 + 1, dtype=xp.float64)
-    m2 = m[:, None, None] ** 2 + m[None, :, None] ** 2 + mz[None, None, :] ** 2
-    damping = xp.exp(-(nu * tau * k0 * k0) * m2)
-    modes = xp.fft.rfftn(alpha.reshape(n, n, n, 3), axes=(0, 1, 2))
-    out = xp.fft.irfftn(modes * damping[..., None], s=(n, n, n), axes=(0, 1, 2))
-    return xp.ascontiguousarray(out.reshape(n ** 3, 3)).astype(alpha.dtype, copy=False)
+    kx, ky, kz = wavenumbers(n, box, xp)
+    damping = xp.exp(-(nu * tau) * (kx ** 2 + ky ** 2 + kz ** 2))
+    modes = column_modes(alpha, n, xp)
+    for m in modes:
+        m *= damping
+    del damping
+    return columns_from_modes(modes, n, alpha.dtype, xp)

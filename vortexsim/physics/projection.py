@@ -20,31 +20,32 @@ result is divergence-free in the lattice's spectral sense to round-off and has �
 What the spectral sum computes from the lattice (u and ∇u of the principal modes) does
 not change; only the aliases' share, weighted by e^{−|k|²σ²/2} ≤ e^{−π²σ²/(2h²)}, does.
 
-Cost: two 3-D FFTs of (n, n, n, 3) per remeshing (NumPy or CuPy by the arrays' module;
-cuFFT is deterministic, so bitwise restarts hold).
+Cost: one real FFT pair of each of the three components per remeshing
+(:mod:`vortexsim.geometry.lattice_modes`, NumPy or CuPy by the arrays' module; cuFFT is
+deterministic, so bitwise restarts hold).
 """
 from __future__ import annotations
 
+import math
+
 from ..backend import array_namespace
+from ..geometry.lattice_modes import column_modes, columns_from_modes, wavenumbers
 
 __all__ = ["project_solenoidal", "divergent_fraction"]
 
 
 def _lattice_modes(alpha, n):
-    """The (n, n, n, 3) DFT of the lattice strengths and the integer wavenumbers κ (n, n, n, 3)
-    with the Nyquist component zeroed, |κ|² (zeros replaced by 1) and the array module."""
+    """The half spectra of the three columns of the lattice strengths, the integer
+    wavenumbers κ as three broadcast vectors with the Nyquist components zeroed, |κ|²
+    (zeros replaced by 1) and the array module."""
     xp = array_namespace(alpha)
     if alpha.ndim != 2 or alpha.shape != (n ** 3, 3):
         raise ValueError(f"lattice strengths must have shape ({n ** 3}, 3) for n = {n}, got "
                          f"{tuple(alpha.shape)} (the periodic remeshing's n³ nodes).")
-    field = alpha.reshape(n, n, n, 3)
-    modes = xp.fft.fftn(field, axes=(0, 1, 2))
-    k = xp.fft.fftfreq(n, d=1.0 / n)
-    if n % 2 == 0:
-        k[n // 2] = 0.0
-    kk = xp.stack(xp.meshgrid(k, k, k, indexing="ij"), axis=-1)
-    k2 = (kk * kk).sum(axis=-1)
-    k2 = xp.where(k2 == 0, 1.0, k2)
+    modes = column_modes(alpha, n, xp)
+    kk = wavenumbers(n, 2 * math.pi, xp, derivative=True)       # the integers κ
+    k2 = kk[0] ** 2 + kk[1] ** 2 + kk[2] ** 2
+    k2 = xp.where(k2 == 0, 1.0, k2)          # κ = 0 and the modes whose κ is all Nyquist
     return modes, kk, k2, xp
 
 
@@ -52,16 +53,24 @@ def project_solenoidal(alpha, n):
     """α (n³, 3) [L³/T] on the periodic lattice (remesh order) projected onto divergence-free
     fields with zero sum; same shape, dtype and device."""
     modes, kk, k2, xp = _lattice_modes(alpha, n)
-    modes -= kk * ((kk * modes).sum(axis=-1) / k2)[..., None]
-    modes[0, 0, 0] = 0.0
-    out = xp.fft.ifftn(modes, axes=(0, 1, 2)).real
-    return xp.ascontiguousarray(out.reshape(n ** 3, 3)).astype(alpha.dtype, copy=False)
+    div = (kk[0] * modes[0] + kk[1] * modes[1] + kk[2] * modes[2]) / k2
+    for c in range(3):
+        modes[c] -= kk[c] * div
+        modes[c][0, 0, 0] = 0.0
+    del div
+    return columns_from_modes(modes, n, alpha.dtype, xp)
 
 
 def divergent_fraction(alpha, n):
     """Σ|κ·α̂|²/|κ|² over Σ|α̂|² of the lattice strengths (n³, 3): the share of the divergent
-    part in Σ|α|² (0 for a solenoidal field; a host float)."""
+    part in Σ|α|² (0 for a solenoidal field; a host float).  Over the half spectra, each
+    mode of 0 < κ_z < n/2 counted twice for its conjugate."""
     modes, kk, k2, xp = _lattice_modes(alpha, n)
-    div = (xp.abs((kk * modes).sum(axis=-1)) ** 2 / k2).sum()
-    total = (xp.abs(modes) ** 2).sum()
+    weight = xp.full(modes[0].shape[2], 2.0)
+    weight[0] = 1.0
+    if n % 2 == 0:
+        weight[-1] = 1.0
+    div = ((xp.abs(kk[0] * modes[0] + kk[1] * modes[1] + kk[2] * modes[2]) ** 2 / k2)
+           * weight).sum()
+    total = sum(((xp.abs(m) ** 2) * weight).sum() for m in modes)
     return float(div / total) if float(total) > 0 else 0.0

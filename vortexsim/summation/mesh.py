@@ -33,11 +33,11 @@ particle.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
 from ..backend import array_namespace
+from ..geometry.lattice_modes import irfft3, rfft3, wavenumbers
 from ..geometry.periodic import periodic_nodes
 from ..kernels.cutoff import gaussian_blob_transform
 
@@ -64,21 +64,15 @@ class MeshSolve:
             float(sigma), int(order), xp
         self.h = self.box / periodic_nodes(self.box, self.box / self.n)
         n = self.n
-        k1 = xp.asarray(2 * np.pi / self.box * np.fft.fftfreq(n, 1.0 / n))
-        kz = xp.asarray(2 * np.pi / self.box * np.arange(n // 2 + 1))
-        k2 = k1[:, None, None] ** 2 + k1[None, :, None] ** 2 + kz[None, None, :] ** 2
+        kx, ky, kz = wavenumbers(n, self.box, xp)
+        k2 = kx ** 2 + ky ** 2 + kz ** 2
         k2[0, 0, 0] = 1.0
         self.green = gaussian_blob_transform(0.5 * self.sigma ** 2 * k2, self.order, xp) / k2
         self.green[0, 0, 0] = 0.0                       # the box's mean velocity is zero
         del k2
         # derivatives: the Nyquist planes (|k_i| = n/2 on an even lattice) carry no real
         # derivative; they are left out of i k
-        nyquist = np.pi * n / self.box
-
-        def derivative(k):
-            return xp.where(xp.abs(xp.abs(k) - nyquist) <= 1e-9 * nyquist, 0.0, k)
-        self.k = [derivative(k1)[:, None, None], derivative(k1)[None, :, None],
-                  derivative(kz)[None, None, :]]
+        self.k = list(wavenumbers(n, self.box, xp, derivative=True))
 
     def _transfers(self):
         """The M4′ module of the lattice's device (:mod:`vortexsim.geometry.m4_cpu` or
@@ -98,8 +92,7 @@ class MeshSolve:
         """The lattice fields of ω (3, n, n, n): (12, n, n, n) with ``gradient`` (u_a at
         [a] [L/T], ∂u_a/∂x_b at [3 + 3a + b] [1/T]), else (3, n, n, n)."""
         xp, n = self.xp, self.n
-        rfft, irfft = _transforms(xp)
-        psi = [rfft(omega[c]) for c in range(3)]
+        psi = [rfft3(omega[c], xp) for c in range(3)]
         for c in range(3):
             psi[c] *= self.green
         kx, ky, kz = self.k
@@ -109,11 +102,11 @@ class MeshSolve:
         del psi
         fields = xp.empty((FIELDS if gradient else 3, n, n, n), dtype=xp.float64)
         for a in range(3):
-            fields[a] = irfft(u_hat[a], n)
+            fields[a] = irfft3(u_hat[a], n, xp)
         if gradient:
             for a in range(3):
                 for b in range(3):
-                    fields[3 + 3 * a + b] = irfft(1j * self.k[b] * u_hat[a], n)
+                    fields[3 + 3 * a + b] = irfft3(1j * self.k[b] * u_hat[a], n, xp)
         return fields
 
     def m2p(self, fields, points):
@@ -151,14 +144,3 @@ class MeshSolve:
         grad = self.xp.ascontiguousarray(fields[3:].T).reshape(n3, 3, 3)
         return u, grad
 
-
-def _transforms(xp):
-    """(rfft, irfft) of the three leading axes on ``xp`` (scipy.fft on the CPU, on the
-    cores this process may use)."""
-    if xp is np:
-        import scipy.fft as fft  # noqa: PLC0415
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-        return (lambda a: fft.rfftn(a, axes=(0, 1, 2), workers=workers),
-                lambda a, n: fft.irfftn(a, s=(n, n, n), axes=(0, 1, 2), workers=workers))
-    return (lambda a: xp.fft.rfftn(a, axes=(0, 1, 2)),
-            lambda a, n: xp.fft.irfftn(a, s=(n, n, n), axes=(0, 1, 2)))

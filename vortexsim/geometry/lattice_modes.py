@@ -1,0 +1,66 @@
+r"""Fourier modes of fields on the periodic n³ lattice, shared by everything that works
+on the remeshing lattice in Fourier space (the particle-mesh solve, the solenoidal
+projection, the lattice diffusion).
+
+Node (i, j, k) at (i, j, k) h, h = L/n, row (i·n + j)·n + k.  A field is transformed one
+component at a time with the real FFT of its three axes (half spectrum, shape
+(n, n, n//2 + 1)), so that every user runs the same two transforms of one shape: on CuPy
+one cuFFT plan each from CuPy's plan cache, on NumPy scipy.fft on the cores this process
+may use.  Wave numbers are three broadcast vectors, never an (n, n, n) array.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+__all__ = ["wavenumbers", "rfft3", "irfft3", "column_modes", "columns_from_modes"]
+
+
+def wavenumbers(n, box, xp, derivative=False):
+    """(kx (n, 1, 1), ky (1, n, 1), kz (1, 1, n//2 + 1)) [1/L], 2π/L times the integers of
+    the half spectrum's axes; with ``derivative`` the Nyquist planes (|κ| = n/2, even n)
+    are zero: a real field has no derivative there."""
+    k1 = np.fft.fftfreq(n, 1.0 / n)
+    kz = np.arange(n // 2 + 1, dtype=np.float64)
+    if derivative and n % 2 == 0:
+        k1[n // 2] = 0.0
+        kz[n // 2] = 0.0
+    scale = 2.0 * np.pi / float(box)
+    k1, kz = xp.asarray(scale * k1), xp.asarray(scale * kz)
+    return k1[:, None, None], k1[None, :, None], kz[None, None, :]
+
+
+def _workers():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def rfft3(field, xp):
+    """The half spectrum (n, n, n//2 + 1) of a real (n, n, n) field."""
+    if xp is np:
+        import scipy.fft  # noqa: PLC0415
+        return scipy.fft.rfftn(field, workers=_workers())
+    return xp.fft.rfftn(field)
+
+
+def irfft3(modes, n, xp):
+    """The real (n, n, n) field of a half spectrum (n, n, n//2 + 1)."""
+    if xp is np:
+        import scipy.fft  # noqa: PLC0415
+        return scipy.fft.irfftn(modes, s=(n, n, n), workers=_workers())
+    return xp.fft.irfftn(modes, s=(n, n, n))
+
+
+def column_modes(values, n, xp):
+    """The half spectra of the columns of ``values`` (n³, C) (rows in lattice order): a
+    list of C arrays (n, n, n//2 + 1)."""
+    return [rfft3(xp.ascontiguousarray(values[:, c]).reshape(n, n, n), xp)
+            for c in range(values.shape[1])]
+
+
+def columns_from_modes(modes, n, dtype, xp):
+    """(n³, C) of ``dtype`` from C half spectra (the inverse of :func:`column_modes`)."""
+    out = xp.empty((n ** 3, len(modes)), dtype=dtype)
+    for c, m in enumerate(modes):
+        out[:, c] = irfft3(m, n, xp).reshape(n ** 3)
+    return out
