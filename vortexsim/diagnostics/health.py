@@ -83,6 +83,11 @@ LIMITS = {
     "step_strain": (0.5, "dt max|grad u| = {value:.3g} at t = {t:.4g} (limit 0.5)",
                     "lower dt, or set adaptive = true (courant <= 0.5)"),
 }
+#: the fixes in the periodic box, where the elements are the remeshing lattice
+PERIODIC_FIXES = {
+    "energy_error": "the lattice does not resolve the flow (energy goes to the grid scale "
+                    "faster than viscosity removes it): raise n, or nu, or lower dt",
+}
 
 
 def line_spacing(x, alpha, sigma, cap=SPACING_CAP, significant=SIGNIFICANT):
@@ -249,8 +254,9 @@ class HealthLog:
     resumed run are its earlier rows, so a restart continues the integral exactly.
     """
 
-    def __init__(self, nu):
+    def __init__(self, nu, periodic=False):
         self.nu = float(nu)
+        self.fixes = PERIODIC_FIXES if periodic else {}
         self.warned = set()
         self.worst = {}
 
@@ -275,6 +281,7 @@ class HealthLog:
         key = (name, ring)
         self.worst[key] = max(self.worst.get(key, -math.inf), value)
         limit, what, fix = LIMITS[name]
+        fix = self.fixes.get(name, fix)
         if value > limit and key not in self.warned:
             self.warned.add(key)
             logger.warning("numerical health: %s; %s.",

@@ -172,12 +172,8 @@ class DiagnosticsRow:
             if summation.kernel.name not in GAUSSIAN_ORDERS:
                 # the modes are the Gaussian blobs' (the periodic FMM's other kernels)
                 return None, tuple(xp.asarray(math.nan) for _ in FIELD_SUMS)
-            n = model.on_lattice()
-            if n is not None:                            # the lattice's own modes, plain FFTs
-                sums = summation.lattice_sum(n, model.sigma_range).field_sums(el.alpha)
-            else:
-                sums = summation.spectral_sum(el.sigma, model.sigma_range).field_sums(
-                    el.x, el.alpha)
+            sums = summation.field_sums(el.x, el.alpha, el.sigma, model.sigma_range,
+                                        lattice=model.on_lattice())
             return None, tuple(xp.asarray(sums[k]) for k in FIELD_SUMS)
         xs, alpha_s, sigma_s = model.domain.sources(el.x, el.alpha, el.sigma)
         if len(el) * xs.shape[0] > DIRECT_DIAGNOSTICS_PAIRS[model.device.kind]:

@@ -412,7 +412,8 @@ class DiagnosticsWriter:
         log = self.log
         row = log.add(row)
         if self.health is None:
-            self.health = HealthLog(sim.model.rhs.nu)
+            self.health = HealthLog(sim.model.rhs.nu,
+                                   periodic=sim.model.domain.name == "periodic")
         self.health.update(log.rows)         # energy_error from every row; warnings
         rows = list(log.rows)
         now = time.monotonic()

@@ -177,6 +177,17 @@ class Summation(abc.ABC):
                                         order=GAUSSIAN_ORDERS[self.kernel.name])
         return self.spectral
 
+    def field_sums(self, x, alpha, sigma, sigma_range=None, lattice=None):
+        """The seven quadratic field sums of the periodic box's diagnostics rows
+        (:meth:`vortexsim.summation.spectral.SpectralSum.field_sums`: a dict of host
+        floats) of the elements ``x``, ``alpha`` of cores ``sigma``; ``lattice`` = n when
+        they sit on the periodic n³ lattice in remesh order (then by plain FFTs,
+        :class:`vortexsim.summation.lattice.LatticeSum`).  The series of the spectral
+        sum, the reference; the particle-mesh solve sums its own."""
+        if lattice is not None:
+            return self.lattice_sum(lattice, sigma_range).field_sums(alpha)
+        return self.spectral_sum(sigma, sigma_range).field_sums(x, alpha)
+
     def check_core(self, sigma):
         """ValueError unless this summation can sum elements of core radius ``sigma`` [L]
         (the core a remeshing sets, checked before the first step); the periodic spectral

@@ -40,6 +40,7 @@ from ..backend import array_namespace
 from ..geometry.lattice_modes import irfft3, rfft3, wavenumbers
 from ..geometry.periodic import periodic_nodes
 from ..kernels.cutoff import gaussian_blob_transform
+from .spectral import mode_sums
 
 #: the lattice fields of u and ∇u, component-major: u_a at [a], ∂u_a/∂x_b at [3 + 3a + b]
 FIELDS = 12
@@ -133,6 +134,24 @@ class MeshSolve:
                                           self.h, weights=weights)
             return u, (None if rest is None else rest.reshape(-1, 3, 3))
         return self.m2p(self.solve(self.p2m(x, alpha), gradient=gradient), targets)
+
+    def field_sums(self, omega):
+        """The seven quadratic field sums of
+        :meth:`vortexsim.summation.spectral.SpectralSum.field_sums` (a dict of host floats)
+        for the blobs whose lattice vorticity is ``omega`` (3, n, n, n) [1/T], over the
+        lattice's modes (the series this solve sums): F(k) = h³ × the DFT of ω, the half
+        spectrum with each mode of 0 < κ_z < n/2 counted twice."""
+        xp, n = self.xp, self.n
+        f = xp.stack([rfft3(omega[c], xp) for c in range(3)]) * self.h ** 3
+        k = wavenumbers(n, self.box, xp)
+        k2 = k[0] ** 2 + k[1] ** 2 + k[2] ** 2
+        inv_k2 = xp.where(k2 > 0, 1.0 / xp.where(k2 > 0, k2, 1.0), 0.0)
+        g1 = gaussian_blob_transform(0.5 * self.sigma ** 2 * k2, self.order, xp) / self.box ** 3
+        weight = xp.full(n // 2 + 1, 2.0)
+        weight[0] = 1.0
+        if n % 2 == 0:
+            weight[-1] = 1.0
+        return mode_sums(f, k, inv_k2, g1, self.box, g1 * inv_k2, weight, xp)
 
     def on_nodes(self, omega):
         """u (n³, 3) and ∇u (n³, 3, 3) at the lattice nodes themselves (rows in remesh

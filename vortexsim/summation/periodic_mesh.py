@@ -6,7 +6,8 @@ The lattice is the run's remeshing lattice (n = L / remesh_spacing, bound by the
 :meth:`bind_lattice`), so it needs ``remesh_every`` > 0.  The self pairs of the elements
 are taken out of ∇u as by every summation (:meth:`Summation.__call__`: the exact blob's
 A(0)); on the lattice nodes that is exactly what the mesh put in.  The diagnostics' field
-sums use the spectral series (:meth:`Summation.spectral_sum`), the reference.
+sums are those of the mesh's own series (:meth:`field_sums`), so that a row costs one
+transform of the lattice and nothing is stored per lattice point beyond the solve's.
 """
 from __future__ import annotations
 
@@ -93,6 +94,18 @@ class PeriodicMeshSum(Summation):
         grad_u -= self_gradient(alpha, solve.sigma, solve.order)
         dtype = np.dtype(self.precision)
         return u.astype(dtype, copy=False), grad_u.astype(dtype, copy=False)
+
+    def field_sums(self, x, alpha, sigma, sigma_range=None, lattice=None):
+        """The diagnostics' field sums of the mesh solve's own series (its lattice modes,
+        :meth:`MeshSolve.field_sums`): on the lattice the strengths themselves, else their
+        P2M (no spectral sum, no folded symbols)."""
+        solve = self.mesh_solve(sigma, sigma_range)
+        xp = self.device.xp
+        alpha = alpha.astype(xp.float64, copy=False)
+        if lattice is not None:
+            omega = xp.ascontiguousarray(alpha.T).reshape(3, solve.n, solve.n, solve.n)
+            return solve.field_sums(omega / solve.h ** 3)
+        return solve.field_sums(solve.p2m(x.astype(xp.float64, copy=False), alpha))
 
     def memory_estimate(self, n_sources, n_targets):
         grid = 0 if self.n is None else self.n ** 3
