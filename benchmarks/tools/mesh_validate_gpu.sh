@@ -3,6 +3,7 @@
 # (docs/periodic.md): each vortexsim run through the CLI, then the spectral code on the
 # same flow, n and t_end at its CFL 0.5 step, then the comparison.  Usage (device):
 #   OUT=... bash benchmarks/tools/mesh_validate_gpu.sh RUN...   RUN: tg128 hit128 hit256 hit256dt tg1600
+# (NOSP=1: the 256^3 runs without their spectral twins, when those ran in an earlier call)
 source benchmarks/tools/wheels.sh; export PYTHONPATH=${SITE}$PWD
 nvidia-smi --query-gpu=name --format=csv,noheader
 R=/tmp/v; mkdir -p $R $OUT/runs
@@ -25,16 +26,20 @@ for run in "$@"; do case $run in
     timed tg128_sp $SP --n 128 --nu 1/400 --t-end 12 --out $OUT/runs/tg128_sp.json
     python3 benchmarks/validation/compare_taylor_green.py $OUT/runs/tg128_sp.json $R/tg128/diagnostics.nc ;;
   tg1600) vs tg1600 taylor_green --set n=256 --set nu=0.000625 --set t_end=10 --set dt=0.05
-    timed tg1600_sp $SP --n 256 --nu 1/1600 --t-end 10 --out $OUT/runs/tg1600_sp.json
-    python3 benchmarks/validation/compare_taylor_green.py $OUT/runs/tg1600_sp.json $R/tg1600/diagnostics.nc ;;
+    [ -n "$NOSP" ] || timed tg1600_sp $SP --n 256 --nu 1/1600 --t-end 10 --out $OUT/runs/tg1600_sp.json
+    [ -n "$NOSP" ] || python3 benchmarks/validation/compare_taylor_green.py $OUT/runs/tg1600_sp.json $R/tg1600/diagnostics.nc ;;
   hit128) vs hit128 isotropic_turbulence
     timed hit128_sp $SP --init $R/hit128/initial_field.nc --nu 0.0056 --t-end 2.2 \
         --spectrum-times 0,1.1,2.2 --statistics --nc $OUT/runs/hit128_sp.nc --out $R/hit128_sp.json
     python3 benchmarks/validation/compare_isotropic.py $R/hit128 $OUT/runs/hit128_sp.nc --spectrum-times 1.1,2.2 ;;
   hit256*) extra=""; [ $run = hit256dt ] && extra="--set dt=0.025"
     vs $run isotropic_turbulence --set n=256 --set nu=0.0028 --set dt=0.0125 $extra
-    [ -f $OUT/runs/hit256_sp.nc ] || timed hit256_sp $SP --init $R/$run/initial_field.nc --nu 0.0028 \
+    [ -f $OUT/runs/hit256_sp.nc ] || [ -n "$NOSP" ] || timed hit256_sp $SP --init $R/$run/initial_field.nc --nu 0.0028 \
         --t-end 2.2 --spectrum-times 0,1.1,2.2 --statistics --nc $OUT/runs/hit256_sp.nc --out $R/hit256_sp.json
-    python3 benchmarks/validation/compare_isotropic.py $R/$run $OUT/runs/hit256_sp.nc --spectrum-times 1.1,2.2 ;;
+    [ -n "$NOSP" ] || python3 benchmarks/validation/compare_isotropic.py $R/$run $OUT/runs/hit256_sp.nc --spectrum-times 1.1,2.2 ;;
+  hit512) vs hit512 isotropic_turbulence --set n=512 --set nu=0.0014 --set dt=0.0125 \
+        --set t_end=0.05 --set snapshot_interval=0.025 --set diagnostics_interval=0.025
+    timed hit512_restart python3 -m vortexsim restart $(ls $R/hit512/snapshot_*.nc | tail -1) --t-end 0.075 -q
+    grep -h "GPU memory\|steps in" $R/hit512/run.log | tail -3 ;;
 esac; done
 cd $OUT && tar czf runs.tgz runs && rm -rf runs

@@ -159,15 +159,41 @@ def energy_spectrum(u, box):
 
 
 def _spectrum(xp, u_hat, n, box):
-    """(k, E) from the half spectrum: the shell sums on the host (``numpy.bincount``, one
-    transfer of the mode densities), whose order is fixed: a GPU ``bincount`` adds with
-    floating-point atomics (bits that vary from run to run, and slow on ~n/√3 bins)."""
+    """(k, E) from the half spectrum, the shell sums in a fixed order: on the host
+    ``numpy.bincount``; on the GPU one block per shell over the shell's modes
+    (``cuda/shell_sums.cu``; a GPU ``bincount`` adds with floating-point atomics, bits
+    that vary from run to run)."""
     k0 = 2 * math.pi / box
     _, weight, _ = _half_spectrum(n)
     shell, n_shells = _shells(n)
     density = (0.5 / float(n) ** 6) * (xp.asarray(weight) * _abs2(u_hat).sum(axis=3))
-    e = np.bincount(shell, weights=to_host(density).ravel(), minlength=n_shells)
-    return xp.arange(n_shells, dtype=xp.float64) * k0, xp.asarray(e / k0)
+    if xp is np:
+        e = xp.asarray(np.bincount(shell, weights=density.ravel(), minlength=n_shells))
+    else:
+        e = _shell_sums_cuda(xp.ascontiguousarray(density).ravel(), n, n_shells)
+    return xp.arange(n_shells, dtype=xp.float64) * k0, e / k0
+
+
+@functools.lru_cache(maxsize=4)
+def _shell_order(n, device_id):
+    """The half spectrum's modes listed shell by shell (device int32) and each shell's
+    first entry (device int64, n_shells + 1), made once per n and device."""
+    import cupy as cp  # noqa: PLC0415
+    shell, n_shells = _shells(n)
+    perm = np.argsort(shell, kind="stable").astype(np.int32)
+    start = np.searchsorted(shell[perm], np.arange(n_shells + 1)).astype(np.int64)
+    return cp.asarray(perm), cp.asarray(start)
+
+
+def _shell_sums_cuda(density, n, n_shells):
+    import cupy as cp  # noqa: PLC0415
+
+    from ..kernels.modules import get_function  # noqa: PLC0415
+    perm, start = _shell_order(n, cp.cuda.Device().id)
+    out = cp.empty(n_shells, dtype=cp.float64)
+    get_function("shell_sums.cu", "shell_sums<256>")((n_shells,), (256,),
+                                                     (density, perm, start, out))
+    return out
 
 
 # -- the statistics ----------------------------------------------------------------------

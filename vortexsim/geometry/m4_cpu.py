@@ -66,16 +66,16 @@ def periodic_p2m(x, alpha, n, h, *, scale=1.0, component_major=False, weights=No
     return np.ascontiguousarray(out.T).reshape(3, n, n, n) if component_major else out
 
 
-def periodic_m2p(fields, points, n, h, weights=None):
-    """The fields (C, n, n, n) (C = 3 or 12) at ``points`` (M, 3) [L]: (M, 3) of the first
-    three and, for C = 12, (M, 9) of the others (else None); ``weights``:
-    :func:`periodic_weights` of ``points``, when already made."""
-    n, c = int(n), int(fields.shape[0])
-    if c not in (3, 12) or fields.shape[1:] != (n, n, n):
-        raise ValueError(f"fields has shape {fields.shape}; expected (3 or 12, {n}, {n}, {n}).")
-    columns = np.ascontiguousarray(fields.reshape(c, n ** 3).T)           # (n³, C)
-    out = np.empty((points.shape[0], c), dtype=np.float64)
+def periodic_m2p(fields, points, n, h, out=None, weights=None):
+    """Three fields (3, n, n, n) at ``points`` (M, 3) [L]: into ``out`` (M, 3) (rows may be
+    strided; default a new array), returned (as :func:`vortexsim.geometry.m4_gpu.periodic_m2p`);
+    ``weights``: :func:`periodic_weights` of ``points``, when already made."""
+    n = int(n)
+    if fields.shape != (3, n, n, n):
+        raise ValueError(f"fields has shape {fields.shape}; expected (3, {n}, {n}, {n}).")
+    columns = np.ascontiguousarray(fields.reshape(3, n ** 3).T)           # (n³, 3)
+    if out is None:
+        out = np.empty((points.shape[0], 3), dtype=np.float64)
     for part, w in _chunks(points, n, h, weights):
         out[part] = w @ columns
-    return np.ascontiguousarray(out[:, :3]), (np.ascontiguousarray(out[:, 3:]) if c > 3
-                                               else None)
+    return out

@@ -2,8 +2,8 @@ r"""M4′ transfers between particles and the periodic n³ lattice on CuPy (``cu
 
 * :func:`periodic_p2m`: Σ_p W(x_n − x_p) α_p at every node (the periodic remeshing of
   :func:`vortexsim.geometry.remesh.remesh`, the mesh solve's P2M);
-* :func:`periodic_m2p`: lattice fields interpolated at points by the same W (the mesh
-  solve's M2P, the adjoint of P2M).
+* :func:`periodic_m2p`: three lattice fields interpolated at points by the same W (the
+  mesh solve's M2P, the adjoint of P2M).
 
 Node (i, j, k) at (i, j, k) h, row (i·n + j)·n + k; the weights are
 :func:`vortexsim.geometry.remesh.m4prime_stencil`'s.  P2M sorts the particles by cell
@@ -79,22 +79,25 @@ def periodic_p2m(x, alpha, n, h, *, scale=1.0, component_major=False):
     return out
 
 
-def periodic_m2p(fields, points, n, h):
-    """The fields (C, n, n, n) (C = 3 or 12, float64) at ``points`` (M, 3) [L] by M4′,
-    each point's 64 nodes summed in a fixed order: cupy (M, 3) of the first three and,
-    for C = 12, (M, 9) of the others (else None)."""
+def periodic_m2p(fields, points, n, h, out=None):
+    """Three fields (3, n, n, n) (float64) at ``points`` (M, 3) [L] by M4′, each point's 64
+    nodes summed in a fixed order: into ``out`` (M, 3) float64 (rows may be strided, e.g.
+    ``grad[:, a, :]`` of an (M, 3, 3) array; default a new array), returned."""
     import cupy as cp  # noqa: PLC0415
-    n, c = int(n), int(fields.shape[0])
-    if c not in (3, 12) or fields.shape[1:] != (n, n, n):
-        raise ValueError(f"fields has shape {fields.shape}; expected (3 or 12, {n}, {n}, {n}).")
+    n = int(n)
+    if fields.shape != (3, n, n, n):
+        raise ValueError(f"fields has shape {fields.shape}; expected (3, {n}, {n}, {n}).")
     points = cp.ascontiguousarray(points, dtype=cp.float64)
     count = int(points.shape[0])
-    first = cp.empty((count, 3), dtype=cp.float64)
-    rest = cp.empty((count, c - 3), dtype=cp.float64) if c > 3 else None
+    if out is None:
+        out = cp.empty((count, 3), dtype=cp.float64)
+    if out.shape != (count, 3) or out.dtype != cp.float64 or out.strides[1] != 8:
+        raise ValueError(f"out must be float64 (M, 3) with contiguous rows; got {out.shape}, "
+                         f"{out.dtype}, strides {out.strides}.")
     if count:
-        get_function(CUDA_FILE, f"m4_m2p<{c}>")(
+        get_function(CUDA_FILE, "m4_m2p")(
             _grid(count), (BLOCK,),
             (points, np.int64(count), np.float64(h), np.int64(n),
-             cp.ascontiguousarray(fields, dtype=cp.float64), first,
-             first if rest is None else rest))
-    return first, rest
+             cp.ascontiguousarray(fields, dtype=cp.float64), np.int64(out.strides[0] // 8),
+             out))
+    return out

@@ -280,7 +280,7 @@ class Simulation:
             logger.info("ran %d steps (t %.6g → %.6g) in %.3g s: %.3g steps/s, %.3g element "
                         "steps/s", done, t_start, self.t, wall, done / wall,
                         done * len(self.elements) / wall)
-        self.timings.log(wall)
+        self.timings.log(wall, self.model.device, len(self.elements))
         return self
 
     def _set_stop(self, t_end, steps):

@@ -67,9 +67,11 @@ class RunTimings:
         if seconds > ext.get("slowest", (-1.0, 0))[0]:
             ext["slowest"] = (seconds, iteration)
 
-    def log(self, wall):
+    def log(self, wall, device=None, elements=0):
         """Where the run's wall time went: one line for the main thread (steps, each writer
-        and callback, the waits for the output thread), one for the output thread."""
+        and callback, the waits for the output thread), one for the output thread; on a
+        GPU ``device`` one for the most memory CuPy's pool held (per element of the run's
+        ``elements``)."""
         waited = self.output_waited
         ext = self.step_extremes
 
@@ -96,6 +98,10 @@ class RunTimings:
                                   f"{o['waited']:.3g} s)"
                                   for name, o in self.output_timings.items()),
                         max(written - sum(o["waited"] for o in out), 0.0), written)
+        if device is not None and device.kind == "gpu":
+            held = device.xp.get_default_memory_pool().total_bytes()
+            logger.info("GPU memory: %.3g GB held by CuPy's pool at most (%.0f B per "
+                        "element)", held / 1e9, held / max(elements, 1))
 
 
 def output_jobs(timing):

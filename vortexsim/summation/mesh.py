@@ -26,10 +26,10 @@ blobs, truncated to the lattice's modes: for a field of one mode (Taylor–Green
 about 1 − O((kh)²) (M4′ reproduces quadratics).
 
 Cost: six real FFTs of n³ for u, fifteen with ∇u (3 forward, 3 + 9 inverse), P2M and
-M2P O(64 N).  Memory per lattice point, float64: ω 24 B, the 12 fields 96 B, the half
-spectra of ω (→ ψ̂) and û 48 B, one derivative's spectrum and transform 16 B, the
-Green's function 4 B (the wave numbers are three 1-D vectors); P2M's sort 64 B per
-particle.
+M2P O(64 N).  Memory per lattice point, float64: ω 24 B (freed once transformed), the
+half spectra of ψ̂ and û 48 B, three lattice fields at a time 24 B (u, then each row of
+∇u, interpolated before the next is made) and one derivative's spectrum 8 B, the Green's
+function 4 B (the wave numbers are three 1-D vectors); P2M's sort 64 B per particle.
 """
 from __future__ import annotations
 
@@ -42,8 +42,6 @@ from ..geometry.periodic import periodic_nodes
 from ..kernels.cutoff import gaussian_blob_transform
 from .spectral import mode_sums
 
-#: the lattice fields of u and ∇u, component-major: u_a at [a], ∂u_a/∂x_b at [3 + 3a + b]
-FIELDS = 12
 
 __all__ = ["MeshSolve"]
 
@@ -75,65 +73,75 @@ class MeshSolve:
         # derivative; they are left out of i k
         self.k = list(wavenumbers(n, self.box, xp, derivative=True))
 
-    def _transfers(self):
-        """The M4′ module of the lattice's device (:mod:`vortexsim.geometry.m4_cpu` or
-        :mod:`vortexsim.geometry.m4_gpu`)."""
+    def p2m(self, x, alpha):
+        """ω on the lattice, (3, n, n, n) [1/T], node (i, j, k) at (i, j, k) h."""
         if self.xp is np:
             from ..geometry import m4_cpu as m4  # noqa: PLC0415
         else:
             from ..geometry import m4_gpu as m4  # noqa: PLC0415
-        return m4
+        return m4.periodic_p2m(x, alpha, self.n, self.h, scale=1.0 / self.h ** 3,
+                               component_major=True)
 
-    def p2m(self, x, alpha):
-        """ω on the lattice, (3, n, n, n) [1/T], node (i, j, k) at (i, j, k) h."""
-        return self._transfers().periodic_p2m(x, alpha, self.n, self.h,
-                                              scale=1.0 / self.h ** 3, component_major=True)
-
-    def solve(self, omega, gradient=True):
-        """The lattice fields of ω (3, n, n, n): (12, n, n, n) with ``gradient`` (u_a at
-        [a] [L/T], ∂u_a/∂x_b at [3 + 3a + b] [1/T]), else (3, n, n, n)."""
-        xp, n = self.xp, self.n
+    def spectra(self, omega):
+        """û (three half spectra (n, n, n//2 + 1)) of the lattice vorticity ``omega``
+        (3, n, n, n) [1/T]: û = i k × ψ̂, ψ̂ = G_σ ω̂."""
+        xp = self.xp
         psi = [rfft3(omega[c], xp) for c in range(3)]
         for c in range(3):
             psi[c] *= self.green
         kx, ky, kz = self.k
-        u_hat = [1j * (ky * psi[2] - kz * psi[1]),
-                 1j * (kz * psi[0] - kx * psi[2]),
-                 1j * (kx * psi[1] - ky * psi[0])]
-        del psi
-        fields = xp.empty((FIELDS if gradient else 3, n, n, n), dtype=xp.float64)
-        for a in range(3):
-            fields[a] = irfft3(u_hat[a], n, xp)
-        if gradient:
-            for a in range(3):
-                for b in range(3):
-                    fields[3 + 3 * a + b] = irfft3(1j * self.k[b] * u_hat[a], n, xp)
-        return fields
+        return [1j * (ky * psi[2] - kz * psi[1]),
+                1j * (kz * psi[0] - kx * psi[2]),
+                1j * (kx * psi[1] - ky * psi[0])]
 
-    def m2p(self, fields, points):
-        """``fields`` (C, n, n, n) (C = 3 or 12) at ``points`` (M, 3) [L] by M4′, each
-        point's 64 nodes summed in a fixed order (deterministic): (M, 3) of the first
-        three and (M, 3, 3) of the other nine (None for C = 3)."""
-        u, rest = self._transfers().periodic_m2p(fields, points, self.n, self.h)
-        return u, (None if rest is None else rest.reshape(-1, 3, 3))
+    def velocity_field(self, u_hat):
+        """u on the lattice, (3, n, n, n) [L/T], from :meth:`spectra`."""
+        return self.xp.stack([irfft3(u_hat[a], self.n, self.xp) for a in range(3)])
+
+    def gradient_row(self, u_hat, a):
+        """∂u_a/∂x_b, b = 0, 1, 2, on the lattice, (3, n, n, n) [1/T], from :meth:`spectra`."""
+        return self.xp.stack([irfft3(1j * self.k[b] * u_hat[a], self.n, self.xp)
+                              for b in range(3)])
+
+    def m2p(self, fields, points, out=None, weights=None):
+        """Three lattice fields (3, n, n, n) at ``points`` (M, 3) [L] by M4′ (each point's
+        64 nodes in a fixed order): into ``out`` (M, 3) (rows may be strided), returned;
+        ``weights``: the CPU's :func:`vortexsim.geometry.m4_cpu.periodic_weights` of
+        ``points``."""
+        if self.xp is np:
+            from ..geometry import m4_cpu  # noqa: PLC0415
+            return m4_cpu.periodic_m2p(fields, points, self.n, self.h, out=out,
+                                       weights=weights)
+        from ..geometry import m4_gpu  # noqa: PLC0415
+        return m4_gpu.periodic_m2p(fields, points, self.n, self.h, out=out)
 
     def evaluate(self, x, alpha, targets=None, gradient=True):
         """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (None without ``gradient``) at
         ``targets`` (M, 3) [L] (default: the elements ``x``) of the blobs ``x`` (N, 3) [L]
-        with strengths ``alpha`` (N, 3) [L³/T]; float64 on the arrays' device."""
+        with strengths ``alpha`` (N, 3) [L³/T]; float64 on the arrays' device.  The
+        lattice holds three fields at a time (u, then one row of ∇u after another)."""
         xp = array_namespace(x, alpha)
         if xp is not self.xp:
             raise TypeError("the elements must live on the mesh solve's device.")
         targets = x if targets is None else targets
-        if xp is np and targets is x:                   # one set of weights for both
+        weights = None
+        if xp is np:                                    # the CPU's sparse weights, once
             from ..geometry import m4_cpu  # noqa: PLC0415
-            weights = m4_cpu.periodic_weights(x, self.n, self.h)
+            weights = m4_cpu.periodic_weights(targets, self.n, self.h)
             omega = m4_cpu.periodic_p2m(x, alpha, self.n, self.h, scale=1.0 / self.h ** 3,
-                                        component_major=True, weights=weights)
-            u, rest = m4_cpu.periodic_m2p(self.solve(omega, gradient=gradient), x, self.n,
-                                          self.h, weights=weights)
-            return u, (None if rest is None else rest.reshape(-1, 3, 3))
-        return self.m2p(self.solve(self.p2m(x, alpha), gradient=gradient), targets)
+                                        component_major=True,
+                                        weights=weights if targets is x else None)
+        else:
+            omega = self.p2m(x, alpha)
+        u_hat = self.spectra(omega)
+        del omega
+        u = self.m2p(self.velocity_field(u_hat), targets, weights=weights)
+        if not gradient:
+            return u, None
+        grad = xp.empty((targets.shape[0], 3, 3), dtype=xp.float64)
+        for a in range(3):
+            self.m2p(self.gradient_row(u_hat, a), targets, out=grad[:, a, :], weights=weights)
+        return u, grad
 
     def field_sums(self, omega):
         """The seven quadratic field sums of
@@ -156,10 +164,11 @@ class MeshSolve:
     def on_nodes(self, omega):
         """u (n³, 3) and ∇u (n³, 3, 3) at the lattice nodes themselves (rows in remesh
         order) of the lattice vorticity ``omega`` (3, n, n, n) [1/T]: the solve without
-        P2M and M2P."""
-        n3 = self.n ** 3
-        fields = self.solve(omega).reshape(FIELDS, n3)
-        u = self.xp.ascontiguousarray(fields[:3].T)
-        grad = self.xp.ascontiguousarray(fields[3:].T).reshape(n3, 3, 3)
+        P2M and M2P, three lattice fields at a time."""
+        xp, n3 = self.xp, self.n ** 3
+        u_hat = self.spectra(omega)
+        u = xp.ascontiguousarray(self.velocity_field(u_hat).reshape(3, n3).T)
+        grad = xp.empty((n3, 3, 3), dtype=xp.float64)
+        for a in range(3):
+            grad[:, a, :] = self.gradient_row(u_hat, a).reshape(3, n3).T
         return u, grad
-

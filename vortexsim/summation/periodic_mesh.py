@@ -29,11 +29,14 @@ class PeriodicMeshSum(Summation):
     ``tol`` and ``plan`` are not used (the lattice sets the accuracy)."""
 
     name = "mesh"
-    BYTES_PER_SOURCE = 600
-    BYTES_PER_TARGET = 400
-    #: per lattice point: the spectra (3 complex half spectra, 12 for ∇u at once, ~6 real
-    #: values each) and the 12 real fields of u and ∇u, float64
-    BYTES_PER_GRID_POINT = 400
+    #: per element: its state (x, α, σ, V, label: 72 B), the time stepper's stage arrays
+    #: and P2M's sort (64 B); per tracer its position, stage and velocity
+    BYTES_PER_SOURCE = 300
+    BYTES_PER_TARGET = 150
+    #: per lattice point: the half spectra of ψ̂ and û (48 B), three lattice fields at a
+    #: time (24 B), one derivative's spectrum (8 B), the Green's function (4 B), the
+    #: lattice vorticity (24 B), cuFFT's work areas and the diagnostics row's spectra
+    BYTES_PER_GRID_POINT = 300
 
     def check_method(self):
         if self.box is None:

@@ -81,12 +81,11 @@ __global__ void m4_p2m(const double* __restrict__ tau,
     out[node * node_stride + 2 * comp_stride] = scale * s2;
 }
 
-// The C fields (C, n³) (component-major) interpolated at M points x (M, 3) [L]: the
-// first three into out3 (M, 3), the others (C > 3) into rest (M, C − 3).
-template <int C>
+// Three fields (3, n³) (component-major) interpolated at M points x (M, 3) [L]:
+// out[p · stride + m], m = 0, 1, 2 (stride 3: an (M, 3) array; 9: a row of (M, 3, 3)).
 __global__ void m4_m2p(const double* __restrict__ x, const long long M, const double h,
                        const long long n, const double* __restrict__ field,
-                       double* __restrict__ out3, double* __restrict__ rest) {
+                       const long long stride, double* __restrict__ out) {
     const long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (p >= M) return;
     const long long plane = n * n * n;
@@ -103,9 +102,7 @@ __global__ void m4_m2p(const double* __restrict__ x, const long long M, const do
             idx[a][o] = wrap((long long)f + o - 1, n);
         }
     }
-    double acc[C];
-    #pragma unroll
-    for (int m = 0; m < C; ++m) acc[m] = 0.0;
+    double acc0 = 0.0, acc1 = 0.0, acc2 = 0.0;
     #pragma unroll
     for (int a = 0; a < 4; ++a) {
         #pragma unroll
@@ -116,13 +113,13 @@ __global__ void m4_m2p(const double* __restrict__ x, const long long M, const do
             for (int c = 0; c < 4; ++c) {
                 const double wt = wab * w[2][c];
                 const long long node = row + idx[2][c];
-                #pragma unroll
-                for (int m = 0; m < C; ++m) acc[m] += wt * field[m * plane + node];
+                acc0 += wt * field[node];
+                acc1 += wt * field[plane + node];
+                acc2 += wt * field[2 * plane + node];
             }
         }
     }
-    #pragma unroll
-    for (int m = 0; m < 3; ++m) out3[p * 3 + m] = acc[m];
-    #pragma unroll
-    for (int m = 3; m < C; ++m) rest[p * (C - 3) + (m - 3)] = acc[m];
+    out[p * stride] = acc0;
+    out[p * stride + 1] = acc1;
+    out[p * stride + 2] = acc2;
 }
