@@ -38,7 +38,7 @@ for run in "$@"; do case $run in
         --t-end 2.2 --spectrum-times 0,1.1,2.2 --statistics --nc $OUT/runs/hit256_sp.nc --out $R/hit256_sp.json
     [ -n "$NOSP" ] || python3 benchmarks/validation/compare_isotropic.py $R/$run $OUT/runs/hit256_sp.nc --spectrum-times 1.1,2.2 ;;
   hit512) vs hit512 isotropic_turbulence --set n=512 --set nu=0.0014 --set dt=0.0125 \
-        --set t_end=0.05 --set snapshot_interval=0.025 --set diagnostics_interval=0.025
+        --set t_end=0.05 --set snapshot_interval=0.05 --set diagnostics_interval=0.025
     timed hit512_restart python3 -m vortexsim restart $(ls $R/hit512/snapshot_*.nc | tail -1) --t-end 0.075 -q
     grep -h "GPU memory\|steps in" $R/hit512/run.log | tail -3 ;;
 esac; done
