@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import types
 
 import numpy as np
 
@@ -138,22 +139,26 @@ def field_sums(alpha, fields):
 #: α·ψ, α·ω, α·u, then |α| (1), |α| r (3), |α| r_i r_j (6: i ≤ j), |α| r_i r_j r_k
 #: (10: i ≤ j ≤ k), r = x − x[ref] (the moments of a ring about one of its elements)
 ROW_COLUMNS = 32
+#: elements per block of :class:`RowSums` (its rows take 256 B per element of a block)
+ROW_BLOCK = 1 << 20
 _PAIRS = tuple(itertools.combinations_with_replacement(range(3), 2))
 _TRIPLES = tuple(itertools.combinations_with_replacement(range(3), 3))
 
 
-def element_rows(x, alpha, fields=None, ref=None):
+def element_rows(x, alpha, fields=None, ref=None, x_ref=None):
     """The terms of a diagnostics row per element, (N, :data:`ROW_COLUMNS`) float64: sums
     over all elements give Ω, 2P, 3A and (with ``fields``, the elements' u, ψ, ω:
     :class:`~vortexsim.fmm.fields.Fields` or shares) 2E, Ω₂, H; sums over one ring give
     the moments :class:`RowSums` turns into its centre.  ``ref`` (N,) int: each element's
-    reference element (its ring's first; default itself).  Columns without their field
+    reference element (its ring's first; default itself), a row of ``x_ref`` (default
+    ``x``; all the elements when ``x`` is a block of them).  Columns without their field
     (no ``fields``, or ω None) are 0.  NumPy is the specification; on the GPU one
     elementwise kernel (``kernels/cuda/diagnostic_rows.cuh``)."""
     xp = array_namespace(x, alpha)
     n = x.shape[0]
     x = xp.ascontiguousarray(x, dtype=xp.float64)
     a = xp.ascontiguousarray(alpha, dtype=xp.float64)
+    x_ref = x if x_ref is None else xp.ascontiguousarray(x_ref, dtype=xp.float64)
     if ref is None:
         ref = xp.arange(n, dtype=xp.int64)
     has = (0 if fields is None else 1) | (2 if fields is not None and fields.omega is not None
@@ -166,7 +171,7 @@ def element_rows(x, alpha, fields=None, ref=None):
         rows = xp.empty((n, ROW_COLUMNS))
         if n:
             elementwise_kernel("vortexsim_diagnostic_row")(
-                x, a, xp.ascontiguousarray(ref, dtype=xp.int64),
+                x, a, xp.ascontiguousarray(ref, dtype=xp.int64), x_ref,
                 *(xp.ascontiguousarray(f, dtype=xp.float64) for f in (psi, omega, u)),
                 np.int32(has), rows, size=n)
         return rows
@@ -177,7 +182,7 @@ def element_rows(x, alpha, fields=None, ref=None):
         rows[:, 9], rows[:, 11] = (a * psi).sum(axis=1), (a * u).sum(axis=1)
     if has & 2:
         rows[:, 10] = (a * omega).sum(axis=1)
-    r = x - x[ref]
+    r = x - x_ref[ref]
     w = np.sqrt((a * a).sum(axis=1))
     rows[:, 12] = w
     rows[:, 13:16] = w[:, None] * r
@@ -190,8 +195,9 @@ def element_rows(x, alpha, fields=None, ref=None):
 
 class RowSums:
     """The element sums of a diagnostics row in one pass: the rows of every element
-    (:func:`element_rows`), then one (R + 1, N) × (N, 32) product: the sum over all
-    elements and over each of R rings (a fixed number of device operations whatever R);
+    (:func:`element_rows`, :data:`ROW_BLOCK` elements at a time), each block's
+    (R + 1, B) × (B, 32) product added in block order: the sum over all elements and over
+    each of R rings (a fixed number of device operations per block whatever R);
     :meth:`finish` then turns the (R + 1, 32) sums, on the host, into the row's values
     and each ring's :func:`ring_frame`, :func:`ring_centre` and :func:`ring_radius`.
 
@@ -233,7 +239,15 @@ class RowSums:
         reference points (R, 3) and ``extra`` (0-d arrays), flat in one float64 array:
         what :meth:`finish` takes after one transfer."""
         xp = self.xp
-        sums = self.segments @ element_rows(x, alpha, fields, self.ref)
+        sums = None
+        for lo in range(0, max(x.shape[0], 1), ROW_BLOCK):   # (N, 32) rows a block at a time
+            part = slice(lo, lo + ROW_BLOCK)
+            block = None if fields is None else types.SimpleNamespace(
+                psi=fields.psi[part], u=fields.u[part],
+                omega=None if fields.omega is None else fields.omega[part])
+            s = self.segments[:, part] @ element_rows(x[part], alpha[part], block,
+                                                      self.ref[part], x_ref=x)
+            sums = s if sums is None else sums + s
         refs = x[self.starts].astype(xp.float64)
         return xp.concatenate([sums.ravel(), refs.ravel()] + [
             xp.ravel(xp.asarray(v, dtype=xp.float64)) for v in extra])

@@ -120,9 +120,10 @@ ELEMENTWISE = {
         "adaptive_keys.cuh"),
     # vortexsim.diagnostics.element_rows: an element's terms of a diagnostics row
     "vortexsim_diagnostic_row": (
-        "raw float64 x, raw float64 a, raw int64 ref, raw float64 psi, raw float64 omega, "
-        "raw float64 u, int32 has", "raw float64 rows",
-        "diagnostic_row(i, &x[0], &a[0], &ref[0], &psi[0], &omega[0], &u[0], has, &rows[0]);",
+        "raw float64 x, raw float64 a, raw int64 ref, raw float64 xr, raw float64 psi, "
+        "raw float64 omega, raw float64 u, int32 has", "raw float64 rows",
+        "diagnostic_row(i, &x[0], &a[0], &ref[0], &xr[0], &psi[0], &omega[0], &u[0], has, "
+        "&rows[0]);",
         "diagnostic_rows.cuh"),
     # vortexsim.kernels.morton.morton_keys: the key of cells (ix, iy, iz)
     "vortexsim_morton_interleave": (

@@ -2,12 +2,14 @@
 // NumPy specification, with the column order), as the body of an elementwise kernel.
 //
 // x, a (N, 3): positions and strengths; ref (N,): each element's reference element
-// (moments about x[ref]); psi, omega, u (N, 3): the fields at the elements, read where
-// `has` says (bit 0: ψ and u, bit 1: ω); rows (N, 32).
+// (moments about xr[ref], xr the positions of all elements: x may be a block of them);
+// psi, omega, u (N, 3): the fields at the elements, read where `has` says (bit 0: ψ and
+// u, bit 1: ω); rows (N, 32).
 #pragma once
 
 __device__ __forceinline__ void diagnostic_row(const long long i, const double* x,
                                                const double* a, const long long* ref,
+                                               const double* xr,
                                                const double* psi, const double* omega,
                                                const double* u, const int has, double* rows) {
     const double x0 = x[3 * i], x1 = x[3 * i + 1], x2 = x[3 * i + 2];
@@ -21,7 +23,7 @@ __device__ __forceinline__ void diagnostic_row(const long long i, const double* 
     o[10] = (has & 2) ? a0 * omega[3 * i] + a1 * omega[3 * i + 1] + a2 * omega[3 * i + 2] : 0.0;
     o[11] = (has & 1) ? a0 * u[3 * i] + a1 * u[3 * i + 1] + a2 * u[3 * i + 2] : 0.0;
     const long long k = ref[i];
-    const double r[3] = {x0 - x[3 * k], x1 - x[3 * k + 1], x2 - x[3 * k + 2]};
+    const double r[3] = {x0 - xr[3 * k], x1 - xr[3 * k + 1], x2 - xr[3 * k + 2]};
     const double w = sqrt(a0 * a0 + a1 * a1 + a2 * a2);
     o[12] = w;
     o[13] = w * r[0]; o[14] = w * r[1]; o[15] = w * r[2];
