@@ -66,7 +66,7 @@ def test_the_stepper_sums_the_lattice_stage_by_ffts():
 
     def run(disable):
         sim = vortexsim.make_case("taylor_green", n=12, nu=0.0, dt=0.2, tol=1e-10,
-                                  device="cpu", progress=False)
+                                  method="spectral", device="cpu", progress=False)
         if disable:
             sim.model.on_lattice = lambda: None
         calls = []

@@ -7,8 +7,10 @@ on the CPU and the GPU, modes kept by the 2/3 rule).  Its vorticity ω = ∇ × 
 spectrally (exact for this band-limited field), and the elements sit on the lattice with
 α = ω h³, volumes h³ and cores σ = ``overlap`` × h; as in ``taylor_green`` they are
 remeshed every step and made divergence-free (``remesh_project``), stretched by the
-classical scheme, carry ``gaussian6`` blobs and diffuse by PSE of order 4.  ``tracers``
-passive tracers are seeded uniformly in the box (seed + 1).
+classical scheme, carry ``gaussian6`` blobs, take their velocity from the particle-mesh
+solve (``method = "mesh"``) and diffuse by the exact lattice diffusion (``viscous =
+"lattice"``; PSE of order 4 the alternative).  ``tracers`` passive tracers are seeded
+uniformly in the box (seed + 1).
 
 :func:`isotropic_turbulence_field` returns the initial velocity itself (n, n, n, 3), so
 that another code (``benchmarks/validation/spectral_ns.py``) can start from the same field, and
@@ -92,8 +94,8 @@ def _size(values):
                                               "T, the unit in which velocities are given "
                                               "(energy in L^2/T^2)"),
                dt=0.05, t_end=2.0, integrator="rk2", nu=0.02,
-               viscous="pse", pse_order=4, kernel="gaussian6", boundary="periodic", box=BOX,
-               method="spectral",
+               viscous="lattice", pse_order=4, kernel="gaussian6", boundary="periodic", box=BOX,
+               method="mesh",
                remesh_every=1, remesh_project=True, stretching="classical", device="cpu")
 def isotropic_turbulence(n=32, k_peak=4.0, energy=0.5, seed=0, overlap=1.0, tracers=0):
     """Decaying isotropic turbulence on the n³ lattice of the periodic box [0, 2π)³."""
