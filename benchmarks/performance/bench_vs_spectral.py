@@ -5,14 +5,15 @@ settings with ``--set`` overrides, e.g. ``method=mesh``) is built through the pu
 (``vortexsim.make_case``) and stepped ``--warm`` times, then ``--steps`` steps are timed
 one by one (CUDA events on the GPU); then ``spectral_ns``'s solver
 (:class:`vortexsim.validation.spectral_ns.solver.SpectralNS`, RK4 with integrating
-factors, 2/3 dealiasing) with the same n, box and ν, on the Taylor–Green field (its
-cost per step does not depend on the field), the same way.  Reported per n: the median
+factors, 2/3 dealiasing) with the same n, box and ν, from the case's own initial
+velocity, the same way.  Reported per n: the median
 ms per step of each and their ratio; the peak GPU memory of each (CuPy's memory pool
 after the steps, emptied before each: what the pool held at most, cuFFT's plans and work
 areas included) per lattice point; and the time to t_end that each step count implies
 (vortexsim at the case's dt, the spectral code at its CFL 0.5 step of the initial field,
-dt = 0.5 h / max(|u| + |v| + |w|)), which a whole run compares (``vortexsim run``
-against ``spectral_ns.py``).
+dt = 0.5 h / max(|u| + |v| + |w|), which stays near the run's for Taylor–Green and
+shrinks as turbulence develops), which a whole run compares (``vortexsim run`` against
+``spectral_ns.py``).
 
 Usage::
 
@@ -59,22 +60,29 @@ def vortexsim_steps(case, n, device, overrides, warm, steps):
     _pool_reset(device)
     sim = vortexsim.make_case(case, n=n, device=device, progress=False, **overrides)
     ms = _time_steps(sim.step, device, warm, steps)
+    cfg = sim.config
     out = {"ms": ms, "ms_median": float(np.median(ms)), "peak_bytes": _pool_peak(device),
-           "dt": float(sim.config["dt"]), "t_end": float(sim.config["t_end"]),
-           "nu": float(sim.config["nu"]), "box": float(sim.config["box"]),
-           "elements": len(sim.elements), "method": sim.config["method"]}
+           "dt": float(cfg["dt"]), "t_end": float(cfg["t_end"]), "nu": float(cfg["nu"]),
+           "box": float(cfg["box"]), "elements": len(sim.elements), "method": cfg["method"],
+           "viscous": cfg["viscous"],
+           "field": {k: cfg[k] for k in ("k_peak", "energy", "seed") if k in cfg}}
     del sim
     return out
 
 
-def spectral_steps(n, nu, box, device, warm, steps):
+def spectral_steps(case, n, nu, box, field, device, warm, steps):
     from vortexsim.validation.spectral_ns.solver import SpectralNS, taylor_green
     xp = np
     if device == "gpu":
         import cupy as xp
+    if case == "isotropic_turbulence":
+        from vortexsim.cases.isotropic_turbulence import isotropic_turbulence_field
+        u0 = np.moveaxis(isotropic_turbulence_field(n, **field), -1, 0)    # (3, n, n, n)
+    else:
+        u0 = taylor_green(n, box)
     _pool_reset(device)
     solver = SpectralNS(n, nu, box, xp=xp)
-    solver.set_velocity(xp.asarray(taylor_green(n, box)))
+    solver.set_velocity(xp.asarray(u0))
     u = T.to_host(solver.velocity())
     dt = 0.5 * (box / n) / float(np.abs(u).sum(axis=0).max())
     ms = _time_steps(lambda: solver.step(dt), device, warm, steps)
@@ -106,7 +114,8 @@ def main(argv=None):
     results, summary = [], []
     for n in args.n:
         vs = vortexsim_steps(args.case, n, args.device, overrides, args.warm, args.steps)
-        sp = spectral_steps(n, vs["nu"], vs["box"], args.device, args.warm, args.steps)
+        sp = spectral_steps(args.case, n, vs["nu"], vs["box"], vs["field"], args.device,
+                            args.warm, args.steps)
         ratio = vs["ms_median"] / sp["ms_median"]
         steps_vs = math.ceil(vs["t_end"] / vs["dt"] - 1e-9)
         steps_sp = math.ceil(vs["t_end"] / sp["dt_cfl"] - 1e-9)
