@@ -44,6 +44,17 @@ def _step_count(text):
     return n
 
 
+def _thread_count(text):
+    """``--threads N``: a whole number ≥ 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of threads, got {text!r}")
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return n
+
+
 def _memory_size(text):
     """``--max-memory 8GB``: bytes (:func:`vortexsim.cli.resources.parse_size`)."""
     try:
@@ -69,6 +80,10 @@ def build_parser():
                         "shortened to land on it")
     s.add_argument("--steps", type=_step_count, metavar="N", help="run N more time steps")
     limits = argparse.ArgumentParser(add_help=False)
+    limits.add_argument("--threads", type=_thread_count, metavar="N",
+                        help="CPU threads of the computation (FFTs, FINUFFT, the FMM's near "
+                             "field; default: the cores this process may use, its CPU "
+                             "affinity within a container's quota)")
     limits.add_argument("--max-memory", type=_memory_size, metavar="SIZE",
                         help="memory the run may use, e.g. 8GB or 16GiB (default: what the "
                              "machine has available, host memory or the GPU's); a run "
@@ -234,6 +249,9 @@ def _dispatch(argv):
         except SystemExit as exc:  # --help, --version (0) and usage errors (2, one line)
             return exc.code
         setup_logging(args)
+        if getattr(args, "threads", None) is not None:
+            from ..backend.threads import set_cpu_threads  # noqa: PLC0415
+            set_cpu_threads(args.threads)
         return args.func(args, argv)
     except (UsageError, ConfigError) as exc:
         say(f"vortexsim: error: {' '.join(str(exc).split())}")

@@ -14,11 +14,11 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import math
-import os
 
 import numpy as np
 from scipy.special import erfcinv
 
+from ..backend.threads import cpu_threads
 from ..kernels.cutoff import blob_pair_factors, get_kernel
 from ..kernels.direct import INV_4PI, accumulate_block, skew
 from .tree import neighbor_table
@@ -87,7 +87,7 @@ def for_each_block(tree, nbr, block):
             block(leaf, src, c0, min(t1, c0 + step))
 
     leaves = np.nonzero(ts[1:] > ts[:-1])[0]
-    workers = min(len(leaves), os.cpu_count() or 1)
+    workers = min(len(leaves), cpu_threads())
     if workers > 1:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             list(pool.map(leaf_blocks, leaves))

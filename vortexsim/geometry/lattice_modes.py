@@ -5,14 +5,15 @@ projection, the lattice diffusion).
 Node (i, j, k) at (i, j, k) h, h = L/n, row (i·n + j)·n + k.  A field is transformed one
 component at a time with the real FFT of its three axes (half spectrum, shape
 (n, n, n//2 + 1)), so that every user runs the same two transforms of one shape: on CuPy
-one cuFFT plan each from CuPy's plan cache, on NumPy scipy.fft on the cores this process
-may use.  Wave numbers are three broadcast vectors, never an (n, n, n) array.
+one cuFFT plan each from CuPy's plan cache, on NumPy scipy.fft on
+:func:`vortexsim.backend.threads.cpu_threads` threads.  Wave numbers are three broadcast
+vectors, never an (n, n, n) array.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
+
+from ..backend.threads import cpu_threads
 
 __all__ = ["wavenumbers", "rfft3", "irfft3", "column_modes", "columns_from_modes"]
 
@@ -31,15 +32,11 @@ def wavenumbers(n, box, xp, derivative=False):
     return k1[:, None, None], k1[None, :, None], kz[None, None, :]
 
 
-def _workers():
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-
-
 def rfft3(field, xp):
     """The half spectrum (n, n, n//2 + 1) of a real (n, n, n) field."""
     if xp is np:
         import scipy.fft  # noqa: PLC0415
-        return scipy.fft.rfftn(field, workers=_workers())
+        return scipy.fft.rfftn(field, workers=cpu_threads())
     return xp.fft.rfftn(field)
 
 
@@ -47,7 +44,7 @@ def irfft3(modes, n, xp):
     """The real (n, n, n) field of a half spectrum (n, n, n//2 + 1)."""
     if xp is np:
         import scipy.fft  # noqa: PLC0415
-        return scipy.fft.irfftn(modes, s=(n, n, n), workers=_workers())
+        return scipy.fft.irfftn(modes, s=(n, n, n), workers=cpu_threads())
     return xp.fft.irfftn(modes, s=(n, n, n))
 
 

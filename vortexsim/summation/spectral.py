@@ -37,6 +37,7 @@ import math
 import numpy as np
 
 from ..backend import array_namespace, to_host
+from ..backend.threads import cpu_threads
 from ..geometry.periodic import check_periodic_sources, wrap
 from ..kernels.cutoff import (GAUSSIAN_ORDERS, GAUSSIAN_Q_SERIES, GAUSSIAN_ZETA0_RATIO,
                               SQRT_2_OVER_PI, gaussian_blob_transform)
@@ -45,8 +46,9 @@ from ..kernels.nufft import PeriodicNufft
 __all__ = ["SpectralSum", "spectral_velocity", "spectral_modes", "check_spectral",
            "self_gradient", "FIELD_SUMS", "TYPE2_THREADS", "NUFFTS"]
 
-#: threads of the type-2 transforms: fixed, so that a restart on another machine gives
-#: the same bits
+#: threads of the type-2 transforms: at most this many (fewer where the process has
+#: fewer, :func:`vortexsim.backend.threads.cpu_threads`), so that a restart on another
+#: machine with at least as many cores gives the same bits
 TYPE2_THREADS = 2
 #: the NUFFTs of :class:`SpectralSum`: "auto" (FINUFFT on NumPy arrays, the own NUFFT on
 #: CuPy arrays), "finufft" (NumPy only), "own" (:mod:`vortexsim.kernels.nufft`, both)
@@ -194,7 +196,7 @@ class SpectralSum:
         ``points`` (:meth:`nufft_points`) of the modes ``f_hat`` (K, n, n, n)."""
         import finufft  # noqa: PLC0415 - the spectral method's dependency
         return finufft.nufft3d2(*points, f_hat, eps=self.eps, isign=1,
-                                nthreads=TYPE2_THREADS).real
+                                nthreads=min(TYPE2_THREADS, cpu_threads())).real
 
     @staticmethod
     def first_points(points, k):
