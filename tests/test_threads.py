@@ -16,6 +16,17 @@ def test_the_default_is_the_available_cores_and_a_setting_overrides_it(monkeypat
             threads.set_cpu_threads(bad)
 
 
+def test_omp_num_threads_bounds_the_default(monkeypatch):
+    monkeypatch.setattr(threads, "_threads", None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert threads.cpu_threads() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
+    assert threads.cpu_threads() == threads.available_cores()
+    threads.set_cpu_threads(2)                          # an explicit setting wins
+    assert threads.cpu_threads() == 2
+    threads.set_cpu_threads(None)
+
+
 def test_a_cgroup_quota_bounds_the_cores(tmp_path, monkeypatch):
     quota = tmp_path / "cpu.max"
     quota.write_text("150000 100000\n")                  # 1.5 cores: 2

@@ -5,8 +5,8 @@
 (at most :data:`vortexsim.summation.spectral.TYPE2_THREADS`), the FMM's near-field thread
 pool.  By default it is the number of cores this process may actually use
 (:func:`available_cores`: its CPU affinity, within a cgroup's CPU quota, as containers and
-batch schedulers set them); ``vortexsim run --threads N`` (or :func:`set_cpu_threads`)
-sets it.  NumPy's BLAS is not on a hot path of vortexsim (its few matrix products are
+batch schedulers set them; at most ``OMP_NUM_THREADS`` where that is set);
+``vortexsim run --threads N`` (or :func:`set_cpu_threads`) sets it.  NumPy's BLAS is not on a hot path of vortexsim (its few matrix products are
 small) and keeps its own setting (``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS``).
 """
 from __future__ import annotations
@@ -45,8 +45,16 @@ def available_cores():
 
 def cpu_threads():
     """The threads of the CPU parts: :func:`set_cpu_threads`'s count, else
-    :func:`available_cores`."""
-    return _threads if _threads is not None else available_cores()
+    :func:`available_cores`, at most ``OMP_NUM_THREADS`` where that is set (the setting
+    OpenMP libraries such as FINUFFT obey, and warn when asked for more)."""
+    if _threads is not None:
+        return _threads
+    cores = available_cores()
+    try:
+        omp = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return cores
+    return max(1, min(cores, omp))
 
 
 def set_cpu_threads(n):
