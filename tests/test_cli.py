@@ -403,3 +403,16 @@ def test_run_directory_tools_refuse_a_directory_that_is_not_a_run(command, tmp_p
     assert main([*command, str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("vortexsim: error:"), err
+
+
+def test_logging_options_before_the_command(tmp_path, capsys):
+    """``vortexsim -qq run ...``: the logging options are taken before the command as after
+    it (the run's INFO lines go, its result stays)."""
+    from vortexsim.cli.command import main
+    args = ["run", "taylor_green", "--set", "n=8", "--steps", "1", "--out"]
+    assert main(args + [str(tmp_path / "loud")]) == 0
+    assert "INFO" in capsys.readouterr().err
+    assert main(["-qq"] + args + [str(tmp_path / "quiet")]) == 0
+    assert "INFO" not in capsys.readouterr().err
+    assert (tmp_path / "quiet" / "diagnostics.nc").exists()
+    assert main(["-v", "cases"]) == 0

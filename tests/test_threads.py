@@ -47,3 +47,4 @@ def test_the_cli_takes_threads_and_refuses_nonsense(tmp_path, monkeypatch):
     assert threads.cpu_threads() == 1
     threads.set_cpu_threads(None)
     assert main(["run", "taylor_green", "--threads", "0", "--out", str(tmp_path / "x")]) == 2
+

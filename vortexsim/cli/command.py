@@ -95,6 +95,12 @@ def build_parser():
         "snapshot."), epilog="Each command has its own --help, e.g. vortexsim run --help.")
     from .. import __version__  # noqa: PLC0415
     p.add_argument("--version", action="version", version=f"vortexsim {__version__}")
+    # the logging options before the command too (vortexsim -v run ...): own names, since
+    # a subcommand's defaults would overwrite the same dest; added to the command's
+    p.add_argument("-v", "--verbose", action="count", default=0, dest="global_verbose",
+                   help="as the command's -v")
+    p.add_argument("-q", "--quiet", action="count", default=0, dest="global_quiet",
+                   help="as the command's -q")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -248,6 +254,8 @@ def _dispatch(argv):
             args = build_parser().parse_args(argv)
         except SystemExit as exc:  # --help, --version (0) and usage errors (2, one line)
             return exc.code
+        args.verbose = getattr(args, "verbose", 0) + args.global_verbose
+        args.quiet = getattr(args, "quiet", 0) + args.global_quiet
         setup_logging(args)
         if getattr(args, "threads", None) is not None:
             from ..backend.threads import set_cpu_threads  # noqa: PLC0415
