@@ -416,3 +416,15 @@ def test_logging_options_before_the_command(tmp_path, capsys):
     assert "INFO" not in capsys.readouterr().err
     assert (tmp_path / "quiet" / "diagnostics.nc").exists()
     assert main(["-v", "cases"]) == 0
+
+
+def test_two_stop_criteria_are_refused(tmp_path, capsys):
+    """``--set t_end=4 --steps 3``: both say when to stop; refused in one line, nothing
+    written (``--t-end`` and ``--steps`` together are argparse's own refusal)."""
+    from vortexsim.cli.command import main
+    out = tmp_path / "run"
+    assert main(["run", "taylor_green", "--set", "t_end=4", "--steps", "3",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--steps 3" in err[0] and "t_end=4" in err[0]
+    assert not out.exists()

@@ -67,7 +67,11 @@ def cmd_run(args, argv):
                              f"{closest(args.preset, list(presets))}; its presets: {known}.")
         params.update(check_params(presets[args.preset], defaults,
                                    f"{source} [presets.{args.preset}]: "))
-    params.update(check_params(parse_assignments(args.set), defaults, "--set: "))
+    assigned = check_params(parse_assignments(args.set), defaults, "--set: ")
+    if args.steps is not None and "t_end" in assigned:
+        raise UsageError(f"--set t_end={assigned['t_end']:g} and --steps {args.steps} both say "
+                         "when the run stops; give one (--t-end T or --steps N).")
+    params.update(assigned)
     if args.device:
         params["device"] = args.device
     if args.precision:
