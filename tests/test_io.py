@@ -117,7 +117,9 @@ def test_diagnostics_file_and_resume(sim, tmp_path):
         assert ds.sizes["t"] == 4 and ds.sizes["component"] == 3
         assert all(_all_have_units(ds).values()), _all_have_units(ds)
         assert list(ds["iteration"].values) == [0, 1, 2, 3]
-        assert list(ds["ring"].values) == ["ring"]
+        assert list(ds["ring_name"].values) == ["ring"]         # CF: an auxiliary coordinate
+        assert ds["ring_centre"].attrs.get("coordinates") is None   # decoded by xarray
+        assert "ring_name" in ds["ring_centre"].coords
         for k in ("energy", "helicity", "enstrophy", "linear_impulse", "ring_centre"):
             assert k in ds
     back = read_rows(path)

@@ -1,4 +1,5 @@
-"""diagnostics.nc written by netCDF4 itself is the file xarray's to_netcdf writes."""
+"""diagnostics.nc written by netCDF4 itself is the file xarray's to_netcdf writes (of the
+file's CF layout: the ring names as the auxiliary coordinate ``ring_name``)."""
 import netCDF4
 import numpy as np
 import xarray as xr
@@ -19,8 +20,9 @@ def test_the_diagnostics_file_is_the_one_xarray_writes(tmp_path):
     log = DiagnosticsLog(tmp_path / "diagnostics.nc", meta, rows, history="made here")
     log.write()
     ds = rows_dataset(rows, meta, "made here")
+    ds = ds.drop_indexes("ring").rename_vars({"ring": "ring_name"})
     ds.to_netcdf(tmp_path / "xarray.nc", engine="netcdf4", format="NETCDF4",
-                 encoding={v: {"_FillValue": None} for v in ds.variables if v != "ring"})
+                 encoding={v: {"_FillValue": None} for v in ds.variables if v != "ring_name"})
     with xr.open_dataset(tmp_path / "diagnostics.nc") as a, \
             xr.open_dataset(tmp_path / "xarray.nc") as b:
         assert a.identical(b)

@@ -113,7 +113,7 @@ def cmd_info(args, argv):
                 verified = False
             lines += _snapshot_lines(snap, args.file, verified)
         elif fmt == DIAGNOSTICS_FORMAT:
-            ds = open_netcdf(args.file, [TIME, OLD_TIME, "ring", *HEALTH_COLUMNS])
+            ds = open_netcdf(args.file, [TIME, OLD_TIME, "ring", "ring_name", *HEALTH_COLUMNS])
             lines.append(_diagnostics_line(ds, args.file))
             lines += _health_lines(ds)
         elif fmt is not None and fmt.startswith("vortexsim"):

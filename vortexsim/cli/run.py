@@ -67,11 +67,7 @@ def cmd_run(args, argv):
                              f"{closest(args.preset, list(presets))}; its presets: {known}.")
         params.update(check_params(presets[args.preset], defaults,
                                    f"{source} [presets.{args.preset}]: "))
-    assigned = check_params(parse_assignments(args.set), defaults, "--set: ")
-    if args.steps is not None and "t_end" in assigned:
-        raise UsageError(f"--set t_end={assigned['t_end']:g} and --steps {args.steps} both say "
-                         "when the run stops; give one (--t-end T or --steps N).")
-    params.update(assigned)
+    params.update(check_params(parse_assignments(args.set), defaults, "--set: "))
     if args.device:
         params["device"] = args.device
     if args.precision:
@@ -138,6 +134,11 @@ def _start(sim, args, argv, case, source, run_dir, config_toml, output, snap_dt,
                 sim.config["n_tracers"], sim.config["method"], sim.config["precision"],
                 sim.device.describe(), snap_dt, diag_dt)
     log_cores(sim.config)
+    if args.steps:            # two stop criteria: say which one ends this run
+        logger.info("--steps %d ends this run (at t = %.6g with dt = %g); t_end = %g stays "
+                    "its configured end, where vortexsim restart continues to",
+                    args.steps, sim.t + args.steps * float(sim.config["dt"]),
+                    float(sim.config["dt"]), float(sim.config["t_end"]))
     stop = {"steps": args.steps} if args.steps else {"t_end": float(sim.config["t_end"])}
     return run_simulation(sim, args.quiet == 0, **stop)
 

@@ -64,10 +64,19 @@ def time_attrs():
     return variable_attrs("T", "simulated time")
 
 
+#: the variable of the ring names in a diagnostics file (an auxiliary coordinate of the
+#: dimension ``ring``)
+RING_NAME = "ring_name"
+
+
 def with_current_names(ds):
-    """``ds`` (an xarray Dataset of a snapshot, diagnostics or spectra file) with the time
-    dimension and coordinate named :data:`TIME`: files of format 3 and older call them
-    :data:`OLD_TIME`.  A dataset that already has :data:`TIME` is returned unchanged."""
+    """``ds`` (an xarray Dataset of a snapshot, diagnostics or spectra file) in the layout
+    readers use: the time dimension and coordinate named :data:`TIME` (files of format 3
+    and older call them :data:`OLD_TIME`) and the ring names as the index coordinate
+    ``ring`` (files store them as the auxiliary coordinate :data:`RING_NAME`, since a CF
+    coordinate variable is numeric; older files as ``ring`` itself)."""
+    if RING_NAME in ds.variables and "ring" not in ds.variables:
+        ds = ds.set_coords(RING_NAME).rename_vars({RING_NAME: "ring"}).set_xindex("ring")
     if TIME in ds.variables or TIME in ds.dims or not (OLD_TIME in ds.variables
                                                        or OLD_TIME in ds.dims):
         return ds

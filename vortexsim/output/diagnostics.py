@@ -41,7 +41,8 @@ import os
 import numpy as np
 
 from .files import atomic_path
-from .cf import OLD_TIME, TIME, time_attrs, unit_attrs, variable_attrs, with_current_names
+from .cf import (OLD_TIME, RING_NAME, TIME, time_attrs, unit_attrs, variable_attrs,
+                 with_current_names)
 from .snapshot import FORMAT_VERSION, SnapshotError, open_netcdf
 from .validate import InvalidValue, array
 
@@ -221,14 +222,20 @@ def _write_netcdf4(ds, path):
             nc.createDimension(dim, size)
         for name, var in ds.variables.items():
             values = var.values
+            attrs = dict(var.attrs)
             if values.dtype == object:                      # the ring names
+                # CF: a coordinate variable is numeric; the names are an auxiliary
+                # coordinate ``ring_name(ring)`` (readers restore the index: cf.py)
+                name = RING_NAME
                 v = nc.createVariable(name, str, var.dims)
                 for i, text in enumerate(values):
                     v[i] = text
             else:
                 v = nc.createVariable(name, values.dtype, var.dims, fill_value=False)
                 v[...] = values
-            v.setncatts(var.attrs)
+                if "ring" in var.dims:
+                    attrs["coordinates"] = RING_NAME
+            v.setncatts(attrs)
         nc.setncatts(ds.attrs)
 
 
@@ -240,7 +247,7 @@ def read_rows(path):
     where a restart needs them (time, iteration)."""
     # only the variables that rows hold ("time" in formats 1 to 3)
     ds = with_current_names(open_netcdf(path, [TIME, OLD_TIME, "iteration", "ring",
-                                               *QUANTITIES]))
+                                               RING_NAME, *QUANTITIES]))
     if ds.attrs.get("vortexsim_format") != DIAGNOSTICS_FORMAT:
         raise SnapshotError(f"{path} is not a vortexsim diagnostics file.")
     n = ds.sizes.get(TIME, 0)
