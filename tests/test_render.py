@@ -160,6 +160,40 @@ def test_render_command(tiny_run, tmp_path):
     assert one.exists()
 
 
+def test_a_second_render_into_the_folder_leaves_only_its_frames(tiny_run, tmp_path):
+    """Frames of an earlier call (another size; one of a snapshot this call does not
+    render) are removed, so that the folder holds one call's frames, one camera and size;
+    other files stay."""
+    frames = tmp_path / "frames"
+    assert _render(["render", str(tiny_run), "--out", str(frames), "--size", "40x30",
+                    "-q"]) == 0
+    stale = frames / "render_99999999.png"
+    stale.write_bytes((frames / sorted(os.listdir(frames))[0]).read_bytes())
+    (frames / "notes.txt").write_text("mine")
+    assert _render(["render", str(tiny_run), "--out", str(frames), "--size", "60x40",
+                    "-q"]) == 0
+    snaps = sorted(glob.glob(str(tiny_run / "snapshot_*.nc")))
+    pngs = sorted(f for f in os.listdir(frames) if f.startswith("render_"))
+    assert not stale.exists() and len(pngs) == len(snaps)
+    from PIL import Image
+    for f in pngs:
+        with Image.open(frames / f) as im:
+            assert im.size == (60, 40)
+    assert (frames / "notes.txt").read_text() == "mine"
+
+
+def test_run_overwrite_removes_the_old_runs_frames(tmp_path):
+    from vortexsim.cli import main
+    out = tmp_path / "run"
+    args = ["run", "single_ring", "--set", "n_phi=8", "--set", "t_end=0.2", "--set",
+            "tracers_per_ring=50", "--out", str(out), "-q"]
+    assert main(args) == 0
+    assert _render(["render", str(out), "--size", "40x30", "-q"]) == 0
+    assert any((out / "frames").iterdir())
+    assert main(args + ["--overwrite"]) == 0
+    assert not list((out / "frames").glob("render_*.png"))
+
+
 def test_render_command_bad_input(tiny_run, tmp_path):
     from vortexsim.cli import UsageError
     with pytest.raises(UsageError, match="not a run directory"):

@@ -162,7 +162,9 @@ OUR_FILES = ("snapshot_*.nc", "diagnostics.nc", "spectra.nc", "plot.png", "confi
               "run.log", ".snapshot_*.tmp", ".diagnostics.nc.*.tmp", ".spectra.nc.*.tmp",
               ".plot.png.*.tmp", ".config.toml.*.tmp", "initial_field.nc",
               ".initial_field.nc.*.tmp", "elements.xdmf", "tracers.xdmf", "xdmf_index.bin",
-              ".elements.xdmf.*.tmp", ".tracers.xdmf.*.tmp", ".xdmf_index.bin.*.tmp")
+              ".elements.xdmf.*.tmp", ".tracers.xdmf.*.tmp", ".xdmf_index.bin.*.tmp",
+              # vortexsim render's default folder: frames of the run being replaced
+              "frames/render_*.png", "frames/.render_*.png.*.tmp")
 
 
 def is_run_dir(run_dir):

@@ -2,6 +2,7 @@
 density-based opacity, optionally the elements coloured by |α|) and optionally a movie."""
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import re
@@ -132,6 +133,15 @@ def cmd_render(args, argv):
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create the output directory {out_dir}: {exc}") from None
+    if not single:            # frames of an earlier call: another camera, size or selection
+        written = {os.path.basename(p).replace("snapshot_", "render_").replace(".nc", ".png")
+                   for p in chosen}
+        stale = [f for f in glob.glob(os.path.join(glob.escape(out_dir), "render_*.png"))
+                 if os.path.basename(f) not in written]
+        for f in stale:
+            os.remove(f)
+        if stale:
+            logger.info("removed %d frames of an earlier render from %s", len(stale), out_dir)
     frames = []
     for k, path in enumerate(chosen):
         t0 = time.perf_counter()
