@@ -69,3 +69,26 @@ def test_the_runs_plot_is_plot_runs_figure_drawn_from_memory(tmp_path):
                   sim.t, f"vortexsim: leapfrog  ({os.path.basename(snap)})",
                   str(tmp_path / "b.png"))
     assert np.array_equal(drawn, imread(b))
+
+
+def test_a_periodic_run_plots_energy_dissipation_and_spectra(tmp_path):
+    """A periodic run's plot.png (energy, ε and −dE/dt, E(k) above the round-off floor):
+    the run's writer and plot_run from the files draw the same picture; a spectrum's
+    round-off tail and k = 0 are not drawn."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    from vortexsim.output.plot_box import SPECTRUM_FLOOR, draw_box
+    sim = vortexsim.make_case("taylor_green", n=8, device="cpu", progress=False)
+    sim.output_writers.update(run_writers(str(tmp_path), {**META, "case": "taylor_green"},
+                                          "", 0.2, 0.1))
+    sim.run(t_end=0.3)
+    drawn = imread(str(tmp_path / "plot.png"))
+    assert np.array_equal(drawn, imread(plot_run(str(tmp_path), str(tmp_path / "a.png"))))
+    rows = read_rows(tmp_path / "diagnostics.nc")
+    fig = draw_box(rows, "t")
+    energy, dissipation, spectra = fig.axes
+    assert [len(a.get_lines()) for a in (energy, dissipation)] == [2, 2]
+    for line in spectra.get_lines():
+        k, e = line.get_data()
+        assert (k > 0).all() and e.min() >= SPECTRUM_FLOOR * e.max()

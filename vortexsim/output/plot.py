@@ -1,4 +1,5 @@
-"""A picture of a run: ring centres and radii, numerical health, and the last snapshot.
+"""A picture of a run: ring centres and radii, numerical health, and the last snapshot;
+for a periodic-box run its energy, dissipation and spectrum (:mod:`.plot_box`).
 
 ``plot_run(run_dir)`` reads ``diagnostics.nc`` and the newest ``snapshot_*.nc`` of a run
 directory and writes ``plot.png``; ``plot_rows`` draws the same figure from the rows
@@ -19,6 +20,7 @@ import numpy as np
 from ..diagnostics.health import LIMITS
 from .cf import TIME, with_current_names
 from .files import atomic_path
+from .plot_box import draw_box, is_box
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +123,14 @@ def plot_run(run_dir, path=None):
     path = path or os.path.join(run_dir, "plot.png")
     diag_path = os.path.join(run_dir, "diagnostics.nc")
     snap_path = latest_snapshot(run_dir)
+    if os.path.exists(diag_path):
+        from .diagnostics import read_rows  # noqa: PLC0415
+        rows = read_rows(diag_path)
+        if is_box(rows):                       # a periodic run: energy, ε, E(k)
+            with xr.open_dataset(diag_path, engine="netcdf4") as d:
+                case = d.attrs.get("case", "")
+            last = f"  ({os.path.basename(snap_path)})" if snap_path else ""
+            return _save(draw_box(rows, f"vortexsim: {case}{last}"), path)
     if not os.path.exists(diag_path) or snap_path is None:
         logger.warning("no diagnostics.nc or snapshot in %s; no plot written", run_dir)
         return None
@@ -146,6 +156,8 @@ def plot_rows(rows, x, y, t, title, path):
     run (on an H100 machine reading the two files took 0.17–0.2 s of the plot's 0.3)."""
     if not _matplotlib("pip install matplotlib"):
         return None
+    if is_box(rows):                           # a periodic run: energy, ε, E(k)
+        return _save(draw_box(rows, title), path)
     names = list(rows[-1].get("ring_names", ()))
     rings = (names, np.stack([r["ring_centre"] for r in rows]),
              np.stack([r["ring_radius"] for r in rows])) if names else ([], None, None)
