@@ -44,7 +44,8 @@ import shutil
 
 __all__ = ["ResourceError", "Estimate", "MAX_STEPS", "MAX_SNAPSHOTS", "MAX_DIAGNOSTICS_ROWS",
            "HARD_LIMIT", "problem_size", "estimate_memory", "available_memory",
-           "check_resources", "check_schedule", "check_disk", "parse_size", "format_bytes"]
+           "check_resources", "check_schedule", "check_disk", "parse_size", "format_bytes",
+           "cpu_seconds", "announce_cpu_cost"]
 
 #: most time steps of a run without ``--force`` (10^7: hours at the smallest sizes on a GPU)
 MAX_STEPS = 10 ** 7
@@ -425,3 +426,70 @@ def check_disk(run_dir, n_elements, n_tracers, snapshots, rows, force=False, fre
             f"{run_dir} has {format_bytes(free)} free; raise snapshot_interval, free space, "
             "or pass --force to run it anyway.")
     return need
+
+
+#: seconds per evaluation on the CPU (2 cores of the CI machine, float64, tol 1e-6), per
+#: method: (per element with its ∇u, per tracer); the direct sum by its pair rate.
+#: Measured with the leapfrog rings at the GPU preset's resolution (16256 elements with
+#: 8192 and 65536 tracers: 9.0 and 18.9 s for the case's build and first evaluation) and
+#: the periodic cases' CPU defaults (the mesh solve: 24³ RK2 at 65 ms a step; the
+#: spectral sum: 28 s for 100 steps)
+CPU_SECONDS = {"fmm": (4.7e-4, 1.7e-4), "mesh": (2.5e-6, 2.5e-6),
+               "spectral": (1.0e-5, 1.0e-5)}
+#: direct sum on the CPU: pairs per second (``vortexsim.fmm.plan.COST_RATES``' near field)
+CPU_DIRECT_PAIRS = 2.0e7
+#: evaluations of the velocity per step, per integrator
+EVALUATIONS = {"euler": 1, "rk2": 2, "rk4": 4}
+#: an evaluation estimated to take longer than this [s] is announced before it starts
+ANNOUNCE_SECONDS = 5.0
+
+
+def cpu_seconds(config, est):
+    """Estimated seconds of one velocity evaluation of the run of ``config`` on the CPU
+    (:class:`Estimate` ``est``): a rough figure (a factor of 2) for the user, from
+    :data:`CPU_SECONDS` and :data:`CPU_DIRECT_PAIRS`."""
+    method = _method(config)
+    if method == "direct":
+        return est.n_sources * (est.n_elements + est.n_tracers) / CPU_DIRECT_PAIRS
+    per_element, per_tracer = CPU_SECONDS.get(method, CPU_SECONDS["fmm"])
+    return per_element * est.n_elements + per_tracer * est.n_tracers
+
+
+def announce_cpu_cost(config, est, preset=None, steps=None, log=None):
+    """Log, before a CPU run builds its case, what its first evaluation will take when
+    that is longer than :data:`ANNOUNCE_SECONDS`, and warn when a GPU preset runs on the
+    CPU, with the expected time per step and for the run (``steps`` steps; default the
+    case's t_end / dt).  Returns the estimated seconds of one evaluation (None on a GPU)."""
+    import logging  # noqa: PLC0415
+    log = log or logging.getLogger("vortexsim.cli")
+    if est is None or est.device != "cpu":
+        return None
+    evaluation = cpu_seconds(config, est)
+    per_step = evaluation * EVALUATIONS.get(str(config.get("integrator", "rk4")), 4)
+    if steps is None:
+        dt, t_end = config.get("dt"), config.get("t_end")
+        steps = math.ceil(t_end / dt) if isinstance(dt, (int, float)) and dt > 0 and \
+            isinstance(t_end, (int, float)) else None
+    more = " (more: dt adapts below it)" if config.get("adaptive") else ""
+    whole = (f", about {_duration(per_step * steps)} for its {steps:,} steps{more}"
+             if steps else "")
+    if preset and "gpu" in str(preset).lower():
+        log.warning("the preset %r is sized for a GPU and runs on the CPU here: about %s a "
+                    "step%s (--device gpu on a machine with one, or a smaller --set)",
+                    preset, _duration(per_step), whole)
+    if evaluation > ANNOUNCE_SECONDS:
+        log.info("building the case: %s (the memory check's sizes); its first velocity "
+                 "evaluation on the CPU takes up to about %s", _what(est),
+                 _duration(evaluation))
+    return evaluation
+
+
+def _duration(seconds):
+    """A rough duration in words: 40 s, 12 min, 3.2 h, 4.1 days."""
+    if seconds < 90:
+        return f"{seconds:.2g} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.2g} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.2g} h"
+    return f"{seconds / 86400:.2g} days"

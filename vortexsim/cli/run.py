@@ -11,7 +11,8 @@ from ..schedules import DUE_RTOL, due
 from .common import EXIT_OK, UsageError, case_file, check_device, first_line
 from .execute import log_cores, run_simulation
 from .writefail import os_error_text
-from .resources import ResourceError, check_disk, check_resources, check_schedule
+from .resources import (ResourceError, announce_cpu_cost, check_disk, check_resources,
+                        check_schedule)
 from .rundir import (check_output_dir, history_line, our_files_size, prepare_run_dir,
                      resolved_toml, run_metadata, write_case_files)
 
@@ -161,6 +162,7 @@ def check_costs(case, config, output, device, run_dir, args, freed):
         if est is not None:
             check_disk(run_dir, est.n_elements, est.n_tracers, plan["snapshots"],
                        plan["rows"], force=args.force, freed=freed)
+            announce_cpu_cost(config, est, args.preset, args.steps)
     except ResourceError as exc:
         raise UsageError(str(exc)) from None
     except (ValueError, TypeError) as exc:   # the case builder rejects the parameters
