@@ -37,7 +37,12 @@ DPI = 110
 #: the four panels [left, bottom, width, height] in figure fractions (20 x 4.5 in):
 #: room for the tick labels, the twin axis of the second and the two-line fourth title
 _PANELS = ((0.035, 0.11, 0.2, 0.75), (0.27, 0.11, 0.19, 0.75),
-           (0.535, 0.11, 0.19, 0.75), (0.78, 0.11, 0.21, 0.75))
+           (0.56, 0.11, 0.18, 0.75), (0.78, 0.11, 0.21, 0.75))
+#: line styles of the rings (ring i: the i-th), so that rings on top of each other (a
+#: symmetric collision's radii) both show
+_RING_STYLES = ("-", "--", "-.", ":")
+#: a curve whose spread is below this fraction of its size is round-off: drawn flat, said so
+ROUND_OFF = 1e-9
 #: the numerical-health curves of the third panel: (column, label, line style)
 _HEALTH = (("energy_error", "|energy error| / 1%", "-"),
            ("spacing_max", "spacing along lines / 1.5σ", "--"),
@@ -209,25 +214,29 @@ def _draw(t, rings, energy, health, x, y, t_snap, title):
     ax = axes[0]
     if names:
         for i, name in enumerate(names):
-            c = centres[:, i]
-            ax.plot(t, c[:, 2], "-", label=f"{name}: z")
+            c, style = centres[:, i], _RING_STYLES[i % len(_RING_STYLES)]
+            ax.plot(t, c[:, 2], style, color="C0", label=f"{name}: z")
             if np.ptp(c[:, 0]) > 1e-3 * max(1.0, np.ptp(c[:, 2])):
-                ax.plot(t, c[:, 0], "--", label=f"{name}: x")
+                ax.plot(t, c[:, 0], style, color="C1", label=f"{name}: x")
         ax.set_ylabel("ring centre [L]")
         ax.legend(fontsize="small")
+        _plain(ax, centres[..., 2])
     ax.set_xlabel("t [T]")
     ax.set_title("ring centres")
     ax = axes[1]
     if names:
         for i, name in enumerate(names):
-            ax.plot(t, radii[:, i], label=name)
+            ax.plot(t, radii[:, i], _RING_STYLES[i % len(_RING_STYLES)], label=name)
         ax.set_ylabel("ring radius [L]")
         ax.legend(fontsize="small")
+        _plain(ax, radii)
     if len(energy) and energy[0] != 0:
         with rc_context(fixed_titles):
             ax2 = ax.twinx()
-        ax2.plot(t, energy / energy[0] - 1, "k:", lw=1)
+        change = energy / energy[0] - 1
+        ax2.plot(t, change, "k:", lw=1)
         ax2.set_ylabel("E/E(0) − 1 (dotted)")
+        _plain(ax2, 1 + change, "E")
     ax.set_xlabel("t [T]")
     ax.set_title("ring radii, energy change")
     _draw_health(axes[2], t, health, names)
@@ -254,6 +263,25 @@ def _draw(t, rings, energy, health, x, y, t_snap, title):
             a.yaxis.get_major_locator().set_params(nbins=5)
     fig.suptitle(title)
     return fig
+
+
+def _plain(ax, values, what=None):
+    """Tick labels without matplotlib's offset text (it sat over the title); a curve
+    whose spread is round-off (below :data:`ROUND_OFF` of its size) drawn flat in a
+    window of 1e-6 of its size, with a note, so that it does not pass for a trend."""
+    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return
+    size = float(np.abs(v).max())
+    if size > 0 and np.ptp(v) <= ROUND_OFF * size:
+        centre = float(v.mean()) - (1.0 if what == "E" else 0.0)
+        half = 1e-6 * size
+        ax.set_ylim(centre - half, centre + half)
+        ax.text(0.5, 0.04 if what == "E" else 0.1,
+                f"{'E' if what == 'E' else 'constant'} to {max(np.ptp(v) / size, 1e-16):.0e}"
+                " (round-off)", transform=ax.transAxes, ha="center", fontsize="small")
 
 
 def _draw_health(ax, t, health, names):
