@@ -92,3 +92,26 @@ def test_a_periodic_run_plots_energy_dissipation_and_spectra(tmp_path):
     for line in spectra.get_lines():
         k, e = line.get_data()
         assert (k > 0).all() and e.min() >= SPECTRUM_FLOOR * e.max()
+
+
+def test_round_off_is_drawn_flat_and_rings_keep_their_own_line_style():
+    """A radius that moves by 1e-13 (round-off) is drawn flat in a window of 1e-6 of its
+    size and labelled; no offset text; two rings with the same radii (a symmetric
+    collision) get two line styles."""
+    pytest.importorskip("matplotlib")
+    from vortexsim.output.plot import _draw
+    t = np.linspace(0.0, 1.0, 11)
+    radius = 1.0020707 + 1e-13 * t
+    centres = np.zeros((11, 2, 3))
+    centres[:, 0, 2], centres[:, 1, 2] = 1.5 - 0.1 * t, -1.5 + 0.1 * t
+    fig = _draw(t, (["upper", "lower"], centres, np.stack([radius, radius], axis=1)),
+                0.125 * (1 - 1e-3 * t), {}, np.zeros((4, 3)), np.zeros((0, 3)), 1.0, "x")
+    ax = fig.axes[1]
+    lo, hi = ax.get_ylim()
+    assert hi - lo == pytest.approx(2e-6 * radius.max())
+    assert any("round-off" in text.get_text() for text in ax.texts)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    FigureCanvasAgg(fig).draw()                       # lays out the ticks and their offset
+    assert ax.yaxis.get_offset_text().get_text() == ""
+    styles = [line.get_linestyle() for line in ax.get_lines()]
+    assert len(set(styles)) == 2
