@@ -25,7 +25,6 @@ Output: JSON (default ``benchmarks/results/bench_vs_spectral_DATE[_LABEL].json``
 from __future__ import annotations
 
 import argparse
-import ast
 import gc
 import math
 
@@ -103,13 +102,7 @@ def main(argv=None):
                    help="override a case parameter (a Python literal), e.g. method=mesh")
     T.add_common_options(p, "bench_vs_spectral")
     args = p.parse_args(argv)
-    overrides = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        try:
-            overrides[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            overrides[key] = value
+    overrides = T.parse_overrides(args.set)
 
     results, summary = [], []
     for n in args.n:

@@ -186,6 +186,20 @@ def errors(u, g, sample, ref):
     return rel_l2(to_host(u[idx]), ref[0]), rel_l2(to_host(g[idx]), ref[1])
 
 
+def parse_overrides(items):
+    """``--set KEY=VALUE`` items as {key: value}, each value a Python literal where it
+    parses as one (``method=mesh`` stays the string "mesh")."""
+    import ast  # noqa: PLC0415
+    out = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
 # -- options and output (the records of vortexsim.validation.records, into RESULTS_DIR) --
 def add_common_options(parser, tool, device_default="gpu"):
     """``--device``, ``--out``, ``--label`` of every tool."""

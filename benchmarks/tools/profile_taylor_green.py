@@ -45,21 +45,13 @@ def main(argv=None):
     T.add_common_options(p, "profile_taylor_green")
     args = p.parse_args(argv)
 
-    import ast
-
     import vortexsim
     from vortexsim.physics.lattice_viscosity import diffuse_lattice
     from vortexsim.physics.pse import pse_rate
     from vortexsim.model import LATTICE_SUM_DEVICES
     from vortexsim.physics.projection import project_solenoidal
     from vortexsim.geometry.remesh import remesh
-    extra = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        try:
-            extra[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            extra[key] = value
+    extra = T.parse_overrides(args.set)
     sim = vortexsim.make_case("taylor_green", n=args.n, device=args.device, progress=False,
                               **extra)
     for _ in range(args.warm):

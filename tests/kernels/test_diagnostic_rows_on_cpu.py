@@ -4,15 +4,14 @@ block of elements whose reference elements lie outside the block (the blocks of
 RowSums), against the NumPy specification (vortexsim.diagnostics.element_rows).  Skipped
 without a C++ compiler."""
 import ctypes
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from vortexsim import diagnostics as D
 from vortexsim.diagnostics import integrals
-from vortexsim.kernels.modules import CUDA_DIR
+
+from cuda_on_cpu import compile_harness, ptr  # tests/kernels/cuda_on_cpu.py
 
 HARNESS = r"""
 #include <cmath>
@@ -30,20 +29,8 @@ extern "C" void rows(long long n, const double* x, const double* a, const long l
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("needs a C++ compiler")
-    folder = tmp_path_factory.mktemp("diagnostic_rows")
-    src = folder / "harness.cpp"
-    src.write_text(HARNESS.replace("SOURCE", str(CUDA_DIR / "diagnostic_rows.cuh")))
-    so = folder / "harness.so"
-    subprocess.run([cxx, "-O2", "-shared", "-fPIC", "-o", str(so), str(src)], check=True,
-                   capture_output=True, timeout=120)
-    return ctypes.CDLL(str(so))
-
-
-def _ptr(a):
-    return a.ctypes.data_as(ctypes.c_void_p)
+    return compile_harness(tmp_path_factory, "diagnostic_rows", HARNESS,
+                           "diagnostic_rows.cuh")
 
 
 def test_a_block_of_rows_matches_numpy(lib):
@@ -58,7 +45,7 @@ def test_a_block_of_rows_matches_numpy(lib):
     got = np.zeros((150, D.ROW_COLUMNS))
     args = [np.ascontiguousarray(v) for v in (x[block], a[block], ref[block], x, psi[block],
                                               omega[block], u[block])]
-    lib.rows(ctypes.c_longlong(150), *(_ptr(v) for v in args), 3, _ptr(got))
+    lib.rows(ctypes.c_longlong(150), *(ptr(v) for v in args), 3, ptr(got))
     np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-13)
 
 

@@ -6,15 +6,14 @@ sparse transfers of geometry.m4_cpu.  Checks the cells, the wrap of positions ou
 box, the gather over the 64 cells and the M2P stencil where CI has no GPU.  Skipped
 without a C++ compiler."""
 import ctypes
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from vortexsim.geometry import m4_cpu
 from vortexsim.geometry.remesh import remesh
-from vortexsim.kernels.modules import CUDA_DIR
+
+from cuda_on_cpu import compile_harness, ptr  # tests/kernels/cuda_on_cpu.py
 
 HARNESS = r"""
 #include <cmath>
@@ -59,20 +58,7 @@ void m2p(const double* x, long long M, double h, long long n, const double* fiel
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("needs a C++ compiler")
-    folder = tmp_path_factory.mktemp("m4_cuda")
-    src = folder / "harness.cpp"
-    src.write_text(HARNESS.replace("SOURCE", str(CUDA_DIR / "m4prime.cu")))
-    so = folder / "harness.so"
-    subprocess.run([cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-o", str(so), str(src)],
-                   check=True, capture_output=True, timeout=120)
-    return ctypes.CDLL(str(so))
-
-
-def _ptr(a):
-    return a.ctypes.data_as(ctypes.c_void_p)
+    return compile_harness(tmp_path_factory, "m4_cuda", HARNESS, "m4prime.cu", std="c++17")
 
 
 @pytest.mark.parametrize("n", [8, 7])
@@ -88,27 +74,27 @@ def test_cuda_kernels_match_the_numpy_transfers(lib, n):
     count = len(x)
     key = np.zeros(count, np.int64)
     tau = np.zeros((count, 3))
-    lib.cells(_ptr(x), ctypes.c_longlong(count), ctypes.c_double(h), ctypes.c_longlong(n),
-              _ptr(key), _ptr(tau))
+    lib.cells(ptr(x), ctypes.c_longlong(count), ctypes.c_double(h), ctypes.c_longlong(n),
+              ptr(key), ptr(tau))
     s = x / h
     np.testing.assert_array_equal(tau, s - np.floor(s))
     order = np.argsort(key, kind="stable")
     key_sorted = np.ascontiguousarray(key[order])
     starts = np.zeros(n ** 3 + 1, np.int32)
-    lib.starts(_ptr(key_sorted), ctypes.c_longlong(count), ctypes.c_longlong(n ** 3),
-               _ptr(starts))
+    lib.starts(ptr(key_sorted), ctypes.c_longlong(count), ctypes.c_longlong(n ** 3),
+               ptr(starts))
     np.testing.assert_array_equal(starts, np.searchsorted(key_sorted, np.arange(n ** 3 + 1)))
     out = np.zeros((n ** 3, 3))
-    lib.p2m(_ptr(np.ascontiguousarray(tau[order])), _ptr(np.ascontiguousarray(alpha[order])),
-            _ptr(starts), ctypes.c_longlong(n), ctypes.c_double(1.0), _ptr(out))
+    lib.p2m(ptr(np.ascontiguousarray(tau[order])), ptr(np.ascontiguousarray(alpha[order])),
+            ptr(starts), ctypes.c_longlong(n), ctypes.c_double(1.0), ptr(out))
     ref = remesh(x, alpha, h, box_length=box).alpha
     assert np.abs(out - ref).max() <= 1e-14 * np.abs(alpha).sum()
 
     targets = rng.random((200, 3)) * 3 * box - box
     fields = rng.standard_normal((3, n, n, n))
     grad = np.zeros((200, 3, 3))                              # a strided row, as ∇u's
-    lib.m2p(_ptr(targets), ctypes.c_longlong(200), ctypes.c_double(h), ctypes.c_longlong(n),
-            _ptr(fields), ctypes.c_longlong(9), _ptr(grad[:, 1, :]))
+    lib.m2p(ptr(targets), ctypes.c_longlong(200), ctypes.c_double(h), ctypes.c_longlong(n),
+            ptr(fields), ctypes.c_longlong(9), ptr(grad[:, 1, :]))
     ref = m4_cpu.periodic_m2p(fields, targets, n, h)
     assert np.abs(grad[:, 1, :] - ref).max() <= 1e-14 * np.abs(fields).max()
     assert not grad[:, 0, :].any() and not grad[:, 2, :].any()

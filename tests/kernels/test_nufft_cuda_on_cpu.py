@@ -6,14 +6,13 @@ so this is their exact serial execution), against the NumPy specification
 CSR, and the interpolation's stencil, where CI has no GPU.  Skipped without a C++
 compiler."""
 import ctypes
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from vortexsim.kernels import nufft as U
-from vortexsim.kernels.modules import CUDA_DIR
+
+from cuda_on_cpu import compile_harness, ptr  # tests/kernels/cuda_on_cpu.py
 
 HARNESS = r"""
 #include <cmath>
@@ -63,21 +62,8 @@ void interpolate(int k, const double* t, long long m, const double* grid, int n,
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("needs a C++ compiler")
-    folder = tmp_path_factory.mktemp("nufft_cuda")
-    src = folder / "harness.cpp"
-    src.write_text(HARNESS.replace("SOURCE", str(CUDA_DIR / U.CUDA_FILE))
-                   .replace("TILE", str(U.TILE)))
-    so = folder / "harness.so"
-    subprocess.run([cxx, "-O2", "-shared", "-fPIC", "-o", str(so), str(src)], check=True,
-                   capture_output=True, timeout=120)
-    return ctypes.CDLL(str(so))
-
-
-def _ptr(a):
-    return a.ctypes.data_as(ctypes.c_void_p)
+    return compile_harness(tmp_path_factory, "nufft_cuda",
+                           HARNESS.replace("TILE", str(U.TILE)), U.CUDA_FILE)
 
 
 @pytest.mark.parametrize("m_max, eps", [(3, 1e-3), (5, 1e-7), (4, 1e-11), (20, 1e-6)])
@@ -97,19 +83,19 @@ def test_cuda_kernels_match_the_numpy_specification(lib, m_max, eps):
     keys_sorted = np.ascontiguousarray(keys[order])
     t_sorted = np.ascontiguousarray(t[:, order])
     starts = np.zeros(n ** 3 + 1, np.int32)
-    lib.csr_starts(_ptr(keys_sorted), ctypes.c_longlong(len(theta)),
-                    ctypes.c_longlong(n ** 3), _ptr(starts))
+    lib.csr_starts(ptr(keys_sorted), ctypes.c_longlong(len(theta)),
+                    ctypes.c_longlong(n ** 3), ptr(starts))
     np.testing.assert_array_equal(starts, np.searchsorted(keys_sorted, np.arange(n ** 3 + 1)))
     for k in (3, 1):
         grid = np.zeros((k, n, n, n))
         c_sorted = np.ascontiguousarray(c[:k, order])
-        lib.spread(k, _ptr(t_sorted), _ptr(c_sorted), ctypes.c_longlong(len(theta)),
-                   _ptr(starts), n, w, ctypes.c_double(beta), _ptr(grid))
+        lib.spread(k, ptr(t_sorted), ptr(c_sorted), ctypes.c_longlong(len(theta)),
+                   ptr(starts), n, w, ctypes.c_double(beta), ptr(grid))
         assert np.abs(grid - ref[:k]).max() <= 1e-14 * np.abs(ref).max()
     ty = np.ascontiguousarray(nufft.coordinates(rng.random((300, 3)) * 2 * np.pi))
     g = rng.standard_normal((3, n, n, n))
     out = np.zeros((3, ty.shape[1]))
-    lib.interpolate(3, _ptr(ty), ctypes.c_longlong(ty.shape[1]), _ptr(g), n, w,
-                    ctypes.c_double(beta), _ptr(out))
+    lib.interpolate(3, ptr(ty), ctypes.c_longlong(ty.shape[1]), ptr(g), n, w,
+                    ctypes.c_double(beta), ptr(out))
     ref = U.interpolate_numpy(ty, g, n, w, beta)
     assert np.abs(out - ref).max() <= 1e-13 * np.abs(ref).max()
