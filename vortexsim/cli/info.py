@@ -93,7 +93,7 @@ def cmd_info(args, argv):
     characters escaped (:func:`vortexsim.output.validate.printable`)."""
     from ..diagnostics.health import HEALTH_COLUMNS  # noqa: PLC0415
     from ..output import SnapshotError, open_netcdf, read_snapshot  # noqa: PLC0415
-    from ..output.cf import OLD_TIME, TIME, unit_label  # noqa: PLC0415
+    from ..output.cf import OLD_TIME, RING_NAME, TIME, unit_label  # noqa: PLC0415
     from ..output.diagnostics import DIAGNOSTICS_FORMAT  # noqa: PLC0415
     from ..output.netcdf_header import check_declared_sizes, read_header  # noqa: PLC0415
     from ..output.snapshot import FORMAT, ChecksumMismatch  # noqa: PLC0415
@@ -113,7 +113,7 @@ def cmd_info(args, argv):
                 verified = False
             lines += _snapshot_lines(snap, args.file, verified)
         elif fmt == DIAGNOSTICS_FORMAT:
-            ds = open_netcdf(args.file, [TIME, OLD_TIME, "ring", "ring_name", *HEALTH_COLUMNS])
+            ds = open_netcdf(args.file, [TIME, OLD_TIME, "ring", RING_NAME, *HEALTH_COLUMNS])
             lines.append(_diagnostics_line(ds, args.file))
             lines += _health_lines(ds)
         elif fmt is not None and fmt.startswith("vortexsim"):

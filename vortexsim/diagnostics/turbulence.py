@@ -32,6 +32,7 @@ import numbers
 import numpy as np
 
 from ..backend import array_namespace, to_host
+from ..geometry.lattice_modes import half_spectrum_weight
 
 logger = logging.getLogger(__name__)
 
@@ -104,10 +105,7 @@ def _half_spectrum(n):
     m = np.fft.fftfreq(n, 1.0 / n)
     mz = np.arange(n // 2 + 1, dtype=np.float64)
     mx, my, mz = m[:, None, None], m[None, :, None], mz[None, None, :]
-    weight = np.full(n // 2 + 1, 2.0)     # the plane m_z and its conjugate plane −m_z
-    weight[0] = 1.0
-    if n % 2 == 0:
-        weight[-1] = 1.0                   # the Nyquist plane is its own conjugate
+    weight = half_spectrum_weight(n)
     out = (mx, my, mz), weight[None, None, :], mx ** 2 + my ** 2 + mz ** 2
     for a in (mx, my, mz, out[1], out[2]):
         a.flags.writeable = False

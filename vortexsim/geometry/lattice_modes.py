@@ -15,7 +15,8 @@ import numpy as np
 
 from ..backend.threads import cpu_threads
 
-__all__ = ["wavenumbers", "rfft3", "irfft3", "column_modes", "columns_from_modes"]
+__all__ = ["wavenumbers", "half_spectrum_weight", "rfft3", "irfft3", "column_modes",
+           "columns_from_modes"]
 
 
 def wavenumbers(n, box, xp, derivative=False):
@@ -30,6 +31,17 @@ def wavenumbers(n, box, xp, derivative=False):
     scale = 2.0 * np.pi / float(box)
     k1, kz = xp.asarray(scale * k1), xp.asarray(scale * kz)
     return k1[:, None, None], k1[None, :, None], kz[None, None, :]
+
+
+def half_spectrum_weight(n, xp=np):
+    """The Parseval weight of each plane κ_z of the half spectrum, (n//2 + 1,): 2 for
+    0 < κ_z < n/2 (the plane and its conjugate −κ_z), 1 for κ_z = 0 and, on an even
+    lattice, the Nyquist plane (each its own conjugate)."""
+    weight = np.full(n // 2 + 1, 2.0)
+    weight[0] = 1.0
+    if n % 2 == 0:
+        weight[-1] = 1.0
+    return xp.asarray(weight)
 
 
 def rfft3(field, xp):

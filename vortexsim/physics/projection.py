@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 
 from ..backend import array_namespace
-from ..geometry.lattice_modes import column_modes, columns_from_modes, wavenumbers
+from ..geometry.lattice_modes import (column_modes, columns_from_modes,
+                                      half_spectrum_weight, wavenumbers)
 
 __all__ = ["project_solenoidal", "divergent_fraction"]
 
@@ -66,10 +67,7 @@ def divergent_fraction(alpha, n):
     part in Σ|α|² (0 for a solenoidal field; a host float).  Over the half spectra, each
     mode of 0 < κ_z < n/2 counted twice for its conjugate."""
     modes, kk, k2, xp = _lattice_modes(alpha, n)
-    weight = xp.full(modes[0].shape[2], 2.0)
-    weight[0] = 1.0
-    if n % 2 == 0:
-        weight[-1] = 1.0
+    weight = half_spectrum_weight(n, xp)
     div = ((xp.abs(kk[0] * modes[0] + kk[1] * modes[1] + kk[2] * modes[2]) ** 2 / k2)
            * weight).sum()
     total = sum(((xp.abs(m) ** 2) * weight).sum() for m in modes)

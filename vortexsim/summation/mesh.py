@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import array_namespace
-from ..geometry.lattice_modes import irfft3, rfft3, wavenumbers
+from ..geometry.lattice_modes import half_spectrum_weight, irfft3, rfft3, wavenumbers
 from ..geometry.periodic import periodic_nodes
 from ..kernels.cutoff import gaussian_blob_transform
 from .spectral import mode_sums
@@ -73,14 +73,16 @@ class MeshSolve:
         # derivative; they are left out of i k
         self.k = list(wavenumbers(n, self.box, xp, derivative=True))
 
-    def p2m(self, x, alpha):
-        """ω on the lattice, (3, n, n, n) [1/T], node (i, j, k) at (i, j, k) h."""
+    def p2m(self, x, alpha, weights=None):
+        """ω on the lattice, (3, n, n, n) [1/T], node (i, j, k) at (i, j, k) h;
+        ``weights``: the CPU's :func:`vortexsim.geometry.m4_cpu.periodic_weights` of ``x``."""
         if self.xp is np:
-            from ..geometry import m4_cpu as m4  # noqa: PLC0415
-        else:
-            from ..geometry import m4_gpu as m4  # noqa: PLC0415
-        return m4.periodic_p2m(x, alpha, self.n, self.h, scale=1.0 / self.h ** 3,
-                               component_major=True)
+            from ..geometry import m4_cpu  # noqa: PLC0415
+            return m4_cpu.periodic_p2m(x, alpha, self.n, self.h, scale=1.0 / self.h ** 3,
+                                       component_major=True, weights=weights)
+        from ..geometry import m4_gpu  # noqa: PLC0415
+        return m4_gpu.periodic_p2m(x, alpha, self.n, self.h, scale=1.0 / self.h ** 3,
+                                   component_major=True)
 
     def spectra(self, omega):
         """û (three half spectra (n, n, n//2 + 1)) of the lattice vorticity ``omega``
@@ -128,11 +130,7 @@ class MeshSolve:
         if xp is np:                                    # the CPU's sparse weights, once
             from ..geometry import m4_cpu  # noqa: PLC0415
             weights = m4_cpu.periodic_weights(targets, self.n, self.h)
-            omega = m4_cpu.periodic_p2m(x, alpha, self.n, self.h, scale=1.0 / self.h ** 3,
-                                        component_major=True,
-                                        weights=weights if targets is x else None)
-        else:
-            omega = self.p2m(x, alpha)
+        omega = self.p2m(x, alpha, weights=weights if targets is x else None)
         u_hat = self.spectra(omega)
         del omega
         u = self.m2p(self.velocity_field(u_hat), targets, weights=weights)
@@ -155,11 +153,9 @@ class MeshSolve:
         k2 = k[0] ** 2 + k[1] ** 2 + k[2] ** 2
         inv_k2 = xp.where(k2 > 0, 1.0 / xp.where(k2 > 0, k2, 1.0), 0.0)
         g1 = gaussian_blob_transform(0.5 * self.sigma ** 2 * k2, self.order, xp) / self.box ** 3
-        weight = xp.full(n // 2 + 1, 2.0)
-        weight[0] = 1.0
-        if n % 2 == 0:
-            weight[-1] = 1.0
-        return mode_sums(f, k, inv_k2, g1, self.box, g1 * inv_k2, weight, xp)
+        # ψ̂/F = g1/|k|²: the solve's Green's function over L³
+        return mode_sums(f, k, inv_k2, g1, self.box, self.green / self.box ** 3,
+                         half_spectrum_weight(n, xp), xp)
 
     def on_nodes(self, omega):
         """u (n³, 3) and ∇u (n³, 3, 3) at the lattice nodes themselves (rows in remesh
