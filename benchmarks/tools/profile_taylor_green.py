@@ -16,7 +16,10 @@ steps, then times (median of ``--repeats``, CUDA events on the GPU):
   case's default; two per step);
 * ``remesh``: one M4′ remeshing of the elements (with the projection when the case has it);
 * ``projection``: the projection alone;
-* ``diagnostics``: one ``sim.diagnostics()`` row.
+* ``diagnostics``: one ``sim.diagnostics()`` row, and its parts: ``row_fields`` (the
+  box's field sums from the modes), ``row_sums`` (the elements' sums and their one
+  transfer), ``row_lattice`` (the lattice's turbulence statistics and spectrum) and
+  ``row_health``.
 
 A step makes two summations (the first on the lattice where enabled, the second by
 non-uniform FFTs), two PSE rates (RK2) or two half steps of lattice diffusion, one
@@ -90,10 +93,28 @@ def main(argv=None):
     def diagnostics():
         sim.diagnostics()
 
+    row = sim.diagnostics_row
+
+    def row_fields():
+        row._quadratic()
+
+    def row_sums():
+        from vortexsim.backend import to_host
+        sums = row.row_sums()
+        to_host(sums(el.x, el.alpha, None, extra=()))
+
+    def row_lattice():
+        row.lattice_statistics()
+
+    def row_health():
+        row.health([], {})
+
     viscous = cfg["viscous"]
     parts = dict(summation=summation, lattice=lattice,
                  **({"pse": pse} if viscous == "pse" else {"diffusion": diffusion}),
-                 remesh=remeshing, projection=projection, diagnostics=diagnostics, step=step)
+                 remesh=remeshing, projection=projection, diagnostics=diagnostics,
+                 row_fields=row_fields, row_sums=row_sums, row_lattice=row_lattice,
+                 row_health=row_health, step=step)
     ms = {name: 1e3 * T.time_median(fn, args.device, repeats=args.repeats, warmup=1)
           for name, fn in parts.items()}
     first = ms["lattice"] if args.device in LATTICE_SUM_DEVICES else ms["summation"]

@@ -72,17 +72,17 @@ def write_initial_field(path, config, attrs=None, overwrite=False):
 
 
 def _curl(u, box):
-    """ω = ∇ × u (n, n, n, 3) of a periodic lattice field u (n, n, n, 3), spectrally."""
+    """ω = ∇ × u (n, n, n, 3) of a periodic lattice field u (n, n, n, 3), spectrally (real
+    FFTs of one component at a time; the Nyquist planes have no derivative)."""
+    from ..geometry.lattice_modes import irfft3, rfft3, wavenumbers  # noqa: PLC0415
     n = u.shape[0]
-    k = np.fft.fftfreq(n, d=1.0 / n) * (2.0 * math.pi / box)
-    if n % 2 == 0:
-        k[n // 2] = 0.0                              # no derivative of the Nyquist modes
-    kx, ky, kz = np.meshgrid(k, k, k, indexing="ij")
-    uh = np.fft.fftn(u, axes=(0, 1, 2))
-    w = np.stack([1j * (ky * uh[..., 2] - kz * uh[..., 1]),
-                  1j * (kz * uh[..., 0] - kx * uh[..., 2]),
-                  1j * (kx * uh[..., 1] - ky * uh[..., 0])], axis=-1)
-    return np.fft.ifftn(w, axes=(0, 1, 2)).real
+    k = wavenumbers(n, box, np, derivative=True)
+    uh = [rfft3(np.ascontiguousarray(u[..., i]), np) for i in range(3)]
+    w = np.empty_like(u)
+    for i in range(3):
+        j, m = (i + 1) % 3, (i + 2) % 3
+        w[..., i] = irfft3(1j * (k[j] * uh[m] - k[m] * uh[j]), n, np)
+    return w
 
 
 def _size(values):

@@ -141,6 +141,13 @@ def field_sums(alpha, fields):
 ROW_COLUMNS = 32
 #: elements per block of :class:`RowSums` (its rows take 256 B per element of a block)
 ROW_BLOCK = 1 << 20
+#: threads per block of the GPU's row sums (``kernels/cuda/row_sums.cu``)
+_ROW_THREADS = 256
+
+
+def _sm_count(xp):
+    """The current GPU's multiprocessors."""
+    return xp.cuda.Device().attributes["MultiProcessorCount"]
 _PAIRS = tuple(itertools.combinations_with_replacement(range(3), 2))
 _TRIPLES = tuple(itertools.combinations_with_replacement(range(3), 3))
 
@@ -194,10 +201,11 @@ def element_rows(x, alpha, fields=None, ref=None, x_ref=None):
 
 
 class RowSums:
-    """The element sums of a diagnostics row in one pass: the rows of every element
-    (:func:`element_rows`, :data:`ROW_BLOCK` elements at a time), each block's
-    (R + 1, B) × (B, 32) product added in block order: the sum over all elements and over
-    each of R rings (a fixed number of device operations per block whatever R);
+    """The element sums of a diagnostics row in one pass: the sum over all elements and
+    over each of R rings (contiguous ranges) of the rows of :func:`element_rows`.  On the
+    GPU one kernel (``kernels/cuda/row_sums.cu``: no rows written, chunk sums in a fixed
+    order) and one sum of its chunks; in NumPy the rows :data:`ROW_BLOCK` elements at a
+    time, each block's (R + 1, B) × (B, 32) product added in block order;
     :meth:`finish` then turns the (R + 1, 32) sums, on the host, into the row's values
     and each ring's :func:`ring_frame`, :func:`ring_centre` and :func:`ring_radius`.
 
@@ -224,21 +232,34 @@ class RowSums:
         ref = idx.copy()
         for a, b in zip(starts, stops):
             ref[a:b] = a
-        # one host-to-device transfer: the segment rows (all; each ring), the references
-        # and the rings' first elements
         r = self.rings
-        packed = xp.asarray(np.concatenate([np.ones(n), inside.ravel().astype(np.float64),
-                                            ref, starts]))
-        self.segments = packed[:(r + 1) * n].reshape(r + 1, n)
-        self.ref = packed[(r + 1) * n:(r + 2) * n].astype(xp.int64)
-        self.starts = packed[(r + 2) * n:].astype(xp.int64)
         self.xp = xp
+        # the segments: all elements, then each ring ([start, stop) pairs, flat)
+        self.bounds = np.concatenate([[0, n], np.column_stack([starts, stops]).ravel()]
+                                     ).astype(np.int64)
+        if xp is np:
+            self.segments = np.concatenate([np.ones((1, n)), inside.astype(np.float64)])
+            self.ref, self.starts = ref, starts
+            return
+        # on the GPU one host-to-device transfer: the references, the rings' first
+        # elements and the segments (row_sums.cu reads them as ranges)
+        packed = xp.asarray(np.concatenate([ref, starts, self.bounds]))
+        self.ref = packed[:n]
+        self.starts = packed[n:n + r]
+        self.seg = packed[n + r:]
+        # chunks of at least 8 rounds of a block, about 4 blocks per multiprocessor in all
+        longest = int(max(n, 1))
+        self.chunk = max(8 * _ROW_THREADS, -(-longest // (4 * _sm_count(xp))))
+        self.chunk = -(-self.chunk // _ROW_THREADS) * _ROW_THREADS
+        self.chunks = -(-longest // self.chunk)
 
     def __call__(self, x, alpha, fields=None, extra=()):
         """The device sums (R + 1, 32) of :func:`element_rows` and, after them, the ring's
         reference points (R, 3) and ``extra`` (0-d arrays), flat in one float64 array:
         what :meth:`finish` takes after one transfer."""
         xp = self.xp
+        if xp is not np:
+            return self._device_sums(x, alpha, fields, extra)
         sums = None
         for lo in range(0, max(x.shape[0], 1), ROW_BLOCK):   # (N, 32) rows a block at a time
             part = slice(lo, lo + ROW_BLOCK)
@@ -249,6 +270,31 @@ class RowSums:
                                                       self.ref[part], x_ref=x)
             sums = s if sums is None else sums + s
         refs = x[self.starts].astype(xp.float64)
+        return xp.concatenate([sums.ravel(), refs.ravel()] + [
+            xp.ravel(xp.asarray(v, dtype=xp.float64)) for v in extra])
+
+    def _device_sums(self, x, alpha, fields, extra):
+        """:meth:`__call__` on the GPU: the segments' sums by ``row_sums.cu`` (no rows
+        written), then each segment's chunks added in order."""
+        xp = self.xp
+        from ..kernels.modules import get_function  # noqa: PLC0415
+        x = xp.ascontiguousarray(x, dtype=xp.float64)
+        a = xp.ascontiguousarray(alpha, dtype=xp.float64)
+        has = (0 if fields is None else 1) | (
+            2 if fields is not None and fields.omega is not None else 0)
+        zero = xp.zeros((1, 3))
+        psi, omega, u = ((zero, zero, zero) if fields is None else
+                         (fields.psi, zero if fields.omega is None else fields.omega,
+                          fields.u))
+        s = self.rings + 1
+        part = xp.empty((s, self.chunks, ROW_COLUMNS))
+        get_function("row_sums.cu", f"row_sums<{_ROW_THREADS}>")(
+            (self.chunks, s), (_ROW_THREADS,),
+            (x, a, self.ref, x, *(xp.ascontiguousarray(f, dtype=xp.float64)
+                                  for f in (psi, omega, u)),
+             np.int32(has), self.seg, np.int64(self.chunk), part))
+        sums = part.sum(axis=1)
+        refs = x[self.starts]
         return xp.concatenate([sums.ravel(), refs.ravel()] + [
             xp.ravel(xp.asarray(v, dtype=xp.float64)) for v in extra])
 

@@ -32,7 +32,7 @@ import numbers
 import numpy as np
 
 from ..backend import array_namespace, to_host
-from ..geometry.lattice_modes import half_spectrum_weight
+from ..geometry.lattice_modes import half_spectrum_weight, irfft3, rfft3
 
 logger = logging.getLogger(__name__)
 
@@ -473,13 +473,16 @@ def random_solenoidal_field(n, box, spectrum="k4exp", *, k_peak=None, energy=1.0
                          f"2/3 rule (1 ≤ |k|/k₀ < {cut:.3g}); widen the table or move "
                          "k_peak inside.")
 
-    w_hat = np.fft.rfftn(rng.standard_normal((n, n, n, 3)), axes=(0, 1, 2))
+    # on the host, one component at a time (scipy.fft on the process's threads)
+    noise = rng.standard_normal((n, n, n, 3))
+    w_hat = [rfft3(np.ascontiguousarray(noise[..., i]), np) for i in range(3)]
+    del noise
     k = (mx, my, mz)
-    inv_m2 = np.where(m2 > 0, 1.0 / np.where(m2 > 0, m2, 1.0), 0.0)
-    m_dot_w = mx * w_hat[..., 0] + my * w_hat[..., 1] + mz * w_hat[..., 2]
-    u_hat = np.empty_like(w_hat)
+    a_over_m2 = a * np.where(m2 > 0, 1.0 / np.where(m2 > 0, m2, 1.0), 0.0)
+    m_dot_w = mx * w_hat[0] + my * w_hat[1] + mz * w_hat[2]
+    u = np.empty((n, n, n, 3))
     for i in range(3):
-        u_hat[..., i] = a * (w_hat[..., i] - k[i] * m_dot_w * inv_m2)
-    u = np.fft.irfftn(u_hat, s=(n, n, n), axes=(0, 1, 2))
-    u *= math.sqrt(energy / (0.5 * float((u * u).sum(axis=3).mean())))
-    return xp.asarray(np.ascontiguousarray(u))
+        u[..., i] = irfft3(a * w_hat[i] - k[i] * a_over_m2 * m_dot_w, n, np)
+    del w_hat, m_dot_w
+    u *= math.sqrt(energy / (0.5 * float(np.vdot(u.ravel(), u.ravel())) / n ** 3))
+    return xp.asarray(u)

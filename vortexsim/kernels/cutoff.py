@@ -51,6 +51,7 @@ from typing import Callable
 import numpy as np
 
 from .._names import did_you_mean
+from ..backend.device import array_namespace
 
 __all__ = ["CutoffKernel", "KERNELS", "get_kernel", "stretching", "erf", "GAUSSIAN_ORDERS",
            "SPECTRAL_ONLY_KERNELS", "GAUSSIAN_ZETA0_RATIO", "check_general_kernel",
@@ -521,6 +522,20 @@ def stretching(alpha, grad_u, scheme="transpose"):
     -------
     array (N, 3) [L³/T²]
     """
+    if scheme not in ("classical", "transpose"):
+        raise ValueError(f"Unknown stretching scheme {scheme!r}; expected 'transpose' or "
+                         "'classical'.")
+    xp = array_namespace(alpha, grad_u)
+    if xp is not np:                   # one thread per element (cuda/stretching.cuh)
+        from .modules import elementwise_kernel  # noqa: PLC0415
+        dtype = xp.result_type(alpha, grad_u)
+        g = xp.ascontiguousarray(grad_u, dtype=dtype)
+        a = xp.ascontiguousarray(alpha, dtype=dtype)
+        rate = xp.empty(a.shape, dtype=dtype)
+        if a.shape[0]:
+            elementwise_kernel("vortexsim_stretching")(
+                g, a, np.int32(scheme == "transpose"), rate, size=a.shape[0])
+        return rate
     if scheme == "classical":
         return (grad_u * alpha[:, None, :]).sum(axis=2)
     if scheme == "transpose":

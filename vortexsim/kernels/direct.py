@@ -131,8 +131,21 @@ def direct_sum_at_elements(kernel: CutoffKernel, x, alpha, sigma, indices, *, gr
         with np.errstate(divide="ignore", invalid="ignore"):
             a0, _ = kernel.factors(xp.zeros(len(indices), x.dtype), sigma[indices], xp)
         a0 = xp.where(xp.isfinite(a0), a0, 0.0)
-        grad_u -= INV_4PI * skew(a0[:, None] * alpha[indices])
+        subtract_skew(grad_u, INV_4PI * (a0[:, None] * alpha[indices]))
     return u, grad_u
+
+
+def subtract_skew(g, w):
+    """``g`` (…, 3, 3) −= S(w) (the matrices of :func:`skew`), in place: only the six
+    off-diagonal entries are touched, no (…, 3, 3) temporary.  Returns ``g``."""
+    w = w.astype(g.dtype, copy=False)
+    g[..., 0, 1] += w[..., 2]
+    g[..., 0, 2] -= w[..., 1]
+    g[..., 1, 0] -= w[..., 2]
+    g[..., 1, 2] += w[..., 0]
+    g[..., 2, 0] += w[..., 1]
+    g[..., 2, 1] -= w[..., 0]
+    return g
 
 
 def skew(w):

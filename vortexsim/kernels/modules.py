@@ -125,6 +125,11 @@ ELEMENTWISE = {
         "diagnostic_row(i, &x[0], &a[0], &ref[0], &xr[0], &psi[0], &omega[0], &u[0], has, "
         "&rows[0]);",
         "diagnostic_rows.cuh"),
+    # vortexsim.kernels.cutoff.stretching: dα/dt of each element (no (N, 3, 3) product)
+    "vortexsim_stretching": (
+        "raw T g, raw T a, int32 transpose", "raw T r",
+        "stretching_rate(i, &g[0], &a[0], transpose, &r[0]);",
+        "stretching.cuh"),
     # vortexsim.kernels.morton.morton_keys: the key of cells (ix, iy, iz)
     "vortexsim_morton_interleave": (
         "uint64 ix, uint64 iy, uint64 iz", "uint64 key",
@@ -149,3 +154,13 @@ def elementwise_kernel(name: str):
     in_params, out_params, operation, filename = ELEMENTWISE[name]
     return cp.ElementwiseKernel(in_params, out_params, operation, name,
                                 preamble=cuda_snippet(filename))
+
+
+@functools.lru_cache(maxsize=None)
+def sum_of_squares():
+    """CuPy reduction Σ x² along the given axes, without the array of squares (e.g.
+    ‖∇u‖²_F of every element from ∇u (N, 9))."""
+    from ..backend import import_cupy  # noqa: PLC0415
+    cp = import_cupy()
+    return cp.ReductionKernel("T x", "T y", "x * x", "a + b", "y = a", "0",
+                              "vortexsim_sum_of_squares")

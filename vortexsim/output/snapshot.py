@@ -154,6 +154,13 @@ class Snapshot:
         return self.state["iteration"]
 
 
+def _le_buffer(a):
+    """The little-endian bytes of the contiguous array ``a`` as a buffer (no copy when
+    it is little-endian already)."""
+    a = np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"), copy=False))
+    return memoryview(a).cast("B") if a.size else b""
+
+
 def state_checksum(state, config_json, schedule, attrs=None):
     """SHA-256 (hex) of a snapshot.
 
@@ -177,7 +184,7 @@ def state_checksum(state, config_json, schedule, attrs=None):
                 state["tracers"]["x"]):
         a = np.ascontiguousarray(arr)
         h.update(str(a.dtype.str).encode())
-        h.update(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
+        h.update(_le_buffer(a))
     h.update(config_json.encode())
     h.update(json.dumps(schedule, sort_keys=True, default=repr).encode())
     if _has_groups(state):
@@ -185,7 +192,7 @@ def state_checksum(state, config_json, schedule, attrs=None):
         for arr in (state["elements"]["volume"], state["elements"]["group"]):
             a = np.ascontiguousarray(arr)
             h.update(str(a.dtype.str).encode())
-            h.update(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
+            h.update(_le_buffer(a))
         h.update(_groups_json(state["groups"]).encode())
     if attrs is not None:
         covered = [[k, _canonical(attrs[k])] if k in attrs else [k] for k in CHECKSUM_ATTRS]

@@ -202,6 +202,10 @@ class VortexRHS:
             dalpha = xp.zeros_like(alpha)
         # running maxima (device scalars; NaN propagates)
         speed2 = (u * u).sum(axis=1).max()
-        grad2 = (grad_e * grad_e).sum(axis=(1, 2)).max()
+        if xp is np:
+            grad2 = (grad_e * grad_e).sum(axis=(1, 2)).max()
+        else:                                   # no (N, 3, 3) array of squares
+            from ..kernels.modules import sum_of_squares  # noqa: PLC0415
+            grad2 = sum_of_squares()(grad_e.reshape(n, 9), axis=1).max()
         self.stage_max = xp.maximum(self.stage_max, xp.stack([speed2, grad2]).astype(xp.float64))
         return u[:n], dalpha, u[n:]

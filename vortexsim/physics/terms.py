@@ -231,13 +231,15 @@ class LatticeDiffusion(Term):
         (i, j, k) L/n in the order (i n + j) n + k (one host check per particle set)."""
         if self._on_nodes is None:
             n = self.n
-            x = to_host(x)
-            ok = x.shape == (n ** 3, 3)
-            if ok:
-                h = self.box / n
-                g = np.arange(n) * h
-                nodes = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
-                ok = bool(np.abs(x - nodes).max() <= 1e-9 * h)
+            ok = tuple(x.shape) == (n ** 3, 3)
+            if ok:                  # on the elements' device, one column at a time
+                xp, h = array_namespace(x), self.box / n
+                row = xp.arange(n ** 3, dtype=xp.int64)
+                worst = xp.zeros((), dtype=xp.float64)
+                for c, stride in enumerate((n * n, n, 1)):
+                    node = ((row // stride) % n).astype(xp.float64) * h
+                    worst = xp.maximum(worst, xp.abs(x[:, c] - node).max())
+                ok = bool(to_host(worst) <= 1e-9 * h)
             self._on_nodes = ok
         if not self._on_nodes:
             raise ValueError(
@@ -266,4 +268,6 @@ class LatticeDiffusion(Term):
         before the step, which diffusion keeps) taken out, so that this round-off does not
         outlive a field that decays by many orders of magnitude."""
         out = diffuse_lattice(alpha, self.n, self.box, self.nu, 0.5 * dt)
-        return out if out is alpha else out - out.mean(axis=0)
+        if out is not alpha:                          # a new array: in place
+            out -= out.mean(axis=0)
+        return out

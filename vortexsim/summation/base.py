@@ -46,7 +46,7 @@ from ..backend import Device, check_precision
 from ..fmm.evaluator import FMM
 from ..fmm.plan import check_tol
 from ..kernels.cutoff import GAUSSIAN_ORDERS, get_kernel
-from ..kernels.direct import INV_4PI, skew
+from ..kernels.direct import INV_4PI, subtract_skew
 from ..state import uniform_core_radius
 from .lattice import LatticeSum
 from .spectral import SpectralSum
@@ -131,8 +131,8 @@ class Summation(abc.ABC):
         if gradient and n_self:
             # remove the self pairs (r = 0): (1/4π) A(0, σ_p) α_p × ·  (A(0) := 0 when infinite)
             a0 = self._self_factors(sigma, n_self, self.device.xp, reuse=plan is not None)
-            grad_u[:n_self] -= (INV_4PI * skew(a0[:, None] * alpha[:n_self])).astype(
-                grad_u.dtype, copy=False)
+            # in place, six strided updates: no (N, 3, 3) temporaries at the step's peak
+            subtract_skew(grad_u[:n_self], INV_4PI * (a0[:, None] * alpha[:n_self]))
         return u, grad_u
 
     def _self_factors(self, sigma, n, xp, reuse):

@@ -1,5 +1,7 @@
 // One element's row of a diagnostics row's sums: vortexsim.diagnostics.element_rows (the
-// NumPy specification, with the column order), as the body of an elementwise kernel.
+// NumPy specification, with the column order): diagnostic_terms into 32 values,
+// diagnostic_row as the body of an elementwise kernel (row_sums.cu sums the terms
+// without writing the rows).
 //
 // x, a (N, 3): positions and strengths; ref (N,): each element's reference element
 // (moments about xr[ref], xr the positions of all elements: x may be a block of them);
@@ -7,14 +9,13 @@
 // u, bit 1: ω); rows (N, 32).
 #pragma once
 
-__device__ __forceinline__ void diagnostic_row(const long long i, const double* x,
-                                               const double* a, const long long* ref,
-                                               const double* xr,
-                                               const double* psi, const double* omega,
-                                               const double* u, const int has, double* rows) {
+__device__ __forceinline__ void diagnostic_terms(const long long i, const double* x,
+                                                 const double* a, const long long* ref,
+                                                 const double* xr, const double* psi,
+                                                 const double* omega, const double* u,
+                                                 const int has, double* o) {
     const double x0 = x[3 * i], x1 = x[3 * i + 1], x2 = x[3 * i + 2];
     const double a0 = a[3 * i], a1 = a[3 * i + 1], a2 = a[3 * i + 2];
-    double* o = rows + 32 * i;
     const double c0 = x1 * a2 - x2 * a1, c1 = x2 * a0 - x0 * a2, c2 = x0 * a1 - x1 * a0;
     o[0] = a0; o[1] = a1; o[2] = a2;
     o[3] = c0; o[4] = c1; o[5] = c2;
@@ -33,4 +34,12 @@ __device__ __forceinline__ void diagnostic_row(const long long i, const double* 
     for (int p = 0; p < 3; ++p)
         for (int q = p; q < 3; ++q)
             for (int s = q; s < 3; ++s) o[c++] = w * r[p] * r[q] * r[s];
+}
+
+__device__ __forceinline__ void diagnostic_row(const long long i, const double* x,
+                                               const double* a, const long long* ref,
+                                               const double* xr,
+                                               const double* psi, const double* omega,
+                                               const double* u, const int has, double* rows) {
+    diagnostic_terms(i, x, a, ref, xr, psi, omega, u, has, rows + 32 * i);
 }
