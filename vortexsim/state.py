@@ -21,7 +21,7 @@ import logging
 
 import numpy as np
 
-from .backend import Device, array_namespace, to_host
+from .backend import Device, array_namespace, host_copy, to_host
 
 logger = logging.getLogger(__name__)
 
@@ -69,12 +69,12 @@ class Elements:
         known), ``group`` (N,) int64 (−1: none); an element set without them (None) gives
         NaN and −1."""
         n = len(self)
-        volume = np.full(n, np.nan) if self.volume is None else to_host(self.volume)
-        group = np.full(n, -1, dtype=np.int64) if self.group is None else to_host(self.group)
-        return {"x": to_host(self.x).copy(), "alpha": to_host(self.alpha).copy(),
-                "sigma": to_host(self.sigma).copy(),
-                "volume": np.array(volume, dtype=np.float64),
-                "group": np.array(group, dtype=np.int64)}
+        volume = np.full(n, np.nan) if self.volume is None else host_copy(self.volume)
+        group = np.full(n, -1, dtype=np.int64) if self.group is None else host_copy(self.group)
+        return {"x": host_copy(self.x), "alpha": host_copy(self.alpha),
+                "sigma": host_copy(self.sigma),
+                "volume": volume.astype(np.float64, copy=False),
+                "group": group.astype(np.int64, copy=False)}
 
 
 @dataclasses.dataclass

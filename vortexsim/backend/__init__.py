@@ -7,8 +7,8 @@ CuPy is optional: ``import vortexsim`` never imports it eagerly.
 from .communicator import Communicator, SingleProcess
 from .device import (DEVICE_NAMES, PRECISIONS, Device, array_namespace, check_precision,
                      device_kind, gpu_available, import_cupy, is_cupy_array, resolve_device,
-                     stable_argsort, to_device, to_host)
+                     host_copy, stable_argsort, to_device, to_host)
 
 __all__ = ["PRECISIONS", "DEVICE_NAMES", "check_precision", "Device", "resolve_device",
-           "device_kind", "array_namespace", "to_host", "to_device", "gpu_available",
+           "device_kind", "array_namespace", "to_host", "host_copy", "to_device", "gpu_available",
            "is_cupy_array", "import_cupy", "stable_argsort", "Communicator", "SingleProcess"]

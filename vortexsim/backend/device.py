@@ -18,7 +18,7 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 __all__ = ["PRECISIONS", "DEVICE_NAMES", "check_precision", "Device", "resolve_device",
-           "device_kind", "array_namespace", "to_host", "to_device", "gpu_available",
+           "device_kind", "array_namespace", "to_host", "host_copy", "to_device", "gpu_available",
            "is_cupy_array", "import_cupy", "stable_argsort"]
 
 DEVICE_NAMES = ("cpu", "gpu", "auto")
@@ -159,6 +159,20 @@ def to_host(a):
     if is_cupy_array(a):
         return a.get()
     return np.asarray(a)
+
+
+def host_copy(a):
+    """A NumPy copy of ``a`` that owns its data: a host array copied; a CuPy array
+    through page-locked memory of CuPy's pinned pool (the transfer at the bus's speed,
+    no pages touched for the first time; the buffer goes back to the pool with the
+    array)."""
+    if is_cupy_array(a):
+        import cupyx  # noqa: PLC0415
+        a = a if a.flags.c_contiguous else import_cupy().ascontiguousarray(a)
+        out = cupyx.empty_pinned(a.shape, dtype=a.dtype)
+        a.get(out=out)
+        return out
+    return np.array(a, copy=True)
 
 
 def to_device(a, device: Device):
