@@ -32,7 +32,7 @@ import numbers
 import numpy as np
 
 from ..backend import array_namespace, to_host
-from ..geometry.lattice_modes import half_spectrum_weight, irfft3, rfft3
+from ..geometry.lattice_modes import half_spectrum_weight, irfft3, rfft3, wavenumbers
 
 logger = logging.getLogger(__name__)
 
@@ -121,12 +121,6 @@ def _shells(n):
     return shell, int(shell.max()) + 1
 
 
-def _derivative_wavenumbers(n, k0):
-    """(kx, ky, kz) host arrays for spectral derivatives: m k₀, zero on Nyquist modes."""
-    (mx, my, mz), _, _ = _half_spectrum(n)
-    return tuple(np.where(np.abs(a) == n / 2, 0.0, a) * k0 for a in (mx, my, mz))
-
-
 def _abs2(z):
     return z.real * z.real + z.imag * z.imag
 
@@ -153,18 +147,20 @@ def energy_spectrum(u, box):
     """
     box = _check_box(box)
     xp, u = _check_velocity(u)
-    return _spectrum(xp, xp.fft.rfftn(u, axes=(0, 1, 2)), u.shape[0], box)
+    n = u.shape[0]
+    u2 = sum(_abs2(m) for m in _component_modes(u, xp))
+    return _spectrum_of_density(xp, (0.5 / float(n) ** 6) * u2, n, box)
 
 
-def _spectrum(xp, u_hat, n, box):
-    """(k, E) from the half spectrum, the shell sums in a fixed order: on the host
-    ``numpy.bincount``; on the GPU one block per shell over the shell's modes
-    (``cuda/shell_sums.cu``; a GPU ``bincount`` adds with floating-point atomics, bits
-    that vary from run to run)."""
+def _spectrum_of_density(xp, density, n, box):
+    """(k, E) from ½|û|²/n⁶ of each half-spectrum mode (n, n, n//2 + 1), the shell sums
+    in a fixed order: on the host ``numpy.bincount``; on the GPU one block per shell over
+    the shell's modes (``cuda/shell_sums.cu``; a GPU ``bincount`` adds with
+    floating-point atomics, bits that vary from run to run)."""
     k0 = 2 * math.pi / box
     _, weight, _ = _half_spectrum(n)
     shell, n_shells = _shells(n)
-    density = (0.5 / float(n) ** 6) * (xp.asarray(weight) * _abs2(u_hat).sum(axis=3))
+    density = density * xp.asarray(weight)
     if xp is np:
         e = xp.asarray(np.bincount(shell, weights=density.ravel(), minlength=n_shells))
     else:
@@ -240,7 +236,7 @@ def flow_statistics(u, box, nu):
     box = _check_box(box)
     nu = _check_viscosity(nu)
     xp, u = _check_velocity(u)
-    stats, _, _ = _statistics(xp, xp.fft.rfftn(u, axes=(0, 1, 2)), u.shape[0], box, nu)
+    stats, _, _ = _statistics(xp, _component_modes(u, xp), u.shape[0], box, nu)
     return stats
 
 
@@ -269,44 +265,60 @@ def vorticity_statistics(omega, box, nu):
     nu = _check_viscosity(nu)
     xp, omega = _check_velocity(omega, "omega")
     n = omega.shape[0]
-    w_hat = xp.fft.rfftn(omega, axes=(0, 1, 2))
-    kd = tuple(xp.asarray(a) for a in _derivative_wavenumbers(n, 2 * math.pi / box))
+    w_hat = _component_modes(omega, xp)
+    kd = wavenumbers(n, box, xp, derivative=True)
     k2 = kd[0] ** 2 + kd[1] ** 2 + kd[2] ** 2
     inv_k2 = xp.where(k2 > 0, 1.0 / xp.where(k2 > 0, k2, 1.0), 0.0)
-    u_hat = 1j * xp.stack([kd[1] * w_hat[..., 2] - kd[2] * w_hat[..., 1],
-                           kd[2] * w_hat[..., 0] - kd[0] * w_hat[..., 2],
-                           kd[0] * w_hat[..., 1] - kd[1] * w_hat[..., 0]], axis=-1)
-    return _statistics(xp, u_hat * inv_k2[..., None], n, box, nu)
+    del k2
+    u_hat = []
+    for i in range(3):
+        j, m = (i + 1) % 3, (i + 2) % 3
+        u_hat.append((1j * inv_k2) * (kd[j] * w_hat[m] - kd[m] * w_hat[j]))
+    del w_hat, inv_k2
+    return _statistics(xp, u_hat, n, box, nu)
+
+
+def _component_modes(u, xp):
+    """The half spectra (n, n, n//2 + 1) of the three components of u (n, n, n, 3)."""
+    return [rfft3(xp.ascontiguousarray(u[..., c]), xp) for c in range(3)]
 
 
 def _statistics(xp, u_hat, n, box, nu):
-    """(stats, k, E) of :func:`flow_statistics` from the half spectrum ``u_hat``
-    (n, n, n//2 + 1, 3) of u."""
+    """(stats, k, E) of :func:`flow_statistics` from the half spectra ``u_hat`` (three
+    arrays (n, n, n//2 + 1), one per component of u): the sums stay on the device until
+    one transfer."""
     k0 = 2 * math.pi / box
-    _, weight, _ = _half_spectrum(n)
-    weight = xp.asarray(weight) / float(n) ** 6
-    kd = tuple(xp.asarray(a) for a in _derivative_wavenumbers(n, k0))
+    weight = half_spectrum_weight(n, xp) / float(n) ** 6
+    kd = wavenumbers(n, box, xp, derivative=True)
     k2 = kd[0] ** 2 + kd[1] ** 2 + kd[2] ** 2
-    k_dot_u = kd[0] * u_hat[..., 0] + kd[1] * u_hat[..., 1] + kd[2] * u_hat[..., 2]
-    k2_u2 = k2 * _abs2(u_hat).sum(axis=3)
+    k_dot_u = kd[0] * u_hat[0] + kd[1] * u_hat[1] + kd[2] * u_hat[2]
+    u2 = _abs2(u_hat[0]) + _abs2(u_hat[1]) + _abs2(u_hat[2])
+    k2_u2 = k2 * u2
     div2 = _abs2(k_dot_u)
-    strain2 = float((weight * 0.5 * (k2_u2 + div2)).sum())       # ⟨s_ij s_ij⟩
-    enstrophy = float((weight * (k2_u2 - div2)).sum())            # ⟨|ω|²⟩
-    divergence2 = float((weight * div2).sum())                    # ⟨(∇·u)²⟩
-    gradient2 = float((weight * k2_u2).sum())                     # ⟨∂_j u_i ∂_j u_i⟩
+    del k_dot_u, k2
 
-    k, e = _spectrum(xp, u_hat, n, box)
-    energy = float(e.sum()) * k0
-    integral_sum = float((e[1:] / k[1:]).sum()) * k0              # Σ_{s≥1} E(k_s)/k_s dk
-
+    def mean(a):                                  # Σ over the modes, Parseval-weighted
+        return (a.sum(axis=(0, 1)) * weight).sum()
+    sums = [mean(k2_u2), mean(div2)]              # ⟨∂_j u_i ∂_j u_i⟩, ⟨(∇·u)²⟩
+    del k2_u2, div2
+    k, e = _spectrum_of_density(xp, (0.5 / float(n) ** 6) * u2, n, box)
+    del u2
+    sums += [e.sum() * k0, (e[1:] / k[1:]).sum() * k0]   # E, Σ_{s≥1} E(k_s)/k_s dk
+    for i in range(3):                             # ⟨d_i^p⟩, d_i = ∂u_i/∂x_i, p = 2, 3, 4
+        d = irfft3(1j * kd[i] * u_hat[i], n, xp)
+        d2 = d * d
+        sums += [d2.mean(), (d2 * d).mean(), (d2 * d2).mean()]
+        del d, d2
+    gradient2, divergence2, energy, integral_sum, *moments = (
+        float(v) for v in to_host(xp.stack([xp.asarray(v, dtype=xp.float64) for v in sums])))
+    strain2 = 0.5 * (gradient2 + divergence2)                     # ⟨s_ij s_ij⟩
+    enstrophy = gradient2 - divergence2                           # ⟨|ω|²⟩
     skewness, flatness = [], []
-    for i in range(3):
-        d = xp.fft.irfftn(1j * kd[i] * u_hat[..., i], s=(n, n, n), axes=(0, 1, 2))
-        m2 = float((d * d).mean())
+    for m2, m3, m4 in zip(moments[0::3], moments[1::3], moments[2::3]):
         if m2 <= _NO_GRADIENT * gradient2 / 3 or m2 == 0.0:
             continue
-        skewness.append(float((d ** 3).mean()) / m2 ** 1.5)
-        flatness.append(float((d ** 4).mean()) / m2 ** 2)
+        skewness.append(m3 / m2 ** 1.5)
+        flatness.append(m4 / m2 ** 2)
 
     dissipation = 2 * nu * strain2
     u_rms = math.sqrt(2 * energy / 3)
