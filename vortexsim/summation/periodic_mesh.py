@@ -30,12 +30,16 @@ class PeriodicMeshSum(Summation):
 
     name = "mesh"
     #: per element: its state (x, α, σ, V, label: 72 B), the time stepper's stage arrays
-    #: and P2M's sort (64 B); per tracer its position, stage and velocity
-    BYTES_PER_SOURCE = 300
-    BYTES_PER_TARGET = 150
-    #: per lattice point: the half spectra of ψ̂ and û (48 B), three lattice fields at a
-    #: time (24 B), one derivative's spectrum (8 B), the Green's function (4 B), the
-    #: lattice vorticity (24 B), cuFFT's work areas and the diagnostics row's spectra
+    #: (x, α of the midpoint and their rates: 96 B) and P2M's sort (16 B); per target
+    #: (each element, each tracer) u and ∇u (96 B)
+    BYTES_PER_SOURCE = 200
+    BYTES_PER_TARGET = 100
+    #: per lattice point: the half spectra of the solve (3 × 8 B), three lattice fields
+    #: at a time (24 B), the remeshing's sort and output (80 B), the lattice vorticity
+    #: (24 B), cuFFT's work areas and the diagnostics row's spectra.  The three together,
+    #: 600 B per element of a box filled with one element per point, bound the peak that
+    #: CuPy's pool held in whole runs on an H100 (``benchmarks/RESULTS.md``: 529 and
+    #: 554 B per element at 128³, isotropic turbulence and Taylor–Green)
     BYTES_PER_GRID_POINT = 300
 
     def check_method(self):
