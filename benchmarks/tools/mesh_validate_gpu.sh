@@ -20,6 +20,7 @@ vs() {  # name case args...
   grep -h "steps in\|wall" $R/$name/run.log | tail -2
   mkdir -p $OUT/runs/$name; cp $R/$name/diagnostics.nc $R/$name/run.log $OUT/runs/$name/
   cp $R/$name/spectra.nc $OUT/runs/$name/ 2>/dev/null
+  [ $name = hit512 ] || rm -f $R/$name/snapshot_*.nc      # the device's disk: 64 GB
 }
 # both codes once at 32^3 first, so that the timed runs find CuPy's kernel cache warm (a
 # user's second run does; the first run on a machine compiles for about 15 s)
@@ -47,6 +48,7 @@ for run in "$@"; do case $run in
   hit512) vs hit512 isotropic_turbulence --set n=512 --set nu=0.0014 --set dt=0.0125 \
         --set t_end=0.05 --set snapshot_interval=0.05 --set diagnostics_interval=0.025
     timed hit512_restart python3 -m vortexsim restart $(ls $R/hit512/snapshot_*.nc | tail -1) --t-end 0.075 -q
-    grep -h "GPU memory\|steps in" $R/hit512/run.log | tail -3 ;;
+    grep -h "GPU memory\|steps in\|time: steps" $R/hit512/run.log | tail -6
+    cp $R/hit512/run.log $OUT/runs/hit512/run.log ;;
 esac; done
 cd $OUT && tar czf runs.tgz runs && rm -rf runs
