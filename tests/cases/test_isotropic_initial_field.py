@@ -57,7 +57,19 @@ def test_a_cli_run_writes_the_initial_field(tmp_path, sns):
     assert np.array_equal(u, np.moveaxis(isotropic_turbulence_field(16, 4.0, 0.5, 4), -1, 0))
 
 
-def test_make_case_hands_the_file_on():
+def test_make_case_hands_the_file_on(tmp_path):
+    """The writer holds the builder's own field (not made twice), writes it bitwise and
+    lets it go; a config with other parameters gets its own field."""
     sim = vortexsim.make_case("isotropic_turbulence", n=16, progress=False)
     assert list(sim.case_files) == ["initial_field.nc"]
+    write = sim.case_files["initial_field.nc"]
+    assert write.u is not None
+    write(tmp_path / "a.nc", sim.config)
+    assert write.u is None
+    u, *_ = read_velocity_field(tmp_path / "a.nc")
+    assert np.array_equal(u, np.moveaxis(isotropic_turbulence_field(16, 4.0, 0.5, 0), -1, 0))
+    other = vortexsim.make_case("isotropic_turbulence", n=16, progress=False)
+    other.case_files["initial_field.nc"](tmp_path / "b.nc", {**other.config, "seed": 5})
+    u, *_ = read_velocity_field(tmp_path / "b.nc")
+    assert np.array_equal(u, np.moveaxis(isotropic_turbulence_field(16, 4.0, 0.5, 5), -1, 0))
     assert vortexsim.make_case("single_ring", progress=False).case_files == {}

@@ -49,26 +49,43 @@ def isotropic_turbulence_field(n, k_peak=4.0, energy=0.5, seed=0):
                                    seed=int(seed))
 
 
-def write_initial_field(path, config, attrs=None, overwrite=False):
+def write_initial_field(path, config, attrs=None, overwrite=False, field=None):
     """Write the initial velocity of the case with the resolved ``config`` (``sim.config``:
     n, k_peak, energy, seed, nu) to ``path``, atomically, in the velocity-field format of
     :mod:`vortexsim.output.lattice_field` (u (3, n, n, n) [L/T] on the lattice i 2π/n, box
     2π, time ``config["t0"]`` or 0), with the case and those parameters as global
     attributes, and ``attrs`` (e.g. source, history) added; an existing ``path`` raises
     FileExistsError unless ``overwrite``.  The writer of ``initial_field.nc`` in
-    ``CaseSetup.files``."""
+    ``CaseSetup.files``.  ``field``: that velocity (n, n, n, 3) when the caller has it
+    already (the builder's), else it is made again."""
     from ..output.lattice_field import write_velocity_field  # noqa: PLC0415
     params = {"case": "isotropic_turbulence", "n": int(config["n"]),
               "k_peak": float(config["k_peak"]), "energy": float(config["energy"]),
               "seed": int(config["seed"]), "nu": float(config["nu"])}
-    u = isotropic_turbulence_field(params["n"], params["k_peak"], params["energy"],
-                                   params["seed"])
+    u = field if field is not None else isotropic_turbulence_field(
+        params["n"], params["k_peak"], params["energy"], params["seed"])
     title = (f"initial velocity of vortexsim case isotropic_turbulence: {params['n']}^3, "
              f"k_peak = {params['k_peak']:g}, energy = {params['energy']:g}, "
              f"seed = {params['seed']}, nu = {params['nu']:g}")
     return write_velocity_field(path, np.moveaxis(u, -1, 0), BOX,
                                 t=float(config.get("t0") or 0.0), overwrite=overwrite,
                                 title=title, attrs={**(attrs or {}), **params})
+
+
+class _InitialFieldWriter:
+    """``initial_field.nc``'s writer in ``CaseSetup.files``: :func:`write_initial_field`
+    with the builder's own velocity (``u``, made with ``params``), which it lets go
+    once written (24 B per lattice point of host memory; making it again takes seconds
+    at 512³).  A config whose parameters differ from ``params`` gets its own field."""
+
+    def __init__(self, u, params):
+        self.u, self.params = u, params
+
+    def __call__(self, path, config, attrs=None, overwrite=False):
+        u, self.u = self.u, None
+        same = all(config.get(k) == v for k, v in self.params.items())
+        return write_initial_field(path, config, attrs, overwrite,
+                                   field=u if same else None)
 
 
 def _curl(u, box):
@@ -112,14 +129,16 @@ def isotropic_turbulence(n=32, k_peak=4.0, energy=0.5, seed=0, overlap=1.0, trac
     h = BOX / n
     g = np.arange(n) * h
     x = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
-    w = _curl(isotropic_turbulence_field(n, k_peak, energy, seed), BOX).reshape(-1, 3)
+    u = isotropic_turbulence_field(n, k_peak, energy, seed)
+    w = _curl(u, BOX).reshape(-1, 3)
     alpha = w * h ** 3
     alpha -= alpha.mean(axis=0)                      # Σα = 0 to round-off
     y = np.random.default_rng(int(seed) + 1).random((int(tracers), 3)) * BOX
     return CaseSetup(x=x, alpha=alpha, sigma=np.full(len(x), overlap * h), tracers=y,
                      groups=[], volume=np.full(len(x), h ** 3),
                      run={"remesh_spacing": h, "remesh_overlap": float(overlap)},
-                     files={INITIAL_FIELD_FILE: write_initial_field})
+                     files={INITIAL_FIELD_FILE: _InitialFieldWriter(u, dict(
+                         n=n, k_peak=k_peak, energy=energy, seed=seed))})
 
 
 isotropic_turbulence.size = _size
