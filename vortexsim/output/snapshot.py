@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import logging
 import math
@@ -64,6 +63,9 @@ import os
 import numpy as np
 
 from . import validate as check
+from .checksum import CHECKSUM_ATTRS, state_checksum
+from .checksum import groups_json as _groups_json
+from .checksum import has_groups as _has_groups
 from .cf import OLD_TIME, TIME, time_attrs, unit_attrs, variable_attrs, with_current_names
 from .files import atomic_path
 from .netcdf_header import SnapshotError, check_declared_sizes, load_variables, read_header
@@ -87,11 +89,6 @@ FORMAT = "vortexsim snapshot"
 FORMAT_VERSION = 4
 #: the variables that format 3 adds
 _FORMAT_3_VARIABLES = ("element_volume", "element_group")
-#: the global attributes that the checksum of format 2 covers besides the state,
-#: ``config_json`` and the schedule (an absent one counts as absent)
-CHECKSUM_ATTRS = ("vortexsim_format", "vortexsim_format_version", "snapshot_kind", "case",
-                  "config", "vortexsim_version", "device", "precision", "kernel", "method",
-                  "tolerance", "integrator")
 #: global attributes that are text when present (restart copies ``config`` and ``history``
 #: into the snapshots it writes)
 _TEXT_ATTRS = ("config", "history", "snapshot_kind", "case")
@@ -152,73 +149,6 @@ class Snapshot:
     @property
     def iteration(self):
         return self.state["iteration"]
-
-
-def _le_buffer(a):
-    """The little-endian bytes of the contiguous array ``a`` as a buffer (no copy when
-    it is little-endian already)."""
-    a = np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"), copy=False))
-    return memoryview(a).cast("B") if a.size else b""
-
-
-def state_checksum(state, config_json, schedule, attrs=None):
-    """SHA-256 (hex) of a snapshot.
-
-    Format 1 (``attrs`` None): the state's numbers (t, dt, σ range, iteration, FMM depth,
-    last speed, the arrays with their dtypes), the config JSON text and the schedule.
-    Format 2 (``attrs``: the global attributes): also the attributes
-    :data:`CHECKSUM_ATTRS` of ``attrs``, so that an edited config TOML text (which a
-    restart copies into its snapshots), case or kind is a mismatch too.  Format 3 (a
-    state with ``elements["volume"]``, ``elements["group"]`` and ``groups``, and
-    ``attrs``): also those (the groups as sorted-key JSON).
-    """
-    h = hashlib.sha256()
-    scalars = np.array([state["t"], state["dt"], *state["sigma_range"]], dtype="<f8")
-    h.update(scalars.tobytes())
-    h.update(np.array([state["iteration"], state.get("fmm_depth", -1)], dtype="<i8").tobytes())
-    if state.get("speed") is not None:           # snapshots from before it have none
-        h.update(np.array([state["speed"]], dtype="<f8").tobytes())
-    if math.isfinite(state.get("step_strain", math.nan)):     # nor this
-        h.update(np.array([state["step_strain"]], dtype="<f8").tobytes())
-    for arr in (state["elements"]["x"], state["elements"]["alpha"], state["elements"]["sigma"],
-                state["tracers"]["x"]):
-        a = np.ascontiguousarray(arr)
-        h.update(str(a.dtype.str).encode())
-        h.update(_le_buffer(a))
-    h.update(config_json.encode())
-    h.update(json.dumps(schedule, sort_keys=True, default=repr).encode())
-    if _has_groups(state):
-        h.update(b"\0element sets\0")
-        for arr in (state["elements"]["volume"], state["elements"]["group"]):
-            a = np.ascontiguousarray(arr)
-            h.update(str(a.dtype.str).encode())
-            h.update(_le_buffer(a))
-        h.update(_groups_json(state["groups"]).encode())
-    if attrs is not None:
-        covered = [[k, _canonical(attrs[k])] if k in attrs else [k] for k in CHECKSUM_ATTRS]
-        h.update(b"\0attributes\0")
-        h.update(json.dumps(covered, default=repr).encode())
-    return h.hexdigest()
-
-
-def _has_groups(state):
-    """Whether ``state`` holds the element volumes, labels and groups (format 3)."""
-    el = state["elements"]
-    return "volume" in el and "group" in el and state.get("groups") is not None
-
-
-def _groups_json(groups):
-    """The ``groups_json`` attribute of a list of group dicts."""
-    return json.dumps({"groups": list(groups)}, sort_keys=True)
-
-
-def _canonical(value):
-    """An attribute's value as netCDF gives it back, in plain Python (for the checksum)."""
-    if isinstance(value, np.ndarray):
-        value = value.reshape(()).item() if value.size == 1 else value.tolist()
-    elif isinstance(value, np.generic):
-        value = value.item()
-    return int(value) if isinstance(value, bool) else value
 
 
 def _schedule_attrs(schedule):
