@@ -10,7 +10,9 @@ import pytest
 
 from vortexsim.viz import Camera, render_points, write_movie, write_png
 from vortexsim.viz import movie as movie_mod
+from vortexsim.viz import render as render_mod
 from vortexsim.viz.cli import add_command
+from vortexsim.viz.render import Exposure, annotate_image, read_frame, scale_bar_length
 
 SIZE = (160, 90)
 
@@ -136,7 +138,8 @@ def tiny_run(tmp_path_factory):
     from vortexsim.cli import main
     out = tmp_path_factory.mktemp("run") / "ring"
     assert main(["run", "single_ring", "--set", "n_phi=16", "--set", "t_end=0.2",
-                 "--set", "tracers_per_ring=2000", "--out", str(out), "-q"]) == 0
+                 "--set", "output.snapshot_interval=0.1", "--set", "tracers_per_ring=2000",
+                 "--out", str(out), "-q"]) == 0
     return out
 
 
@@ -205,6 +208,165 @@ def test_render_command_bad_input(tiny_run, tmp_path):
                        (["--colormap", "nope"], "--colormap")):
         with pytest.raises(UsageError, match=what):
             _render(["render", str(tiny_run), "--out", str(tmp_path / "f")] + opts)
+
+
+#: a pixel is lit when a channel is this far (of 255) above the black background
+LIT = 10
+DEFAULT = (1920, 1080)
+#: an annotated test frame (the shorter side above annotate.MIN_ANNOTATED)
+ANNOTATED = (480, 270)
+
+
+def lit_fraction(image):
+    return float((image.max(axis=2) > LIT).mean())
+
+
+def test_a_thousand_tracers_light_a_default_frame():
+    """2^10 tracers (the leapfrog CPU default) at the default size: >= 2 % of the pixels
+    lit (one pixel per tracer would light 0.05 %)."""
+    found = {}
+    image = render_points(ring(1 << 10), size=DEFAULT, exposures=found)
+    assert image.shape == (1080, 1920, 3)
+    assert 0.02 <= lit_fraction(image) < 0.6
+    assert found["tracers"].radius >= 3
+
+
+def test_a_quarter_million_points_are_not_saturated():
+    """2^18 points: smaller splats, a frame lit but not washed out, and densities that
+    still show (more than a few colours)."""
+    few, many = {}, {}
+    render_points(ring(1 << 10), size=DEFAULT, exposures=few)
+    image = render_points(ring(1 << 18), size=DEFAULT, exposures=many)
+    assert 0.02 <= lit_fraction(image) < 0.6
+    assert many["tracers"].radius < few["tracers"].radius
+    assert many["tracers"].scale > few["tracers"].scale
+    lit = image.max(axis=2) > LIT
+    assert len(np.unique(image[lit].reshape(-1, 3), axis=0)) > 50
+
+
+def test_exposure_given_is_used_and_checked():
+    p = ring(1 << 10)
+    found = {}
+    auto = render_points(p, size=ANNOTATED, camera=CAM, exposures=found)
+    again = render_points(p, size=ANNOTATED, camera=CAM, exposure=found["tracers"])
+    np.testing.assert_array_equal(auto, again)
+    dim = render_points(p, size=ANNOTATED, camera=CAM, exposure=Exposure(
+        found["tracers"].radius, 10 * found["tracers"].scale, found["tracers"].top))
+    assert lit_fraction(dim) < lit_fraction(auto)
+    for bad in ((1.5, 1.0, 1.0), (2, 0.0, 1.0), (2, 1.0, float("nan")), (2, 1.0, 1.0, (2, 1))):
+        with pytest.raises(ValueError, match="Exposure needs"):
+            Exposure(*bad)
+    shared = Exposure.shared(Exposure(2, 1.0, 4.0, (0, 1)), Exposure(3, 4.0, 16.0, (-1, 0.5)))
+    assert shared == Exposure(3, 2.0, 8.0, (-1.0, 1.0))
+
+
+def _regions(shape):
+    """Masks of the annotation corners: time stamp (top left), scale bar (bottom left),
+    colour bars (right), and the middle band that none of them touches."""
+    h, w = shape[:2]
+    y, x = np.mgrid[0:h, 0:w]
+    return {"stamp": (x < 0.35 * w) & (y < 0.2 * h), "scale": (x < 0.35 * w) & (y > 0.8 * h),
+            "bars": x > 0.65 * w, "middle": (x > 0.37 * w) & (x < 0.63 * w)}
+
+
+def test_annotation_adds_time_stamp_scale_bar_and_colour_bar_only():
+    p = ring(1 << 12)
+    bare = render_points(p, size=ANNOTATED, camera=CAM)
+    t1 = render_points(p, size=ANNOTATED, camera=CAM, annotate=True, time=1.5)
+    t2 = render_points(p, size=ANNOTATED, camera=CAM, annotate=True, time=2.5)
+    assert t1.shape == bare.shape == (270, 480, 3) and t1.dtype == np.uint8
+    region = _regions(bare.shape)
+    changed = (t1 != bare).any(axis=2)
+    for name in ("stamp", "scale", "bars"):
+        assert changed[region[name]].sum() > 50, name
+    assert not changed[region["middle"]].any()
+    assert not changed[~(region["stamp"] | region["scale"] | region["bars"])].any()
+    # another time changes the stamp only
+    moved = (t1 != t2).any(axis=2)
+    assert moved.any() and not moved[~region["stamp"]].any()
+    # no time: no stamp
+    untimed = render_points(p, size=ANNOTATED, camera=CAM, annotate=True)
+    assert not (untimed != bare).any(axis=2)[region["stamp"]].any()
+
+
+def test_scale_bar_is_a_round_length_of_the_right_pixels():
+    camera = Camera(centre=(0, 0, 0), extent=3.0)
+    length, pixels = scale_bar_length(camera, ANNOTATED)
+    assert length == 1.0 and pixels == pytest.approx(90.0)     # 270 px span 3 L
+    image = annotate_image(np.zeros((270, 480, 3), np.uint8), camera)
+    white = (image.min(axis=2) > 200)[:, : 480 // 2]
+    runs = white.sum(axis=1)
+    assert abs(int(runs.max()) - 90) <= 2                    # the bar's row
+    assert scale_bar_length(Camera(centre=(0, 0, 0), extent=0.03), ANNOTATED)[0] == 0.01
+    small = annotate_image(np.zeros((60, 80, 3), np.uint8), camera)
+    assert not small.any()                                   # too small to annotate
+
+
+def test_element_overlay_shows_even_when_few():
+    p = ring()
+    base = render_points(p, size=ANNOTATED, camera=CAM)
+    m = 200
+    el = ring(m, seed=1)
+    with_el = render_points(p, size=ANNOTATED, camera=CAM, elements=el,
+                            element_values=np.linspace(0, 1, m))
+    changed = (with_el != base).any(axis=2)
+    assert changed.sum() > 3 * m                        # more than a pixel per element
+    # a colour apart from the tracers': blue above red where the elements are
+    on = with_el[changed].astype(int)
+    assert np.median(on[:, 2] - on[:, 0]) > 50
+    lone = render_points(np.zeros((0, 3)), size=ANNOTATED, camera=CAM, elements=el[:5],
+                         element_values=np.ones(5))
+    assert (lone.max(axis=2) > LIT).sum() >= 5 * 9       # five dots of 3x3 pixels or more
+
+
+def test_frames_of_one_call_share_camera_size_and_exposure(tiny_run, tmp_path, monkeypatch):
+    calls = []
+    real = render_mod.render_points
+
+    def spy(points, **kw):
+        calls.append(kw)
+        return real(points, **kw)
+
+    monkeypatch.setattr(render_mod, "render_points", spy)
+    frames = tmp_path / "frames"
+    assert _render(["render", str(tiny_run), "--out", str(frames), "--size", "320x200",
+                    "--elements", "-q"]) == 0
+    drawn = [kw for kw in calls if kw["annotate"]]
+    pngs = sorted(os.listdir(frames))
+    snaps = sorted(glob.glob(str(tiny_run / "snapshot_*.nc")))
+    assert len(drawn) == len(pngs) == len(snaps) > 2
+    for key in ("camera", "size", "exposure", "element_exposure"):
+        assert all(kw[key] == drawn[0][key] for kw in drawn), key
+    # the camera fitted once, to the first and the last snapshot together
+    first, last = (read_frame(p, elements=True) for p in (snaps[0], snaps[-1]))
+    assert drawn[0]["camera"] == Camera(azimuth=-90, elevation=15).fit(
+        first.tracers, first.elements, last.tracers, last.elements, size=(320, 200))
+    assert drawn[0]["exposure"] is not None and drawn[0]["element_exposure"] is not None
+    assert sorted({kw["time"] for kw in drawn}) == [kw["time"] for kw in drawn]
+    from PIL import Image
+    for f in pngs:
+        with Image.open(frames / f) as im:
+            assert im.size == (320, 200)
+
+
+def test_render_command_annotates_with_the_runs_time_and_units(tiny_run, tmp_path):
+    newest = max(glob.glob(str(tiny_run / "snapshot_*.nc")))
+    frame = read_frame(newest, elements=True)
+    assert frame.units == ("L", "T") and frame.t > 0
+    assert frame.elements.shape[1] == 3 and frame.strength.shape == frame.elements.shape[:1]
+    from PIL import Image
+    out = {}
+    for flag in ("", "--no-annotate"):
+        png = tmp_path / f"last{flag}.png"
+        assert _render(["render", str(tiny_run), "--out", str(png), "--size", "480x270"]
+                       + ([flag] if flag else [])) == 0
+        with Image.open(png) as im:
+            out[flag] = np.asarray(im.convert("RGB"))
+    changed = (out[""] != out["--no-annotate"]).any(axis=2)
+    region = _regions(changed.shape)
+    assert changed[region["stamp"]].sum() > 50 and changed[region["scale"]].sum() > 50
+    assert not changed[region["middle"]].any()
+    assert lit_fraction(out["--no-annotate"]) > 0.02
 
 
 @pytest.mark.gpu

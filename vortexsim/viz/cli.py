@@ -1,5 +1,6 @@
 """``vortexsim render RUN_DIR``: PNG frames of a run's snapshots (tracers splatted with
-density-based opacity, optionally the elements coloured by |α|) and optionally a movie."""
+density-based opacity, optionally the elements coloured by |α|), annotated with the time,
+a scale bar and colour bars, and optionally a movie."""
 from __future__ import annotations
 
 import glob
@@ -21,7 +22,9 @@ def add_command(subparsers, common):
         "render", parents=[common], help="render a run's snapshots to PNG frames and a movie",
         description="Render every snapshot (or every K-th) of a run directory: its tracers "
                     "splatted with density-based opacity (and with --elements its vortex "
-                    "elements coloured by |alpha|) into PNG frames, one camera for all; "
+                    "elements coloured by |alpha|) into PNG frames with the time, a scale "
+                    "bar and colour bars; one camera, size and exposure for all frames "
+                    "(splat size and opacity chosen from the first and last snapshots); "
                     "optionally a movie (MP4 needs the extra vortexsim[viz]; .gif with "
                     "Pillow).")
     r.add_argument("run_dir", metavar="RUN_DIR")
@@ -34,10 +37,13 @@ def add_command(subparsers, common):
                    help="image size in pixels (default 1920x1080)")
     r.add_argument("--view", default="-90,15", metavar="AZIMUTH,ELEVATION",
                    help="camera direction in degrees (default -90,15: along +y, x to the "
-                        "right, z up, 15 degrees from above; write a negative azimuth as --view=-90,15)")
+                        "right, z up, 15 degrees from above; write a negative azimuth as "
+                        "--view=-90,15)")
     r.add_argument("--colormap", default="inferno", help="matplotlib colour map (inferno)")
     r.add_argument("--elements", action="store_true",
                    help="draw the vortex elements over the tracers, coloured by |alpha|")
+    r.add_argument("--no-annotate", action="store_true",
+                   help="bare frames: no time stamp, scale bar or colour bars")
     r.add_argument("--every", type=int, default=1, metavar="K",
                    help="render every K-th snapshot (the newest always)")
     r.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto",
@@ -74,7 +80,14 @@ def cmd_render(args, argv):
     from ..output.snapshot import SnapshotError  # noqa: PLC0415
     from ..output.writers import snapshot_files  # noqa: PLC0415
     from .movie import EXTRA, mp4_available, write_movie  # noqa: PLC0415
-    from .render import Camera, colormap_lut, read_points, render_points, write_png  # noqa
+    from .render import (  # noqa: PLC0415
+        Camera,
+        Exposure,
+        colormap_lut,
+        read_frame,
+        render_points,
+        write_png,
+    )
 
     run_dir = args.run_dir
     if not os.path.isdir(run_dir):
@@ -117,9 +130,23 @@ def cmd_render(args, argv):
 
     def read(path):
         try:
-            return read_points(path, elements=args.elements, no_verify=args.no_verify)
+            return read_frame(path, elements=args.elements, no_verify=args.no_verify)
         except SnapshotError as exc:
             raise UsageError(str(exc).splitlines()[0]) from None
+
+    def render(frame, camera, annotate, fixed, found=None):
+        """The image of ``frame`` with the exposures ``fixed`` (kind: Exposure; a kind
+        missing: chosen for this frame, and put into ``found``)."""
+        ex, ea = frame.elements, frame.strength
+        try:
+            return render_points(
+                xp.asarray(frame.tracers), size=size, camera=camera, colormap=args.colormap,
+                xp=xp, elements=None if ex is None else xp.asarray(ex),
+                element_values=None if ea is None else xp.asarray(ea),
+                exposure=fixed.get("tracers"), element_exposure=fixed.get("elements"),
+                annotate=annotate, time=frame.t, units=frame.units, exposures=found)
+        except ValueError as exc:
+            raise UsageError(f"{run_dir}: {str(exc).splitlines()[0]}") from None
 
     # one camera for all frames: the box of the first and the last snapshot
     first = read(chosen[0])
@@ -129,6 +156,15 @@ def cmd_render(args, argv):
         camera = Camera(azimuth=az, elevation=el).fit(*both, size=size)
     except ValueError as exc:
         raise UsageError(f"{run_dir}: {exc}; the snapshots are corrupted.") from None
+    # one exposure for all frames: shared between those of the first and the last
+    exposure = {}
+    if last is not first:
+        at_first, at_last = {}, {}
+        render(first, camera, False, {}, at_first)
+        render(last, camera, False, {}, at_last)
+        exposure = {kind: Exposure.shared(at_first[kind], at_last[kind])
+                    for kind in at_first if kind in at_last}
+        logger.debug("exposure of all frames: %s", exposure)
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
@@ -145,17 +181,14 @@ def cmd_render(args, argv):
     frames = []
     for k, path in enumerate(chosen):
         t0 = time.perf_counter()
-        tracers, ex, ea = first if k == 0 else (last if k == len(chosen) - 1 else read(path))
-        image = render_points(xp.asarray(tracers), size=size, camera=camera,
-                              colormap=args.colormap, xp=xp,
-                              elements=None if ex is None else xp.asarray(ex),
-                              element_values=None if ea is None else xp.asarray(ea))
+        frame = first if k == 0 else (last if k == len(chosen) - 1 else read(path))
+        image = render(frame, camera, not args.no_annotate, exposure)
         name = os.path.basename(path).replace("snapshot_", "render_").replace(".nc", ".png")
         png = args.out if single else os.path.join(out_dir, name)
         write_png(image, png)
         frames.append(png)
         logger.info("%s -> %s (%d tracers, %.2f s)", os.path.basename(path), png,
-                    len(tracers), time.perf_counter() - t0)
+                    len(frame.tracers), time.perf_counter() - t0)
     if args.movie:
         path, kind = write_movie(frames, args.movie, fps=args.fps)
         logger.info("movie: %s (%s, %d frames)", path, kind, len(frames))

@@ -8,12 +8,11 @@ import os
 import numpy as np
 
 from ..output.files import atomic_path
+from .annotate import EXTRA
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["write_movie", "mp4_available", "MissingDependency"]
-
-EXTRA = "vortexsim[viz]"
+__all__ = ["write_movie", "mp4_available", "MissingDependency", "EXTRA"]
 
 
 class MissingDependency(ImportError):

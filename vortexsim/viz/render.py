@@ -1,11 +1,14 @@
 """Splat points (tracers, optionally vortex elements) into an RGB image, like the
-pictures of the GPU vortex-ring papers: every point adds one to the count of the pixel it
-falls in; the count sets the opacity ``1 - exp(-count / k)`` and, on a logarithmic scale,
-the colour (a matplotlib colour map); the image is composited over a background.
+pictures of the GPU vortex-ring papers: every point spreads over a small Gaussian
+footprint whose radius follows the points' spacing in the image; the splatted density
+sets the opacity ``1 - exp(-density / k)``, k from a quantile of the density, and, on a
+logarithmic scale, the colour (a matplotlib colour map); the image is composited over a
+background.  A thousand tracers and a million both give a well-exposed picture.
+:func:`annotate_image` adds a time stamp, a scale bar and colour bars.
 
 One code path for NumPy and CuPy (the array module ``xp`` of the points, or given):
-projection, ``bincount``, shading, all on the device; only the finished uint8 image comes
-back to the host.
+projection, ``bincount``, blur, shading, all on the device (a few scalars to the host);
+only the finished uint8 image comes back to the host.
 """
 from __future__ import annotations
 
@@ -14,18 +17,20 @@ import functools
 import logging
 import math
 import os
+import re
+import typing
 
 import numpy as np
 
 from ..backend import array_namespace, to_host
 from ..output.files import atomic_path
+from .annotate import EXTRA, annotate_image, colorbar, require_matplotlib, scale_bar_length
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Camera", "render_points", "render_snapshot", "read_points", "write_png"]
+__all__ = ["Camera", "Exposure", "Frame", "render_points", "render_snapshot", "read_points",
+           "read_frame", "annotate_image", "scale_bar_length", "write_png"]
 
-#: extra name that installs what pictures and movies need
-EXTRA = "vortexsim[viz]"
 #: lower end of the colour map used for the sparsest pixels (0 is black in inferno,
 #: invisible on a black background)
 LUT_LOW = 0.15
@@ -145,11 +150,7 @@ def colormap_lut(name):
     """(256, 3) float32 RGB in [0, 1] of the matplotlib colour map ``name``, from
     ``LUT_LOW`` to its top (made once per name)."""
     try:
-        import matplotlib  # noqa: PLC0415
-    except ImportError as exc:
-        raise ImportError(f"colour maps need matplotlib: pip install \"{EXTRA}\"") from exc
-    try:
-        cmap = matplotlib.colormaps[name]
+        cmap = require_matplotlib("colour maps").colormaps[name]
     except KeyError:
         raise ValueError(f"unknown colour map {name!r}; e.g. inferno, magma, viridis, "
                          "cividis, Greys_r") from None
@@ -193,30 +194,145 @@ def _pixels(points, camera, size, xp):
     return idx, inside
 
 
-def _splat(points, values, camera, size, xp):
-    """Counts (H*W,) and, with ``values``, the mean value per pixel (H*W,) or None."""
+@dataclasses.dataclass(frozen=True)
+class Exposure:
+    """How one layer of points is exposed in an image of a given size.
+
+    radius : int [px], the splat's footprint: each point spreads over a Gaussian of
+        standard deviation radius / 2 cut at ``radius`` pixels (0: the one pixel it falls in).
+    scale : [points per pixel] the opacity scale k: a pixel of splatted density c has the
+        opacity ``1 - exp(-c / k)``.
+    top : [points per pixel] the density at the top of the colour map.
+    values : (lo, hi), the range of the values that the colour map spans, for points
+        coloured by values (None: the values' range in the frame).
+    """
+
+    radius: int
+    scale: float
+    top: float
+    values: tuple | None = None
+
+    def __post_init__(self):
+        given = (self.radius, self.scale, self.top, *(self.values or (0, 0)))
+        numbers = len(given) == 5 and all(
+            isinstance(v, (int, float, np.number)) and math.isfinite(v) for v in given)
+        if not (numbers and int(self.radius) == self.radius <= MAX_RADIUS and self.radius >= 0
+                and self.scale > 0 and self.top > 0 and given[3] <= given[4]):
+            raise ValueError(f"Exposure needs a radius of 0..{MAX_RADIUS} whole pixels, scale "
+                             f"and top > 0, values lo <= hi, all finite; got {self!r}")
+        object.__setattr__(self, "radius", int(self.radius))
+
+    @staticmethod
+    def shared(a, b):
+        """One exposure for frames exposed as ``a`` and ``b``: the larger radius, the
+        geometric means of the scales and tops, the union of the value ranges."""
+        values = None if a.values is None or b.values is None else (
+            min(a.values[0], b.values[0]), max(a.values[1], b.values[1]))
+        return Exposure(max(a.radius, b.radius), math.sqrt(a.scale * b.scale),
+                        math.sqrt(a.top * b.top), values)
+
+
+MAX_RADIUS = 64               #: the largest splat radius [px]
+DENSITY_CELL = 1 / 64         #: the side of a density cell / the image's shorter side
+#: a splat's radius in units of the typical spacing of the points in the image
+RADIUS_PER_SPACING = {"tracers": 1.0, "elements": 0.4}
+#: the splat radius [fraction of the image's shorter side]: (smallest, largest)
+RADIUS_RANGE = {"tracers": (0.0, 1 / 128), "elements": (1 / 300, 1 / 100)}
+#: the opacity scale k is this quantile of the nonzero densities divided by the layer's
+#: SATURATION (so that the pixel at the quantile has the opacity 1 - exp(-SATURATION))
+EXPOSURE_QUANTILE = 0.5
+SATURATION = {"tracers": 1.0, "elements": 4.0}
+#: the top of the colour map: this quantile of the nonzero densities
+TOP_QUANTILE = 0.99
+QUANTILE_SAMPLE = 1 << 18     #: the most densities a quantile is taken from (subsampled)
+
+
+def _splat_radius(idx, size, kind, xp):
+    """Splat radius [px] of the points at the flat pixel indices ``idx`` (n,) of an image
+    of ``size``: RADIUS_PER_SPACING times their typical spacing, the spacing from the mean
+    count of the density cell around a point, clipped to RADIUS_RANGE; 0 below 1."""
+    w, h = size
+    short = min(w, h)
+    lo, hi = (f * short for f in RADIUS_RANGE[kind])
+    hi = max(hi, 1.0)
+    n = int(idx.shape[0])
+    if n:
+        cell = max(2, round(DENSITY_CELL * short))
+        columns = -(-w // cell)
+        counts = xp.bincount((idx // w // cell) * columns + (idx % w) // cell).astype(float)
+        per_cell = float((counts * counts).sum()) / n       # a point's cell's mean count
+        radius = RADIUS_PER_SPACING[kind] * cell / math.sqrt(per_cell)
+    else:
+        radius = hi
+    radius = min(max(radius, lo), hi, MAX_RADIUS)
+    return round(radius) if radius >= 1 else 0
+
+
+def _blur(image, radius, xp):
+    """``image`` (H, W) convolved along both axes with a normalised Gaussian of standard
+    deviation radius / 2 cut at ``radius`` pixels (shifted adds: O(pixels * radius))."""
+    if radius < 1:
+        return image
+    d = np.arange(-radius, radius + 1)
+    taps = np.exp(-2.0 * (d / radius) ** 2)
+    taps = (taps / taps.sum()).astype(np.float32)
+    for axis in (0, 1):
+        out = image * taps[radius]
+        n = image.shape[axis]
+        for s in range(1, min(radius, n - 1) + 1):
+            lo = (slice(None),) * axis + (slice(s, None),)
+            hi = (slice(None),) * axis + (slice(None, n - s),)
+            out[lo] += taps[radius + s] * image[hi]
+            out[hi] += taps[radius - s] * image[lo]
+        image = out
+    return image
+
+
+def _splat(points, values, camera, size, kind, radius, xp):
+    """(density (H*W,) float32 [points per pixel], mean value (H*W,) float32 or None,
+    the splat radius [px]) of ``points`` drawn with ``radius`` (None: chosen from the
+    points' density, :func:`_splat_radius`)."""
     w, h = size
     idx, inside = _pixels(points, camera, size, xp)
-    counts = xp.bincount(idx, minlength=w * h)
+    if radius is None:
+        radius = _splat_radius(idx, size, kind, xp)
+    counts = xp.bincount(idx, minlength=w * h).astype(xp.float32)
+    density = _blur(counts.reshape(h, w), radius, xp).reshape(-1)
     mean = None
     if values is not None:
         sums = xp.bincount(idx, weights=values[inside].astype(xp.float64), minlength=w * h)
-        mean = sums / xp.maximum(counts, 1)
-    return counts, mean
+        sums = _blur(sums.astype(xp.float32).reshape(h, w), radius, xp).reshape(-1)
+        mean = sums / xp.maximum(density, xp.float32(1e-30))
+    return density, mean, radius
 
 
-def _shade(counts, mean, vrange, lut, k, xp):
-    """RGB (H*W, 3) float32 and opacity (H*W,) float32 of the splatted counts."""
-    c = counts.astype(xp.float32)
-    alpha = 1.0 - xp.exp(-c / xp.float32(k))
+def _exposure(density, radius, kind, xp):
+    """The :class:`Exposure` of a layer of splatted ``density`` (H*W,): the opacity scale
+    and the colour map's top from quantiles of its nonzero values (EXPOSURE_QUANTILE,
+    TOP_QUANTILE)."""
+    nonzero = density[density > 0]
+    n = int(nonzero.shape[0])
+    if n == 0:
+        return Exposure(radius, 1.0, 1.0)
+    ordered = xp.sort(nonzero[::max(1, n // QUANTILE_SAMPLE)])
+    last = int(ordered.shape[0]) - 1
+    picks = xp.stack([ordered[int(EXPOSURE_QUANTILE * last)], ordered[int(TOP_QUANTILE * last)]])
+    typical, top = (float(v) for v in to_host(picks))
+    scale = typical / SATURATION[kind]
+    return Exposure(radius, scale, max(top, scale))
+
+
+def _shade(density, mean, vrange, lut, exposure, xp):
+    """RGB (H*W, 3) float32 and opacity (H*W,) float32 of a layer's ``density``: colour
+    at the mean value in ``vrange`` or else at log(1 + c/k) / log(1 + top/k)."""
+    k = xp.float32(exposure.scale)
+    alpha = 1.0 - xp.exp(-density / k)
     if mean is not None:
         lo, hi = vrange
-        t = (mean.astype(xp.float32) - lo) / max(hi - lo, 1e-30)
+        t = (mean - xp.float32(lo)) / xp.float32(max(hi - lo, 1e-30))
     else:
-        cmax = float(counts.max()) if counts.size else 0.0
-        t = xp.log1p(c) / xp.float32(math.log1p(max(cmax, 1.0)))
-    t = xp.clip(t, 0.0, 1.0)
-    index = xp.rint(t * 255).astype(xp.int32)
+        t = xp.log1p(density / k) / xp.float32(math.log1p(exposure.top / exposure.scale))
+    index = xp.rint(xp.clip(t, 0.0, 1.0) * 255).astype(xp.int32)
     return xp.asarray(lut)[index], alpha.astype(xp.float32)
 
 
@@ -235,25 +351,29 @@ def _checked_cloud(xp, name, points, values_name, values):
 
 
 def render_points(points, size=(1920, 1080), camera=None, colormap="inferno", values=None,
-                  xp=None, *, opacity_scale=2.0, background=(0, 0, 0), elements=None,
-                  element_values=None, element_colormap="cool", element_opacity_scale=1.0):
+                  xp=None, *, exposure=None, background=(0, 0, 0), elements=None,
+                  element_values=None, element_colormap="cool", element_exposure=None,
+                  annotate=False, time=None, units=("L", "T"), exposures=None):
     """Render ``points`` ((n, 3) [L], NumPy or CuPy) into an (H, W, 3) uint8 NumPy image.
 
-    Each pixel's count c of points sets its opacity ``1 - exp(-c / opacity_scale)`` over
-    ``background`` (RGB 0..255) and its colour ``colormap`` at log(1 + c) / log(1 + c_max)
-    (``values`` (n,): at the pixel's mean value instead, scaled to the values' range).
-    ``elements`` ((m, 3)) with ``element_values`` ((m,), e.g. |α|) are drawn over the
-    tracers the same way, coloured by ``element_colormap`` at the mean value per pixel.
-    ``camera``: :class:`Camera` (default Camera()); its unset centre and extent are fitted
-    to the points.  ``xp``: the array module (default: that of ``points``).
-    """
+    Each point spreads over a small Gaussian footprint (``exposure.radius`` pixels); the
+    splatted density c [points per pixel] sets the opacity ``1 - exp(-c / k)`` over
+    ``background`` (RGB 0..255) and the colour ``colormap`` at log(1 + c/k) / log(1 +
+    top/k) (``values`` (n,): at the footprint-weighted mean value, over ``exposure.values``
+    or the values' range).  ``exposure`` (:class:`Exposure`) None: the radius from the
+    points' spacing in the image, k and top from quantiles of the density, so that a
+    thousand points and a million both look well exposed.  ``elements`` ((m, 3)) with
+    ``element_values`` ((m,), e.g. |α|) are drawn over the tracers as solid dots coloured
+    by ``element_colormap``.  ``camera``: :class:`Camera` (default Camera()); its unset
+    centre and extent are fitted to the points.  ``xp``: the array module (default: that
+    of ``points``).  ``annotate``: add the time stamp (``time`` [T], when given), a scale
+    bar and colour bars (:func:`annotate_image`; ``units``: the symbols of the length and
+    time units).  ``exposures``: a dict that receives the exposures used, by layer
+    ("tracers", "elements"), to pass on to the other frames of a movie."""
     size = _check_size(size)
     w, h = size
     xp = xp or array_namespace(points, elements)
     camera = camera or Camera()
-    if not (math.isfinite(opacity_scale) and opacity_scale > 0 and
-            math.isfinite(element_opacity_scale) and element_opacity_scale > 0):
-        raise ValueError("opacity scales must be positive")
     points, values = _checked_cloud(xp, "points", points, "values", values)
     if elements is not None:
         elements, element_values = _checked_cloud(xp, "elements", elements,
@@ -262,26 +382,54 @@ def render_points(points, size=(1920, 1080), camera=None, colormap="inferno", va
         camera = camera.fit(points, elements, size=size)
     image = xp.empty((w * h, 3), dtype=xp.float32)
     image[:] = xp.asarray(np.asarray(background, dtype=np.float32) / 255)
-    layers = [(points, values, colormap, opacity_scale)]
+    layers = [("tracers", points, values, colormap, exposure)]
     if elements is not None:
-        layers.append((elements, element_values, element_colormap, element_opacity_scale))
-    for pts, vals, cmap, k in layers:
+        layers.append(("elements", elements, element_values, element_colormap,
+                       element_exposure))
+    bars = []
+    for kind, pts, vals, cmap, given in layers:
         if not len(pts):
             continue
+        lut = colormap_lut(cmap)
         with np.errstate(over="ignore", invalid="ignore"):    # far points: not drawn
-            counts, mean = _splat(pts, vals, camera, size, xp)
+            density, mean, radius = _splat(pts, vals, camera, size, kind,
+                                           None if given is None else given.radius, xp)
+        used = given or _exposure(density, radius, kind, xp)
         vrange = None
         if vals is not None:
-            vrange = (float(vals.min()), float(vals.max()))
-        rgb, alpha = _shade(counts, mean, vrange, colormap_lut(cmap), k, xp)
+            vrange = used.values or (float(vals.min()), float(vals.max()))
+            used = dataclasses.replace(used, values=vrange)
+        if exposures is not None:
+            exposures[kind] = used
+        rgb, alpha = _shade(density, mean, vrange, lut, used, xp)
         image += alpha[:, None] * (rgb - image)
+        bars.append(colorbar(kind, lut, used, vrange, camera, size, units))
     out = xp.clip(xp.rint(image * 255), 0, 255).astype(xp.uint8).reshape(h, w, 3)
-    return to_host(out)
+    out = to_host(out)
+    if annotate:
+        out = annotate_image(out, camera, time=time, units=units, colorbars=bars,
+                             background=background)
+    return out
 
 
-def read_points(path, elements=False, no_verify=False):
-    """(tracer positions (n, 3), element positions (m, 3) or None, element |α| (m,) or
-    None) of the snapshot ``path``, NumPy float64, its checksum verified
+class Frame(typing.NamedTuple):
+    """What :func:`read_frame` reads of a snapshot (NumPy float64)."""
+
+    tracers: np.ndarray               # (n, 3) [L]
+    elements: np.ndarray | None       # (m, 3) [L], with elements=True
+    strength: np.ndarray | None       # (m,) |α| [L³/T], with elements=True
+    t: float                          # [T]
+    units: tuple                      # the symbols of L and T, e.g. ("L", "T")
+
+
+def _unit_symbol(text, default):
+    """The symbol that a file's ``length_unit`` or ``time_unit`` starts with."""
+    m = re.match(r"\s*([^\s,=(;]+)", str(text or ""))
+    return m[1] if m else default
+
+
+def read_frame(path, elements=False, no_verify=False):
+    """The :class:`Frame` of the snapshot ``path``, its checksum verified
     (:func:`vortexsim.output.verify.viewed_snapshot`; ``no_verify``: a mismatch is a
     warning).  Raises :class:`vortexsim.output.SnapshotError` (one line) for a file that
     is not a readable snapshot, a checksum mismatch, and positions (or strengths) that
@@ -301,23 +449,35 @@ def read_points(path, elements=False, no_verify=False):
             raise SnapshotError(f"{path}: {name} holds {bad} point(s) with a coordinate that "
                                 "is not finite (inf or nan); render draws only finite "
                                 "positions: the file is corrupted.")
-    if not elements:
-        return arrays["tracer_x"], None, None
-    a = arrays["element_alpha"]
-    with np.errstate(over="ignore"):
-        strength = np.sqrt((a * a).sum(axis=1))
-    return arrays["tracer_x"], arrays["element_x"], strength
+    units = (_unit_symbol(snap.attrs.get("length_unit"), "L"),
+             _unit_symbol(snap.attrs.get("time_unit"), "T"))
+    strength = None
+    if elements:
+        a = arrays["element_alpha"]
+        with np.errstate(over="ignore"):
+            strength = np.sqrt((a * a).sum(axis=1))
+    return Frame(arrays["tracer_x"], arrays.get("element_x"), strength, float(snap.t), units)
+
+
+def read_points(path, elements=False, no_verify=False):
+    """(tracer positions (n, 3), element positions (m, 3) or None, element |α| (m,) or
+    None) of the snapshot ``path`` (:func:`read_frame`)."""
+    return read_frame(path, elements, no_verify)[:3]
 
 
 def render_snapshot(path, size=(1920, 1080), camera=None, colormap="inferno", xp=None,
-                    elements=False, **options):
+                    elements=False, annotate=True, **options):
     """Render the tracers (and, with ``elements``, the elements coloured by |α|) of the
-    snapshot ``path`` (:func:`render_points`; ``xp``: where to compute, default NumPy)."""
-    tracers, ex, ea = read_points(path, elements)
+    snapshot ``path`` (:func:`render_points`; ``xp``: where to compute, default NumPy),
+    annotated with its time and the case's units unless ``annotate`` is False."""
+    frame = read_frame(path, elements)
     xp = xp or np
-    return render_points(xp.asarray(tracers), size=size, camera=camera, colormap=colormap,
-                         xp=xp, elements=None if ex is None else xp.asarray(ex),
-                         element_values=None if ea is None else xp.asarray(ea), **options)
+    ex, ea = frame.elements, frame.strength
+    return render_points(xp.asarray(frame.tracers), size=size, camera=camera,
+                         colormap=colormap, xp=xp, elements=None if ex is None else
+                         xp.asarray(ex), element_values=None if ea is None else
+                         xp.asarray(ea), annotate=annotate, time=frame.t, units=frame.units,
+                         **options)
 
 
 def write_png(image, path):
