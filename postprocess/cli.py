@@ -122,7 +122,11 @@ def add_command(subparsers, common):
         "plot", parents=[common], help="plot a run, or compare several",
         description="One run: its plots (energy, rings, spectra, dissipation where it has "
         "them) as RUN_DIR/plot_<what>.png. Several runs: one comparison plot of the same "
-        "quantity of each, labelled by directory name (default comparison_<quantity>.png).")
+        "quantity of each, labelled by directory name, each run in its own colour, dash "
+        "pattern and marker, so that identical runs all show (default "
+        "comparison_<quantity>.png). A quantity that varies by at most 1e-6 of its size is "
+        "drawn flat with 'conserved to ...' or 'constant to ...' written on it; spectra "
+        "show the shells above 1e-12 of their peak.")
     p.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="run directories")
     p.add_argument("--out", metavar="PNG", help="the image file (one run without --what: "
                    "PNG's stem + _<what>.png for each plot)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 import numpy as np
@@ -159,6 +160,86 @@ def test_plots_write_pngs_and_different_runs_differ(tmp_path):
         plot_run(slow, what="spectra")
     with pytest.raises(ValueError, match="two or more runs"):
         plot_comparison([slow], "energy")
+
+
+def test_identical_runs_compared_both_show(tmp_path):
+    """Two runs of the same rows: their curves coincide, so each run has its own dash
+    pattern, marker and width (not only a colour); rings of one run share its style."""
+    from postprocess.plots import comparison_figure
+
+    times = np.linspace(0.0, 2.0, 11)
+    a, b = _write(tmp_path / "a", _rows(times)), _write(tmp_path / "b", _rows(times))
+    lines = comparison_figure([a, b], "energy").axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["a", "b"]
+    np.testing.assert_array_equal(lines[0].get_ydata(), lines[1].get_ydata())
+    assert lines[0].get_linestyle() != lines[1].get_linestyle()
+    assert lines[0].get_marker() != lines[1].get_marker()
+    assert lines[0].get_linewidth() > lines[1].get_linewidth()
+    lines = comparison_figure([a, b], "ring_radius").axes[0].get_lines()
+    style = {line.get_label(): (line.get_linestyle(), line.get_marker(), line.get_color())
+             for line in lines}
+    assert style["a: front"][:2] == style["a: rear"][:2] != style["b: front"][:2]
+    assert style["a: front"][2] == style["b: front"][2] != style["a: rear"][2]
+
+
+def _texts(ax):
+    return [x.get_text() for x in ax.texts]
+
+
+def test_conserved_quantities_are_drawn_flat_with_their_variation(tmp_path):
+    """A ring's helicity (1e-17) and impulse (1e-8 relative change) are no signals: their
+    panels are flat and say how well each is conserved; a helicity that changes keeps
+    its curve."""
+    from postprocess.plots import comparison_figure, energy_figure
+
+    times = np.linspace(0.0, 2.0, 21)
+    rows = _rows(times, energy=lambda t: 0.8 + 1e-4 * np.sin(t))
+    noise = np.random.default_rng(0).normal(size=(times.size, 3))
+    for row, n in zip(rows, noise):
+        row["helicity"] = 1e-17 * n[0]
+        row["linear_impulse"] = np.array([1e-18 * n[1], 0.0, 3.14 * (1 + 1e-8 * n[2])])
+    ring = _write(tmp_path / "ring", rows)
+    ax = energy_figure(ring).axes
+    assert _texts(ax[0]) == []                              # 1e-4: a curve
+    assert len(_texts(ax[1])) == 1 and _texts(ax[1])[0].startswith("conserved to ")
+    assert _texts(ax[1])[0].endswith("(round-off)")
+    lo, hi = ax[1].get_ylim()
+    assert 1e-6 < hi - lo < 1e-3                            # not a 1e-17 window
+    assert len(_texts(ax[2])) == 1 and _texts(ax[2])[0].startswith("conserved to ")
+    assert "round-off" not in _texts(ax[2])[0]              # 1e-8: the method's, said so
+    ax = energy_figure(_write(tmp_path / "moving", _rows(times))).axes
+    assert _texts(ax[1]) == [] and _texts(ax[2]) == []
+    # in a comparison too
+    other = _write(tmp_path / "other", rows)
+    assert _texts(comparison_figure([ring, other], "helicity").axes[0])[0].startswith(
+        "conserved to ")
+
+
+def test_spectra_start_at_the_first_resolved_value_and_dissipation_is_explained(tmp_path):
+    from postprocess.plots import comparison_figure, dissipation_figure, spectra_figure
+
+    times = np.linspace(0.0, 1.0, 11)
+    rows = _periodic_rows(times)
+    for row in rows:
+        row["energy_spectrum"][20:] = 1e-35                 # FFT round-off past the band
+    box = _write(tmp_path / "box", rows)
+    for fig in (spectra_figure(box), comparison_figure([box, box + "/"],
+                                                        "energy_spectrum")):
+        for line in fig.axes[0].get_lines():
+            if line.get_label() == "k^(-5/3)":
+                continue
+            k, e = line.get_xdata(), line.get_ydata()
+            assert k[0] == 1.0 and k[-1] == 19.0 and e.min() > 1e-12 * e.max()
+    legend = dissipation_figure(box).axes[0].get_legend()
+    labels = [x.get_text() for x in legend.get_texts()]
+    assert labels[0].startswith("ε = ") and labels[1].startswith("−dE/dt from the energy")
+    assert any(x.startswith("ν⟨ω_p·ω⟩") for x in labels)
+    assert legend.get_title().get_text() == ""              # ε = −dE/dt here
+    for row in rows:
+        row["lattice_dissipation"] *= 1.5                   # ε above what E loses
+    legend = dissipation_figure(_write(tmp_path / "gap", rows)).axes[0].get_legend()
+    assert re.match(r"mean −dE/dt 3\d% below mean ε: .*E_p", legend.get_title().get_text(),
+                    re.S)
 
 
 def test_analyze_prints_rings_and_turbulence_statistics(tmp_path, capsys):

@@ -7,8 +7,10 @@ CF asks for UDUNITS unit strings, in which "L" is a litre and "T" a tesla, so
 
 * every variable's ``units`` is ``"1"`` (UDUNITS' dimensionless number) and its
   dimension in the case's units goes to ``case_units`` (e.g. ``"L^3/T"`` for a vector
-  strength, vorticity × volume); a pure number has ``units = "1"`` and no
-  ``case_units`` (:func:`variable_attrs`);
+  strength, vorticity × volume) and to the end of its ``long_name`` (", in L^3/T"), so
+  that the axis labels of xarray's own plots (``long_name [units]``) carry it:
+  "kinetic energy (per unit density), in L^5/T^2 [1]"; a pure number has
+  ``units = "1"``, no ``case_units`` and its plain ``long_name`` (:func:`variable_attrs`);
 * the global attributes ``length_unit`` and ``time_unit`` say what L and T are in the
   run's case (from the case registry, :func:`vortexsim.cases.registry.register_case`),
   and ``units_note`` says how to read the two attributes above;
@@ -37,17 +39,18 @@ GENERIC_UNITS = ("L, the unit of the case's lengths", "T, the unit of the case's
 UNITS_NOTE = ("Quantities are numbers in the case's units: L (length) and T (time), said "
               "by the global attributes length_unit and time_unit. Each variable's units "
               "is '1' (dimensionless, UDUNITS) and its attribute case_units gives its "
-              "dimension in L and T, e.g. L^3/T for vorticity x volume.")
+              "dimension in L and T, e.g. L^3/T for vorticity x volume; its long_name "
+              "ends with it (', in L^3/T').")
 
 
 def variable_attrs(units, long_name):
-    """``{"units": "1", "case_units": units, "long_name": long_name}`` for a quantity of
-    dimension ``units`` in the case's L and T (``"1"``, ``"-"`` or ``""``: a pure number,
-    no ``case_units``)."""
-    attrs = {"units": "1", "long_name": long_name}
-    if units not in ("1", "-", ""):
-        attrs["case_units"] = units
-    return attrs
+    """``{"units": "1", "case_units": units, "long_name": f"{long_name}, in {units}"}`` for
+    a quantity of dimension ``units`` in the case's L and T (``"1"``, ``"-"`` or ``""``: a
+    pure number, no ``case_units`` and ``long_name`` as given).  ``units`` stays UDUNITS'
+    "1" (CF); the case's unit in ``long_name`` is what xarray's plot labels show."""
+    if units in ("1", "-", ""):
+        return {"units": "1", "long_name": long_name}
+    return {"units": "1", "long_name": f"{long_name}, in {units}", "case_units": units}
 
 
 def unit_attrs(meta):

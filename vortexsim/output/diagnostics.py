@@ -18,7 +18,8 @@ Layout (xarray, engine netcdf4)::
 and beside it, in a periodic box with remeshing, ``spectra.nc`` (format
 "vortexsim spectra"): energy_spectrum (t, wavenumber) [L^3/T^2], iteration (t),
 coordinate wavenumber [1/L].  The brackets are the ``case_units`` of the variables,
-whose ``units`` are "1" (:mod:`.cf`); files of format 3 and older call ``t`` ``time``
+whose ``units`` are "1" and whose ``long_name`` ends with them (", in L^5/T^2", which
+xarray's plot labels show; :mod:`.cf`); files of format 3 and older call ``t`` ``time``
 and read the same.  It is rewritten before ``diagnostics.nc`` with the same rows
 (so it always holds every row that the diagnostics file names) and read back with it.
 

@@ -24,7 +24,8 @@ from .plot_box import draw_box, is_box
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["plot_run", "plot_rows", "latest_snapshot", "preload"]
+__all__ = ["plot_run", "plot_rows", "latest_snapshot", "preload", "flat_if_constant",
+           "curve_style", "LINE_STYLES", "FLAT", "ROUND_OFF"]
 
 
 #: most elements drawn as points over the tracers' density image (every k-th beyond)
@@ -38,11 +39,20 @@ DPI = 110
 #: room for the tick labels, the twin axis of the second and the two-line fourth title
 _PANELS = ((0.035, 0.11, 0.2, 0.75), (0.27, 0.11, 0.19, 0.75),
            (0.56, 0.11, 0.18, 0.75), (0.78, 0.11, 0.21, 0.75))
-#: line styles of the rings (ring i: the i-th), so that rings on top of each other (a
-#: symmetric collision's radii) both show
-_RING_STYLES = ("-", "--", "-.", ":")
-#: a curve whose spread is below this fraction of its size is round-off: drawn flat, said so
-ROUND_OFF = 1e-9
+#: line styles of curves that may lie on top of each other (curve i: the i-th), so that
+#: both show (a symmetric collision's radii, two runs of the same case)
+LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
+#: their markers (open symbols: one on top of another still shows)
+_MARKERS = ("o", "s", "^", "v", "D", "x")
+#: a panel whose curves each vary by at most this fraction of their scale is drawn flat,
+#: with the variation written on it: a ring radius constant to 5e-8 or an impulse kept
+#: to 1e-8 by the time stepping would otherwise fill the panel as an apparent trend
+FLAT = 1e-6
+#: a variation at most this fraction of the scale is float64 round-off (said so)
+ROUND_OFF = 1e-12
+#: half the height of a flat panel's y window: at least this fraction of the curves'
+#: scale, and at least 1000 times their range (which then spans under a pixel)
+_FLAT_WINDOW = 1e-6
 #: the numerical-health curves of the third panel: (column, label, line style)
 _HEALTH = (("energy_error", "|energy error| / 1%", "-"),
            ("spacing_max", "spacing along lines / 1.5σ", "--"),
@@ -214,29 +224,29 @@ def _draw(t, rings, energy, health, x, y, t_snap, title):
     ax = axes[0]
     if names:
         for i, name in enumerate(names):
-            c, style = centres[:, i], _RING_STYLES[i % len(_RING_STYLES)]
+            c, style = centres[:, i], LINE_STYLES[i % len(LINE_STYLES)]
             ax.plot(t, c[:, 2], style, color="C0", label=f"{name}: z")
             if np.ptp(c[:, 0]) > 1e-3 * max(1.0, np.ptp(c[:, 2])):
                 ax.plot(t, c[:, 0], style, color="C1", label=f"{name}: x")
         ax.set_ylabel("ring centre [L]")
-        ax.legend(fontsize="small")
-        _plain(ax, centres[..., 2])
+        flat_if_constant(ax, centres[..., 2])
+        ax.legend(fontsize="small")          # after the note: the legend avoids it
     ax.set_xlabel("t [T]")
     ax.set_title("ring centres")
     ax = axes[1]
     if names:
         for i, name in enumerate(names):
-            ax.plot(t, radii[:, i], _RING_STYLES[i % len(_RING_STYLES)], label=name)
+            ax.plot(t, radii[:, i], LINE_STYLES[i % len(LINE_STYLES)], label=name)
         ax.set_ylabel("ring radius [L]")
+        flat_if_constant(ax, radii)
         ax.legend(fontsize="small")
-        _plain(ax, radii)
     if len(energy) and energy[0] != 0:
         with rc_context(fixed_titles):
             ax2 = ax.twinx()
         change = energy / energy[0] - 1
         ax2.plot(t, change, "k:", lw=1)
         ax2.set_ylabel("E/E(0) − 1 (dotted)")
-        _plain(ax2, 1 + change, "E")
+        flat_if_constant(ax2, 1 + change, word="E", shift=1.0, y=0.04)
     ax.set_xlabel("t [T]")
     ax.set_title("ring radii, energy change")
     _draw_health(axes[2], t, health, names)
@@ -265,23 +275,62 @@ def _draw(t, rings, energy, health, x, y, t_snap, title):
     return fig
 
 
-def _plain(ax, values, what=None):
-    """Tick labels without matplotlib's offset text (it sat over the title); a curve
-    whose spread is round-off (below :data:`ROUND_OFF` of its size) drawn flat in a
-    window of 1e-6 of its size, with a note, so that it does not pass for a trend."""
+def flat_if_constant(ax, curves, scale=None, word="constant", shift=0.0, y=0.1):
+    """Draw a panel whose curves do not vary flat, and write how constant they are.
+
+    ``curves``: the panel's curves, an array (R,) (one curve) or (R, m) (m curves) or a
+    list of 1-D arrays, in the panel's units; ``scale``: the size their variation is
+    measured against, in the same units (default: their largest |value|); ``shift``: what
+    the axis subtracts from them (the energy change E/E(0) − 1 is given as E/E(0) with
+    shift 1).  The y tick labels never get matplotlib's offset text (it sat over the
+    title).  When every curve's range is at most :data:`FLAT` × scale, the y window is
+    centred on them with a half height of 1e-6 × scale or 1000 × their range, whichever
+    is larger (when they fit in it; curves far apart keep the automatic window, in which
+    each is flat already and the lowest runs along the bottom margin), and the text
+    "<word> to <range / scale>" goes at height ``y`` (axes fraction), with "(round-off)"
+    when that is at most :data:`ROUND_OFF`.  Add a legend after this call, so that its
+    automatic place avoids the text.  Returns range / scale of a flat panel, else None."""
     ax.ticklabel_format(axis="y", useOffset=False, style="plain")
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if not v.size:
-        return
-    size = float(np.abs(v).max())
-    if size > 0 and np.ptp(v) <= ROUND_OFF * size:
-        centre = float(v.mean()) - (1.0 if what == "E" else 0.0)
-        half = 1e-6 * size
+    if isinstance(curves, np.ndarray) and curves.ndim > 1:
+        curves = [curves[:, i] for i in range(curves.shape[1])]
+    elif isinstance(curves, np.ndarray):
+        curves = [curves]
+    curves = [c[np.isfinite(c)] for c in (np.asarray(c, dtype=float).ravel() for c in curves)]
+    curves = [c for c in curves if c.size]
+    if not curves:
+        return None
+    size = float(scale) if scale is not None else max(float(np.abs(c).max()) for c in curves)
+    spread = max(float(np.ptp(c)) for c in curves)
+    if not size > 0 or spread > FLAT * size:
+        return None
+    relative = spread / size
+    lo, hi = min(float(c.min()) for c in curves), max(float(c.max()) for c in curves)
+    half = max(_FLAT_WINDOW * size, 1e3 * spread)
+    if hi - lo <= half:
+        centre = 0.5 * (lo + hi) - shift
         ax.set_ylim(centre - half, centre + half)
-        ax.text(0.5, 0.04 if what == "E" else 0.1,
-                f"{'E' if what == 'E' else 'constant'} to {max(np.ptp(v) / size, 1e-16):.0e}"
-                " (round-off)", transform=ax.transAxes, ha="center", fontsize="small")
+    # below 1e-16 of the scale is below float64's resolution of its values
+    amount = "< 1e-16" if relative < 1e-16 else f"{relative:.0e}"
+    ax.text(0.5, y, f"{word} to {amount}" + (" (round-off)" if relative <= ROUND_OFF else ""),
+            transform=ax.transAxes, ha="center", fontsize="small",
+            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
+    return relative
+
+
+def curve_style(i, n, points):
+    """Keyword arguments of ``Axes.plot`` for the ``i``-th of ``n`` curves of ``points``
+    points each that may lie exactly on top of each other (runs of the same case): its own
+    dash pattern and open marker, markers staggered between the curves, the first curve
+    widest and lowest, each later one narrower and above, so that every curve shows
+    beside or through the others; a curve alone: a plain solid line."""
+    if n <= 1:
+        return {"linestyle": LINE_STYLES[0]}
+    step = max(1, points // 8)                  # about 8 markers a curve
+    return {"linestyle": LINE_STYLES[i % len(LINE_STYLES)],
+            "marker": _MARKERS[i % len(_MARKERS)],
+            "markevery": ((i * step) // max(n, 1), step), "markersize": 6,
+            "fillstyle": "none", "linewidth": 2.8 - 1.6 * i / max(n - 1, 1),
+            "zorder": 2 + i}
 
 
 def _draw_health(ax, t, health, names):
