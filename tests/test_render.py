@@ -308,11 +308,15 @@ def test_element_overlay_shows_even_when_few():
     m = 200
     el = ring(m, seed=1)
     with_el = render_points(p, size=ANNOTATED, camera=CAM, elements=el,
-                            element_values=np.linspace(0, 1, m))
+                            element_values=np.linspace(0.5, 1, m))
     changed = (with_el != base).any(axis=2)
     assert changed.sum() > 3 * m                        # more than a pixel per element
-    # a colour apart from the tracers': blue above red where the elements are
-    on = with_el[changed].astype(int)
+    # a colour apart from the tracers': blue above red where the elements are drawn
+    # strongly (their own layer, alone on black, at more than half its brightness)
+    alone = render_points(np.zeros((0, 3)), size=ANNOTATED, camera=CAM, elements=el,
+                          element_values=np.linspace(0.5, 1, m))
+    on = with_el[alone.max(axis=2) > 128].astype(int)
+    assert len(on) > m
     assert np.median(on[:, 2] - on[:, 0]) > 50
     lone = render_points(np.zeros((0, 3)), size=ANNOTATED, camera=CAM, elements=el[:5],
                          element_values=np.ones(5))
@@ -381,3 +385,20 @@ def test_cupy_matches_numpy():
     assert isinstance(b, np.ndarray) and b.shape == a.shape
     diff = np.abs(a.astype(int) - b.astype(int))
     assert diff.max() <= 1 or (diff.max(axis=2) > 1).mean() < 1e-3
+
+
+def test_weak_elements_are_fainter_than_strong_ones():
+    """The elements' opacity follows their |α|-weighted density: of two equal element
+    rings on black, one 100 times weaker, the weak ring's pixels are far darker (a
+    remeshed lattice's weak nodes do not hide the cores)."""
+    m = 400
+    a = ring(m, seed=1)
+    b = a + np.array([0.0, 0.0, 1.0])                      # the same ring, 1 L higher
+    both = np.vstack([a, b])
+    image = render_points(np.zeros((0, 3)), size=(320, 320), camera=CAM, elements=both,
+                          element_values=np.r_[np.ones(m), np.full(m, 0.01)])
+    bright = image.max(axis=2).astype(int)
+    rows = np.arange(320)[:, None]
+    upper, lower = bright * (rows < 160), bright * (rows >= 160)   # z up: b above a
+    assert upper.max() > 0 and lower.max() > 0
+    assert np.percentile(upper[upper > 0], 90) < 0.3 * np.percentile(lower[lower > 0], 90)

@@ -239,9 +239,11 @@ RADIUS_PER_SPACING = {"tracers": 1.0, "elements": 0.4}
 #: the splat radius [fraction of the image's shorter side]: (smallest, largest)
 RADIUS_RANGE = {"tracers": (0.0, 1 / 128), "elements": (1 / 300, 1 / 100)}
 #: the opacity scale k is this quantile of the nonzero densities divided by the layer's
-#: SATURATION (so that the pixel at the quantile has the opacity 1 - exp(-SATURATION))
-EXPOSURE_QUANTILE = 0.5
-SATURATION = {"tracers": 1.0, "elements": 4.0}
+#: SATURATION (so that the pixel at the quantile has the opacity 1 - exp(-SATURATION));
+#: the elements' density is weighted by |α| and exposed from a high quantile, so that
+#: the strong cores stand out and a remeshed lattice's weak nodes stay faint
+EXPOSURE_QUANTILE = {"tracers": 0.5, "elements": 0.9}
+SATURATION = {"tracers": 1.0, "elements": 2.0}
 #: the top of the colour map: this quantile of the nonzero densities
 TOP_QUANTILE = 0.99
 QUANTILE_SAMPLE = 1 << 18     #: the most densities a quantile is taken from (subsampled)
@@ -300,9 +302,14 @@ def _splat(points, values, camera, size, kind, radius, xp):
     density = _blur(counts.reshape(h, w), radius, xp).reshape(-1)
     mean = None
     if values is not None:
-        sums = xp.bincount(idx, weights=values[inside].astype(xp.float64), minlength=w * h)
+        v = values[inside].astype(xp.float64)
+        sums = xp.bincount(idx, weights=v, minlength=w * h)
         sums = _blur(sums.astype(xp.float32).reshape(h, w), radius, xp).reshape(-1)
         mean = sums / xp.maximum(density, xp.float32(1e-30))
+        if kind == "elements":          # each element counts as |α| / mean |α| points
+            scale = float(v.mean()) if v.shape[0] else 0.0
+            if scale > 0:
+                density = sums / xp.float32(scale)
     return density, mean, radius
 
 
@@ -316,7 +323,8 @@ def _exposure(density, radius, kind, xp):
         return Exposure(radius, 1.0, 1.0)
     ordered = xp.sort(nonzero[::max(1, n // QUANTILE_SAMPLE)])
     last = int(ordered.shape[0]) - 1
-    picks = xp.stack([ordered[int(EXPOSURE_QUANTILE * last)], ordered[int(TOP_QUANTILE * last)]])
+    picks = xp.stack([ordered[int(EXPOSURE_QUANTILE[kind] * last)],
+                      ordered[int(TOP_QUANTILE * last)]])
     typical, top = (float(v) for v in to_host(picks))
     scale = typical / SATURATION[kind]
     return Exposure(radius, scale, max(top, scale))
@@ -363,8 +371,8 @@ def render_points(points, size=(1920, 1080), camera=None, colormap="inferno", va
     or the values' range).  ``exposure`` (:class:`Exposure`) None: the radius from the
     points' spacing in the image, k and top from quantiles of the density, so that a
     thousand points and a million both look well exposed.  ``elements`` ((m, 3)) with
-    ``element_values`` ((m,), e.g. |α|) are drawn over the tracers as solid dots coloured
-    by ``element_colormap``.  ``camera``: :class:`Camera` (default Camera()); its unset
+    ``element_values`` ((m,), e.g. |α|) are drawn over the tracers as dots coloured by
+    ``element_colormap``, their opacity from the |α|-weighted density.  ``camera``: :class:`Camera` (default Camera()); its unset
     centre and extent are fitted to the points.  ``xp``: the array module (default: that
     of ``points``).  ``annotate``: add the time stamp (``time`` [T], when given), a scale
     bar and colour bars (:func:`annotate_image`; ``units``: the symbols of the length and
