@@ -175,3 +175,16 @@ def test_xarray_plots_of_the_diagnostics_show_the_case_units(tiny_run):
         # pure numbers keep their plain long_name
         assert ds["iteration"].attrs["long_name"] == "number of completed time steps"
         assert ds["ring_radius"].attrs["long_name"].endswith(", in L")
+
+
+def test_the_case_unit_ends_the_long_name_and_info_shows_it_once():
+    """variable_attrs puts the case's unit at the end of long_name (xarray's labels);
+    bare_long_name takes it off again for text that shows the unit apart (info)."""
+    from vortexsim.output.cf import bare_long_name, variable_attrs
+    attrs = variable_attrs("L^5/T^2", "kinetic energy")
+    assert attrs["long_name"] == "kinetic energy, in L^5/T^2" and attrs["units"] == "1"
+    assert bare_long_name(attrs) == "kinetic energy"
+    number = variable_attrs("1", "skewness")
+    assert number == {"units": "1", "long_name": "skewness"}
+    assert bare_long_name(number) == "skewness"
+    assert bare_long_name({"long_name": "old file, in L", "units": "L"}) == "old file, in L"

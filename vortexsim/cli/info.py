@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import shlex
 
-from ..config import PARAMETER_TABLE, SECTIONS, load_case_file, load_presets
+from ..config import (CLI_ONLY, OUTPUT_DEFAULTS, PARAMETER_TABLE, SECTIONS, ConfigError,
+                      check_params, load_case_file, load_presets)
 from .common import EXIT_OK, UsageError, case_file, first_line
 from .restart import restart_stop, restart_target
 
@@ -12,21 +13,57 @@ __all__ = ["cmd_cases", "cmd_info"]
 
 
 def cmd_cases(args, argv):
+    """List the cases: per case its description, case file, default size with the
+    measured CPU time of its default run, and each preset with its settings and size."""
     from ..cases import list_cases  # noqa: PLC0415
+    from .resources import CASE_CPU_SECONDS  # noqa: PLC0415
     cases = list_cases()
     if getattr(args, "name", None):
         return _case_parameters(args.name, cases)
     width = max(len(n) for n in cases)
+    pad = " " * width
     for name, doc in cases.items():
         path = case_file(name)
         print(f"{name:<{width}}  {doc.replace('``', '')}")
-        print(f"{'':<{width}}  file: {path or '(no case file; the defaults of make_case)'}")
+        print(f"{pad}  file: {path or '(no case file; the defaults of make_case)'}")
+        seconds = CASE_CPU_SECONDS.get(name)
+        cpu = (f"about {seconds} s on 2 CPU cores" if seconds is not None
+               else "CPU time not measured")
+        print(f"{pad}  default: {_size_text(name, path)}; {cpu}")
         for preset, values in (load_presets(path) if path else {}).items():
             settings = " ".join(f"{k}={v}" for k, v in values.items())
-            print(f"{'':<{width}}  --preset {preset}: {settings}")
+            print(f"{pad}  --preset {preset}: {settings}")
+            print(f"{pad}    size: {_size_text(name, path, values)}")
     print("\nRun one with: vortexsim run NAME [--preset NAME] [--set key=value]; copy a case "
           "file to make your own.  Its parameters, units and meanings: vortexsim cases NAME.")
     return EXIT_OK
+
+
+def _size_text(name, path, preset=None):
+    """"448 elements, 1,024 tracers" of the case ``name`` as its case file ``path`` (None:
+    the defaults) and the ``preset``'s values resolve it (the count as the case is built;
+    remeshing changes it as the run goes), without building it
+    (:func:`vortexsim.cli.resources.problem_size`)."""
+    from ..cases import case_defaults  # noqa: PLC0415
+    from .resources import problem_size  # noqa: PLC0415
+    defaults = {**{k: v for k, v in case_defaults(name).items() if k not in CLI_ONLY},
+                **OUTPUT_DEFAULTS}
+    try:
+        params = check_params(load_case_file(path)[1], defaults) if path else {}
+        params.update(check_params(preset or {}, defaults))
+        config = {k: v for k, v in {**defaults, **params}.items() if k not in OUTPUT_DEFAULTS}
+        remeshed = bool(config.get("remesh_every")) and config.get("boundary") != "periodic"
+        # the count as built: the memory bound of a remeshed ring counts lattice nodes
+        size = problem_size({**config, "case": name, "remesh_every": 0})
+    except (ConfigError, ValueError, TypeError) as exc:
+        return f"not known ({first_line(exc)})"
+    if size is None:
+        return "not known before the case is built"
+    elements, tracers, sources = size
+    images = f" (+{sources - elements:,} images)" if sources > elements else ""
+    later = " as built (remeshing changes the count as it runs)" if remeshed else ""
+    tracers = f"{tracers:,}" if tracers else "no"
+    return f"{elements:,} elements{images}{later}, {tracers} tracers"
 
 
 def _case_parameters(name, cases):
@@ -93,7 +130,8 @@ def cmd_info(args, argv):
     characters escaped (:func:`vortexsim.output.validate.printable`)."""
     from ..diagnostics.health import HEALTH_COLUMNS  # noqa: PLC0415
     from ..output import SnapshotError, open_netcdf, read_snapshot  # noqa: PLC0415
-    from ..output.cf import OLD_TIME, RING_NAME, TIME, unit_label  # noqa: PLC0415
+    from ..output.cf import (OLD_TIME, RING_NAME, TIME, bare_long_name,  # noqa: PLC0415
+                             unit_label)
     from ..output.diagnostics import DIAGNOSTICS_FORMAT  # noqa: PLC0415
     from ..output.netcdf_header import check_declared_sizes, read_header  # noqa: PLC0415
     from ..output.snapshot import FORMAT, ChecksumMismatch  # noqa: PLC0415
@@ -133,7 +171,7 @@ def cmd_info(args, argv):
         attrs = header.variable_attrs[name]
         dims = ", ".join(printable(d) for d in dims)
         lines.append(f"    {printable(name)} ({dims}) [{printable(unit_label(attrs) or '?')}] "
-                     f"{printable(attrs.get('long_name', ''))}".rstrip())
+                     f"{printable(bare_long_name(attrs))}".rstrip())
     hist = a.get("history", "")
     hist = (hist if isinstance(hist, str) else str(hist)).strip()
     if hist:

@@ -45,7 +45,7 @@ import shutil
 __all__ = ["ResourceError", "Estimate", "MAX_STEPS", "MAX_SNAPSHOTS", "MAX_DIAGNOSTICS_ROWS",
            "HARD_LIMIT", "problem_size", "estimate_memory", "available_memory",
            "check_resources", "check_schedule", "check_disk", "parse_size", "format_bytes",
-           "cpu_seconds", "announce_cpu_cost"]
+           "cpu_seconds", "announce_cpu_cost", "CASE_CPU_SECONDS"]
 
 #: most time steps of a run without ``--force`` (10^7: hours at the smallest sizes on a GPU)
 MAX_STEPS = 10 ** 7
@@ -436,6 +436,12 @@ def check_disk(run_dir, n_elements, n_tracers, snapshots, rows, force=False, fre
 #: spectral sum: 28 s for 100 steps)
 CPU_SECONDS = {"fmm": (4.7e-4, 1.7e-4), "mesh": (2.5e-6, 2.5e-6),
                "spectral": (1.0e-5, 1.0e-5)}
+#: wall time [s] of ``vortexsim run NAME`` with the shipped case file (the CPU default,
+#: the whole command) on 2 CPU cores of a quiet machine, per case; ``vortexsim cases``
+#: prints it (the case files' header comments quote the same numbers)
+CASE_CPU_SECONDS = {"single_ring": 18, "leapfrog": 60, "collision": 40,
+                    "oblique_collision": 47, "ring_ground": 23, "taylor_green": 9,
+                    "isotropic_turbulence": 8}
 #: direct sum on the CPU: pairs per second (``vortexsim.fmm.plan.COST_RATES``' near field)
 CPU_DIRECT_PAIRS = 2.0e7
 #: evaluations of the velocity per step, per integrator

@@ -86,6 +86,14 @@ def with_current_names(ds):
     return ds.rename({OLD_TIME: TIME})
 
 
+def bare_long_name(attrs):
+    """A variable's ``long_name`` without the ", in <case_units>" that
+    :func:`variable_attrs` ends it with (for text that shows the unit apart)."""
+    name, unit = str(attrs.get("long_name", "")), attrs.get("case_units")
+    suffix = f", in {unit}"
+    return name[:-len(suffix)] if unit and name.endswith(suffix) else name
+
+
 def unit_label(attrs):
     """The dimension of a variable in the case's units, for labels: its ``case_units``,
     else its ``units`` (files of format 3 and older held the case's units there)."""
