@@ -8,7 +8,7 @@ import math
 import os
 
 from ..schedules import due
-from .common import UsageError, check_device, first_line
+from .common import UsageError, check_device, check_one_process, first_line
 from .execute import log_cores, run_simulation
 from .log import add_file_log
 from .resources import ResourceError, check_schedule
@@ -22,6 +22,7 @@ logger = logging.getLogger("vortexsim.cli")
 
 
 def cmd_restart(args, argv):
+    check_one_process("restart")
     from ..output import SnapshotError, read_snapshot  # noqa: PLC0415
     from ..output.writers import SCHEDULE_KEYS  # noqa: PLC0415
     try:

@@ -8,7 +8,7 @@ import os
 from ..config import (CLI_ONLY, OUTPUT_DEFAULTS, check_params, closest, load_case_file,
                       load_presets, parse_assignments, to_toml)
 from ..schedules import DUE_RTOL, due
-from .common import EXIT_OK, UsageError, case_file, check_device, first_line
+from .common import EXIT_OK, UsageError, case_file, check_device, check_one_process, first_line
 from .execute import log_cores, run_simulation
 from .writefail import os_error_text
 from .resources import (ResourceError, announce_cpu_cost, check_disk, check_resources,
@@ -56,6 +56,7 @@ def _defaults(case):
 
 
 def cmd_run(args, argv):
+    check_one_process("run")
     case, file_params, source = _resolve_case(args.case)
     defaults = _defaults(case)
     where = f"{source}: " if source != case else ""

