@@ -1,5 +1,5 @@
-"""Every command and Python snippet shown in README.md, docs/tutorial.md and docs/cli.md
-runs (CPU-sized), in order, one temporary directory per file.
+"""Every command and Python snippet shown in README.md and docs/*.md (the tutorial, the
+CLI reference, …) runs (CPU-sized), in order, one temporary directory per file.
 
 Which fenced blocks are read
     * shell blocks: ```bash, ```sh, ```shell, ```console (there only the lines that
@@ -57,7 +57,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/tutorial.md", "docs/cli.md")
+#: README.md and every page of docs/ with a shell or Python block
+DOCS = tuple(p.relative_to(REPO).as_posix() for p in [REPO / "README.md",
+                                                      *sorted((REPO / "docs").glob("*.md"))]
+             if re.search(r"^```(bash|sh|shell|console|python)\s*$", p.read_text(encoding="utf-8"),
+                          re.M))
 #: seconds one shown command may take here (the shortened ones take a few)
 TIMEOUT = 180
 
