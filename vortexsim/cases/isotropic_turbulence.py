@@ -91,10 +91,10 @@ class _InitialFieldWriter:
 def _curl(u, box):
     """ω = ∇ × u (n, n, n, 3) of a periodic lattice field u (n, n, n, 3), spectrally (real
     FFTs of one component at a time; the Nyquist planes have no derivative)."""
-    from ..geometry.lattice_modes import irfft3, rfft3, wavenumbers  # noqa: PLC0415
+    from ..geometry.lattice_modes import column_modes, irfft3, wavenumbers  # noqa: PLC0415
     n = u.shape[0]
     k = wavenumbers(n, box, np, derivative=True)
-    uh = [rfft3(np.ascontiguousarray(u[..., i]), np) for i in range(3)]
+    uh = column_modes(u.reshape(n ** 3, 3), n, np)
     w = np.empty_like(u)
     for i in range(3):
         j, m = (i + 1) % 3, (i + 2) % 3

@@ -32,7 +32,7 @@ import numbers
 import numpy as np
 
 from ..backend import array_namespace, to_host
-from ..geometry.lattice_modes import half_spectrum_weight, irfft3, rfft3, wavenumbers
+from ..geometry.lattice_modes import column_modes, half_spectrum_weight, irfft3, wavenumbers
 
 logger = logging.getLogger(__name__)
 
@@ -280,7 +280,8 @@ def vorticity_statistics(omega, box, nu):
 
 def _component_modes(u, xp):
     """The half spectra (n, n, n//2 + 1) of the three components of u (n, n, n, 3)."""
-    return [rfft3(xp.ascontiguousarray(u[..., c]), xp) for c in range(3)]
+    n = u.shape[0]
+    return column_modes(u.reshape(n ** 3, 3), n, xp)
 
 
 def _statistics(xp, u_hat, n, box, nu):
@@ -486,9 +487,7 @@ def random_solenoidal_field(n, box, spectrum="k4exp", *, k_peak=None, energy=1.0
                          "k_peak inside.")
 
     # on the host, one component at a time (scipy.fft on the process's threads)
-    noise = rng.standard_normal((n, n, n, 3))
-    w_hat = [rfft3(np.ascontiguousarray(noise[..., i]), np) for i in range(3)]
-    del noise
+    w_hat = column_modes(rng.standard_normal((n ** 3, 3)), n, np)
     k = (mx, my, mz)
     a_over_m2 = a * np.where(m2 > 0, 1.0 / np.where(m2 > 0, m2, 1.0), 0.0)
     m_dot_w = mx * w_hat[0] + my * w_hat[1] + mz * w_hat[2]

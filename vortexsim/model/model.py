@@ -417,12 +417,19 @@ class VortexModel:
             nodes.x, alpha, nodes.sigma, nodes.volume)),
             group=xp.full(len(nodes), -1, dtype=xp.int64))
         self.groups = ()
+        self._new_set()
+
+    def _new_set(self):
+        """Reset what depends on the particle set, once ``elements`` and ``groups`` are
+        the new set's: the σ range, the terms' checks, the FMM planner's depth and box,
+        the recorded sizes."""
         self.sigma_range = self._host_sigma_range()
         for term in self.rhs.terms:
             term.reset()
         self.planner.invalidate()
         self.planner.observe_box(self._host_box_stats())
-        self.config.update(n_elements=len(self.elements), groups=[])
+        self.config.update(n_elements=len(self.elements),
+                           groups=[g.as_dict() for g in self.groups])
 
     def _replace_elements(self, x, alpha, sigma, volume, group, old_groups):
         """:meth:`replace_elements` with the labels indexing ``old_groups`` (a sequence
@@ -449,13 +456,7 @@ class VortexModel:
         self.elements = elements
         self.groups = tuple(groups)
         self.elements.group = self.device.xp.asarray(remap[labels])   # (-1 stays -1)
-        self.sigma_range = self._host_sigma_range()
-        for term in self.rhs.terms:
-            term.reset()
-        self.planner.invalidate()
-        self.planner.observe_box(self._host_box_stats())
-        self.config.update(n_elements=len(self.elements),
-                           groups=[g.as_dict() for g in self.groups])
+        self._new_set()
         return self
 
     # -- state for checkpoints and restarts ---------------------------------------
