@@ -100,3 +100,34 @@ def test_the_cli_under_mpiexec_refuses_on_every_rank(tmp_path):
     assert done.returncode != 0
     assert done.stderr.count("started on 2 MPI ranks") >= 1
     assert not out.exists()
+
+
+def test_two_ranks_share_the_targets_of_an_fmm_sum(tmp_path):
+    """make_summation(..., communicator=) on 2 real ranks: the FMM's u and ∇u of 2000
+    blobs (elements and tracers) within its tolerance of one rank's, the same bits on
+    both ranks."""
+    script = tmp_path / "shared.py"
+    script.write_text(textwrap.dedent("""
+        import hashlib
+        import numpy as np
+        from vortexsim.backend.mpi import make_communicator
+        from vortexsim.summation import make_summation
+        rng = np.random.default_rng(3)
+        x, alpha = rng.random((2000, 3)), 1e-3 * rng.standard_normal((2000, 3))
+        sigma = np.full(2000, 0.05)
+        targets = np.concatenate([x, rng.random((300, 3))])
+        one = make_summation("fmm", tol=1e-6)(x, alpha, sigma, targets, n_self=2000,
+                                              gradient=2000)
+        comm = make_communicator()
+        u, g = make_summation("fmm", tol=1e-6, communicator=comm)(
+            x, alpha, sigma, targets, n_self=2000, gradient=2000)
+        assert u.shape == (2300, 3) and g.shape == (2000, 3, 3)
+        assert np.linalg.norm(u - one[0]) <= 1e-5 * np.linalg.norm(one[0])
+        assert np.linalg.norm(g - one[1]) <= 1e-5 * np.linalg.norm(one[1])
+        print(comm.rank, hashlib.sha256(u.tobytes() + g.tobytes()).hexdigest())
+    """))
+    done = _run_ranks(2, [str(script)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    digests = sorted(line for line in done.stdout.splitlines() if line[:1].isdigit())
+    assert [d.split()[0] for d in digests] == ["0", "1"]
+    assert digests[0].split()[1] == digests[1].split()[1]

@@ -74,8 +74,8 @@ def test_planned_methods_have_a_slot_that_says_so():
         make_summation("mesh", device=CPU)
     with pytest.raises(ValueError, match="Gaussian"):
         make_summation("mesh", kernel="algebraic", device=CPU, box=1.0)
-    with pytest.raises(NotImplementedError, match="distributed"):
-        make_summation("fmm", device=CPU, distributed=True)
+    with pytest.raises(NotImplementedError, match="communicator"):
+        make_summation("distributed", device=CPU)
 
 
 def test_periodic_geometry():

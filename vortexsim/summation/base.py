@@ -24,9 +24,9 @@ A new method is a subclass of :class:`Summation` that sets :attr:`Summation.name
 checks its requirements in :meth:`Summation.check_method` and sums the pairs in
 :meth:`Summation.evaluate`; an entry in :data:`vortexsim.summation.factory.SUMMATIONS`
 makes it a ``method`` (the particle-mesh solve of the periodic box, ``"mesh"``, is one:
-:mod:`vortexsim.summation.periodic_mesh`).  One is planned and holds a slot there that
-raises NotImplementedError: the distributed version of each method over several GPUs (``distributed=True``: the same interface
-around one communicator; the sources are exchanged, each rank sums its own targets).
+:mod:`vortexsim.summation.periodic_mesh`).  Around any of them,
+:class:`vortexsim.summation.distributed.SharedTargets` shares the targets among the ranks
+of a communicator (``make_summation(..., communicator=)``).
 
 Self pairs
 ----------
@@ -129,11 +129,20 @@ class Summation(abc.ABC):
         u, grad_u = self.evaluate(x, alpha, sigma, targets, gradient=gradient,
                                   sigma_range=sigma_range, plan=plan)
         if gradient and n_self:
-            # remove the self pairs (r = 0): (1/4π) A(0, σ_p) α_p × ·  (A(0) := 0 when infinite)
-            a0 = self._self_factors(sigma, n_self, self.device.xp, reuse=plan is not None)
-            # in place, six strided updates: no (N, 3, 3) temporaries at the step's peak
-            subtract_skew(grad_u[:n_self], INV_4PI * (a0[:, None] * alpha[:n_self]))
+            self.remove_self_pairs(grad_u, alpha, sigma, 0, n_self, reuse=plan is not None)
         return u, grad_u
+
+    def remove_self_pairs(self, grad_u, alpha, sigma, lo, hi, reuse=False):
+        """Take the self pairs (r = 0) of the sources ``lo .. hi - 1`` out of ``grad_u``
+        (its rows 0 .. hi − lo − 1 are those sources as targets), in place: (1/4π)
+        A(0, σ_p) α_p × · (A(0) := 0 where infinite), six strided updates, no (N, 3, 3)
+        temporary at the step's peak.  ``reuse``: a time stepper's call (cached factors,
+        :meth:`_self_factors`)."""
+        if hi <= lo:
+            return grad_u
+        a0 = self._self_factors(sigma, hi, self.device.xp, reuse=reuse)[lo:hi]
+        subtract_skew(grad_u[:hi - lo], INV_4PI * (a0[:, None] * alpha[lo:hi]))
+        return grad_u
 
     def _self_factors(self, sigma, n, xp, reuse):
         """A(0, σ_p) (n,) of the self pairs (0 where infinite); with ``reuse`` (a time

@@ -4,10 +4,10 @@ r"""The summation a method name asks for: the registry of the siblings and its f
 checks that the method fits the geometry (free space or the periodic box) and the
 kernel, and makes the sibling of :data:`SUMMATIONS`.
 
-The slot of the planned methods: :data:`PLANNED` names the distributed versions of each
-method (``distributed=True``); asking for them raises NotImplementedError until they land as
-subclasses of :class:`vortexsim.summation.base.Summation` registered here
-(:mod:`vortexsim.summation.base`, "Where new summations plug in").
+With a ``communicator`` of several ranks the method's targets are shared among them
+(:class:`vortexsim.summation.distributed.SharedTargets`: the sources replicated, each rank
+summing its share, the shares gathered).  :data:`PLANNED` holds the names that have a
+place in the design but no implementation; asking for one raises NotImplementedError.
 """
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ SUMMATIONS = {"direct": DirectSum, "fmm": FMMSum, "spectral": PeriodicSpectralSu
 RUN_METHODS = (*CALL_METHODS, "mesh")
 #: methods with a place in the design but no implementation yet (what they will be)
 PLANNED = {
-    "distributed": "the distributed version of each method over several GPUs (one "
-                   "communicator; sources exchanged, each rank summing its own targets)",
+    "distributed": "a method name for the distributed sums (they are every method with "
+                   "its targets shared among ranks: make_summation(..., communicator=))",
 }
 
 
@@ -60,7 +60,7 @@ def periodic_method(method, kernel):
 
 def make_summation(method="direct", kernel="gaussian", tol=1e-6, precision="float64",
                    device: Device | None = None, n_sources=None, n_targets=None, box=None,
-                   *, distributed=False):
+                   *, communicator=None):
     """The summation of ``method`` (a :class:`vortexsim.summation.base.Summation`).
 
     Parameters
@@ -76,15 +76,16 @@ def make_summation(method="direct", kernel="gaussian", tol=1e-6, precision="floa
     device : :class:`vortexsim.Device` (default: the CPU)
     n_sources, n_targets : int, sizes used to resolve ``"auto"`` in free space
     box : float [L] or None, the edge of the periodic box [0, L)³ (``boundary="periodic"``)
-    distributed : bool, the distributed version (planned: NotImplementedError)
+    communicator : :class:`vortexsim.backend.Communicator` or None; with more than one
+        rank the method's targets are shared among them
+        (:class:`vortexsim.summation.distributed.SharedTargets`)
     """
     kernel = get_kernel(kernel)
     check_precision(precision)
     device = device if device is not None else Device("cpu")
-    if (isinstance(method, str) and method in PLANNED) or distributed:
-        what = PLANNED["distributed" if distributed else method]
-        raise NotImplementedError(f"{what} is planned but not implemented; use one of "
-                                  f"{list(CALL_METHODS)}.")
+    if isinstance(method, str) and method in PLANNED:
+        raise NotImplementedError(f"{PLANNED[method]} is planned but not implemented; use "
+                                  f"one of {list(CALL_METHODS)}.")
     method = choice("summation method", method, RUN_METHODS)
     box = None if box is None else float(box)
     if box is not None:
@@ -96,4 +97,8 @@ def make_summation(method="direct", kernel="gaussian", tol=1e-6, precision="floa
                          "and box = L.")
     if method == "auto":
         method = choose_method(n_sources, n_targets, tol=tol, gpu=device.is_gpu)
-    return SUMMATIONS[method](kernel, tol, precision, device, box=box)
+    summation = SUMMATIONS[method](kernel, tol, precision, device, box=box)
+    if communicator is not None and communicator.size > 1:
+        from .distributed import SharedTargets  # noqa: PLC0415
+        summation = SharedTargets(summation, communicator)
+    return summation
