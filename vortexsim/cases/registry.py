@@ -129,13 +129,15 @@ def _jsonable(v):
     return v
 
 
-def make_case(name, **overrides) -> Simulation:
+def make_case(name, *, communicator=None, **overrides) -> Simulation:
     """Build the simulation of case ``name`` with parameter ``overrides``.
 
     Parameters are the case's own (``case_defaults(name)`` lists them with the run
     parameters of :class:`vortexsim.Simulation`).  Example::
 
         sim = vortexsim.make_case("leapfrog", n_phi=64, dt=0.05, device="gpu", method="fmm")
+
+    ``communicator``: the processes that run it together (the model's; default one).
     """
     case = get_case(name)
     case_params = case.params()
@@ -158,7 +160,7 @@ def make_case(name, **overrides) -> Simulation:
     elements = (setup.x, setup.alpha, setup.sigma) + (
         () if setup.volume is None else (setup.volume,))
     sim = Simulation(elements, setup.tracers, groups=setup.groups,
-                     case=name, case_params=params, **run)
+                     case=name, case_params=params, communicator=communicator, **run)
     sim.case_files = dict(setup.files)   # written by `vortexsim run` (CaseSetup.files)
     return sim
 

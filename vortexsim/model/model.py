@@ -44,7 +44,7 @@ import math
 
 import numpy as np
 
-from ..backend import Device, resolve_device, to_host
+from ..backend import Device, SingleProcess, resolve_device, to_host
 from ..config import check_limits
 from ..kernels.morton import column_range
 from ..geometry import PeriodicBox, make_domain
@@ -88,6 +88,10 @@ class VortexModel:
     t0 : float [T], initial time
     case, case_params : the name and resolved parameters of the case that built the
         state (recorded in ``config``)
+    communicator : :class:`vortexsim.backend.Communicator` of the processes that run this
+        model together, each with the whole state (default: one process); their
+        summation shares its targets among them
+        (:class:`vortexsim.summation.distributed.SharedTargets`)
     **run : the run parameters of :data:`vortexsim.model.parameters.RUN_DEFAULTS`
         (``dt`` is required; ``docs/parameters.md`` lists each with its unit)
 
@@ -102,7 +106,7 @@ class VortexModel:
     """
 
     def __init__(self, elements, tracers=None, *, groups=(), t0=0.0, case=None,
-                 case_params=None, **run):
+                 case_params=None, communicator=None, **run):
         check_run_names(run)
         check_limits(run)        # every number within the range of the parameter table
         cfg = {**RUN_DEFAULTS, **run}
@@ -120,10 +124,13 @@ class VortexModel:
         if periodic:
             self.domain.check_strengths(self.elements.alpha)
         n_src = n * (1 + self.domain.n_images_per_element)
+        # the ranks of a run share the summation's targets (one rank: the method itself)
+        self.communicator = communicator if communicator is not None else SingleProcess()
         self.summation = make_summation(cfg["method"], cfg["kernel"], cfg["tol"],
                                         cfg["precision"], self.device, n_sources=n_src,
                                         n_targets=n + m,
-                                        box=self.domain.box if periodic else None)
+                                        box=self.domain.box if periodic else None,
+                                        communicator=self.communicator)
         self.rhs = VortexRHS(self.summation, self.domain, cfg["stretching"], cfg["nu"],
                              cfg["viscous"], cfg["pse_order"])
         self.remeshing = Remeshing(cfg, self.domain, self.rhs, self.groups)
