@@ -168,11 +168,7 @@ def element_rows(x, alpha, fields=None, ref=None, x_ref=None):
     x_ref = x if x_ref is None else xp.ascontiguousarray(x_ref, dtype=xp.float64)
     if ref is None:
         ref = xp.arange(n, dtype=xp.int64)
-    has = (0 if fields is None else 1) | (2 if fields is not None and fields.omega is not None
-                                          else 0)
-    zero = xp.zeros((1, 3))
-    psi, omega, u = ((zero, zero, zero) if fields is None else
-                     (fields.psi, zero if fields.omega is None else fields.omega, fields.u))
+    has, psi, omega, u = _field_columns(fields, xp)
     if xp is not np:
         from ..kernels.modules import elementwise_kernel  # noqa: PLC0415
         rows = xp.empty((n, ROW_COLUMNS))
@@ -198,6 +194,16 @@ def element_rows(x, alpha, fields=None, ref=None, x_ref=None):
     for k, (i, j, m) in enumerate(_TRIPLES):
         rows[:, 22 + k] = w * r[:, i] * r[:, j] * r[:, m]
     return rows
+
+
+def _field_columns(fields, xp):
+    """(has, ψ, ω, u) of a row's ``fields`` for the kernels: ``has`` bit 0 with ψ and u,
+    bit 1 with ω; a (1, 3) zero array stands for each field not given."""
+    zero = xp.zeros((1, 3))
+    if fields is None:
+        return 0, zero, zero, zero
+    has = 1 | (2 if fields.omega is not None else 0)
+    return has, fields.psi, zero if fields.omega is None else fields.omega, fields.u
 
 
 class RowSums:
@@ -228,7 +234,6 @@ class RowSums:
         self.hints = hints / np.linalg.norm(hints, axis=1, keepdims=True)
         self.gamma = np.asarray(circulations, dtype=np.float64)
         self.rings = len(ranges)
-        inside = (idx >= starts[:, None]) & (idx < stops[:, None])           # (R, N)
         ref = idx.copy()
         for a, b in zip(starts, stops):
             ref[a:b] = a
@@ -237,7 +242,8 @@ class RowSums:
         # the segments: all elements, then each ring ([start, stop) pairs, flat)
         self.bounds = np.concatenate([[0, n], np.column_stack([starts, stops]).ravel()]
                                      ).astype(np.int64)
-        if xp is np:
+        if xp is np:                   # (R + 1, N): all elements, each ring's
+            inside = (idx >= starts[:, None]) & (idx < stops[:, None])
             self.segments = np.concatenate([np.ones((1, n)), inside.astype(np.float64)])
             self.ref, self.starts = ref, starts
             return
@@ -280,12 +286,7 @@ class RowSums:
         from ..kernels.modules import get_function  # noqa: PLC0415
         x = xp.ascontiguousarray(x, dtype=xp.float64)
         a = xp.ascontiguousarray(alpha, dtype=xp.float64)
-        has = (0 if fields is None else 1) | (
-            2 if fields is not None and fields.omega is not None else 0)
-        zero = xp.zeros((1, 3))
-        psi, omega, u = ((zero, zero, zero) if fields is None else
-                         (fields.psi, zero if fields.omega is None else fields.omega,
-                          fields.u))
+        has, psi, omega, u = _field_columns(fields, xp)
         s = self.rings + 1
         part = xp.empty((s, self.chunks, ROW_COLUMNS))
         get_function("row_sums.cu", f"row_sums<{_ROW_THREADS}>")(
