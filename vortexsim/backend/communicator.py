@@ -58,6 +58,22 @@ class Communicator(abc.ABC):
     def bcast(self, obj, root=0):
         """The ``obj`` of rank ``root`` on every rank."""
 
+    def alltoall(self, parts):
+        """Personalised exchange: ``parts`` is a list of ``size`` objects (arrays), the
+        r-th for rank r; returns the list of what each rank sent to this one, in rank
+        order.  The default goes through :meth:`allgather` (every part to every rank:
+        correct, but P times the traffic); MPI and NCCL communicators send each part to
+        its rank only."""
+        if len(parts) != self.size:
+            raise ValueError(f"alltoall needs one part per rank ({self.size}), got "
+                             f"{len(parts)}.")
+        return [sent[self.rank] for sent in self.allgather(list(parts))]
+
+    def any(self, flag):
+        """True on every rank when ``flag`` is true on any rank (the ranks' agreement on
+        a stop: a signal or a wall-time limit reaches them at different steps)."""
+        return any(bool(f) for f in self.allgather(bool(flag)))
+
     def describe(self) -> str:
         """One line for the run log, e.g. ``'single process'`` or ``'MPI rank 3 of 8'``."""
         return f"{type(self).__name__} rank {self.rank} of {self.size}"
@@ -84,6 +100,14 @@ class SingleProcess(Communicator):
         if root != 0:
             raise ValueError(f"root must be a rank of this communicator (0), got {root!r}.")
         return obj
+
+    def alltoall(self, parts):
+        if len(parts) != 1:
+            raise ValueError(f"alltoall needs one part per rank (1), got {len(parts)}.")
+        return list(parts)
+
+    def any(self, flag):
+        return bool(flag)
 
     def describe(self) -> str:
         return "single process"
