@@ -237,7 +237,7 @@ def test_info_says_what_restart_does(run_dir, tmp_path, capsys):
 def test_a_branch_that_cannot_start_leaves_nothing(run_dir, monkeypatch, capsys):
     z, before = run_dir
 
-    def refuse(config):
+    def refuse(config, **kwargs):
         raise ValueError("no such integrator")
     monkeypatch.setattr(vortexsim.cases, "from_config", refuse)
     assert main(["restart", str(z / _snap(5)), "-q"]) == 2

@@ -165,7 +165,7 @@ def make_case(name, *, communicator=None, **overrides) -> Simulation:
     return sim
 
 
-def from_config(config) -> Simulation:
+def from_config(config, *, communicator=None) -> Simulation:
     """Rebuild a simulation from a config dict (``sim.config``, or a hand-written one with
     at least ``"case"``; a JSON string is accepted too).  Derived entries (t0, groups,
     n_elements, n_tracers) are ignored, except ``t0``, which sets the initial time."""
@@ -176,7 +176,7 @@ def from_config(config) -> Simulation:
                          f"(one of {sorted(CASES)}). Build others with vortexsim.Simulation.")
     overrides = {k: v for k, v in config.items() if k not in _DERIVED}
     # resolved summation details that are not inputs
-    sim = make_case(config["case"], **overrides)
+    sim = make_case(config["case"], communicator=communicator, **overrides)
     if config.get("t0") is not None and float(config["t0"]) != sim.t:
         sim.t = float(config["t0"])
         sim.config["t0"] = sim.t

@@ -11,7 +11,8 @@ import sys
 from ..config import ConfigError
 from .common import EXIT_FAILED, EXIT_USAGE, UsageError, first_line, say
 from .info import cmd_cases, cmd_info
-from .log import remove_handlers, setup_logging
+from .log import log_to_file, remove_handlers, setup_logging
+from .ranks import command_ranks, finalize_mpi
 from .resources import HARD_LIMIT, MAX_DIAGNOSTICS_ROWS, MAX_SNAPSHOTS, MAX_STEPS, parse_size
 from .restart import cmd_restart
 from .run import cmd_run
@@ -242,6 +243,7 @@ def run_command(argv=None):
         return 128 + signals.first()
     finally:
         remove_handlers()
+        finalize_mpi()
         if signals.installed():
             signals.exiting()
 
@@ -249,6 +251,7 @@ def run_command(argv=None):
 def _dispatch(argv):
     """Parse ``argv`` and run its command; one line and an exit code for every outcome
     but a signal (:func:`main`)."""
+    ranks = None
     try:
         try:
             args = build_parser().parse_args(argv)
@@ -256,13 +259,25 @@ def _dispatch(argv):
             return exc.code
         args.verbose = getattr(args, "verbose", 0) + args.global_verbose
         args.quiet = getattr(args, "quiet", 0) + args.global_quiet
-        setup_logging(args)
+        ranks = None
+        if args.command in ("run", "restart"):     # the commands that run on MPI ranks
+            ranks = args.ranks = command_ranks(args.command)
+        setup_logging(args, None if ranks is None else ranks.comm)
         if getattr(args, "threads", None) is not None:
             from ..backend.threads import set_cpu_threads  # noqa: PLC0415
             set_cpu_threads(args.threads)
-        return args.func(args, argv)
+        if ranks is None or ranks.size == 1:
+            return args.func(args, argv)
+        try:
+            return args.func(args, argv)
+        except (UsageError, ConfigError):
+            raise
+        except Exception as exc:    # one rank's error ends every rank, with its message
+            log_to_file(f"vortexsim {args.command} failed on {ranks.comm.describe()}", exc)
+            ranks.abort(f"{type(exc).__name__}: {first_line(exc)}")
     except (UsageError, ConfigError) as exc:
-        say(f"vortexsim: error: {' '.join(str(exc).split())}")
+        if ranks is None or ranks.is_root:         # every rank has it; rank 0 says it
+            say(f"vortexsim: error: {' '.join(str(exc).split())}")
         return EXIT_USAGE
     except BrokenPipeError:  # e.g. vortexsim info FILE | head
         devnull = os.open(os.devnull, os.O_WRONLY)

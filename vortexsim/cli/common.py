@@ -51,16 +51,3 @@ def check_device(device):
         resolve_device(device)
     except (RuntimeError, ValueError) as exc:
         raise UsageError(first_line(exc)) from None
-
-
-def check_one_process(command):
-    """UsageError when an MPI launcher started this ``command`` (``run``, ``restart``)
-    among several ranks: a run is one process today, and each rank would write the same
-    run directory (:func:`vortexsim.backend.mpi.launched_ranks`)."""
-    from ..backend.mpi import launched_ranks  # noqa: PLC0415
-    ranks = launched_ranks()
-    if ranks > 1:
-        raise UsageError(f"vortexsim {command} was started on {ranks} MPI ranks (mpiexec -n "
-                         f"{ranks}); a run uses one process (one GPU) today, and {ranks} "
-                         "copies would write the same run directory. Start it without "
-                         "mpiexec.")

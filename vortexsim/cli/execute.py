@@ -11,7 +11,7 @@ import signal
 
 from ..schedules import DUE_RTOL
 from . import signals
-from .common import EXIT_FAILED, EXIT_OK, first_line, say
+from .common import EXIT_FAILED, EXIT_OK, first_line, say as _say
 from .log import log_to_file
 from .writefail import disk_full_text, free_space, is_write_failure
 
@@ -65,7 +65,7 @@ class StopOnSignal:
                        "(press Ctrl-C again to abort without one)", signal.Signals(signum).name)
 
 
-def run_simulation(sim, progress, **stop):
+def run_simulation(sim, progress, ranks=None, **stop):
     """Run ``sim`` (its output writers attached) with the signal handlers; the exit code.
 
     The run loop writes the checkpoints (:meth:`vortexsim.Simulation.run`); this maps its
@@ -76,8 +76,14 @@ def run_simulation(sim, progress, **stop):
     1 (the last good state written), a failed file write 1 (one line: disk full, no
     permission, a netCDF/HDF5 error; the traceback goes to run.log), SIGINT/SIGTERM
     128 + signal (a checkpoint written).
+
+    On several MPI ranks (``ranks``, :class:`vortexsim.cli.ranks.Ranks`) every rank runs
+    and ends alike, rank 0 says the line; a failed write (rank 0's alone) ends every
+    rank with its line (:meth:`~vortexsim.cli.ranks.Ranks.abort`).
     """
     from ..simulation import SimulationError  # noqa: PLC0415
+    root = ranks is None or ranks.is_root
+    say = _say if root else _silent
     snapshots = sim.output_writers["snapshots"]
     start = sim.iteration
     with StopOnSignal(sim, snapshots) as stop_signal:
@@ -95,6 +101,9 @@ def run_simulation(sim, progress, **stop):
         except Exception as exc:
             if not is_write_failure(exc):
                 raise
+            if ranks is not None and ranks.size > 1:
+                ranks.abort(write_failure_text(exc, sim, snapshots).removeprefix(
+                    "vortexsim: "))
             say(write_failure_text(exc, sim, snapshots))
             return EXIT_FAILED
         if sim.stop_reason == "interrupted":
@@ -118,6 +127,10 @@ def run_simulation(sim, progress, **stop):
              f"snapshot {snapshots.last_path}).")
         return 128 + stop_signal.signum
     return EXIT_OK
+
+
+def _silent(message):
+    """The line of a rank other than 0: rank 0 says it."""
 
 
 def write_failure_text(exc, sim, snapshots):

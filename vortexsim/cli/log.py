@@ -39,15 +39,24 @@ def remove_handlers():
                 pass
 
 
-def setup_logging(args):
+def setup_logging(args, communicator=None):
+    """The terminal's handler at the level of ``-q``/``-v``; on the ranks of an MPI run
+    (``communicator`` of several) rank 0 logs as one process does and the others their
+    errors alone, each line naming its rank."""
     level = {0: logging.INFO, 1: logging.WARNING}.get(args.quiet, logging.ERROR)
     if args.verbose:
         level = logging.DEBUG
+    prefix = ""
+    if communicator is not None and communicator.size > 1:
+        prefix = f"[rank {communicator.rank}] "
+        if not communicator.is_root:
+            level = logging.ERROR
     remove_handlers()
     root = logging.getLogger("vortexsim")
     handler = TqdmHandler()
     handler._vortexsim_cli = True
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    handler.setFormatter(logging.Formatter(f"%(asctime)s {prefix}%(levelname)s %(message)s",
+                                           "%H:%M:%S"))
     handler.setLevel(level)
     root.addHandler(handler)
     root.setLevel(min(level, logging.INFO))

@@ -278,7 +278,7 @@ def _what(est):
             + f", {est.n_tracers:,} tracers")
 
 
-def check_resources(config, device="auto", max_memory=None):
+def check_resources(config, device="auto", max_memory=None, sharing=(1, 1)):
     """Refuse the run of ``config`` on ``device`` when its memory estimate exceeds what is
     available; returns the :class:`Estimate` (None when the size cannot be told).
 
@@ -289,15 +289,23 @@ def check_resources(config, device="auto", max_memory=None):
     device : "cpu" | "gpu" | "auto" | Device
     max_memory : int [bytes] or None, the bound to use instead of the machine's
         available memory (``--max-memory``), on each of host and GPU
+    sharing : (int, int), the MPI ranks on this machine and on this rank's GPU
+        (:meth:`vortexsim.cli.ranks.Ranks.sharing`): each rank holds the whole state, so
+        the machine and the GPU hold that many copies of the estimate
 
     Raises :class:`ResourceError` naming the estimate and the bound.
     """
     est = estimate_memory(config, device)
     if est is None:
         return None
+    on_host, on_gpu = sharing
+    est = dataclasses.replace(est, host_bytes=est.host_bytes * on_host,
+                              device_bytes=est.device_bytes * on_gpu)
     host, gpu = (max_memory, max_memory) if max_memory is not None else \
         available_memory(est.device)
     fix = ("lower n_phi, layers or tracers_per_ring" +
+           (f", or start fewer MPI ranks per machine ({on_host}) or per GPU ({on_gpu}): "
+            "each holds the whole state" if max(sharing) > 1 else "") +
            (", or pass --max-memory SIZE if the estimate is wrong" if max_memory is None
             else ""))
 

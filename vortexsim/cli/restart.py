@@ -8,7 +8,9 @@ import math
 import os
 
 from ..schedules import due
-from .common import UsageError, check_device, check_one_process, first_line
+from ..backend import SingleProcess
+from .common import UsageError, check_device, first_line
+from .ranks import Ranks
 from .execute import log_cores, run_simulation
 from .log import add_file_log
 from .resources import ResourceError, check_schedule
@@ -22,7 +24,50 @@ logger = logging.getLogger("vortexsim.cli")
 
 
 def cmd_restart(args, argv):
-    check_one_process("restart")
+    """``vortexsim restart``; on several MPI ranks every rank reads the snapshot and
+    runs, and rank 0 alone touches the run directory (:mod:`vortexsim.cli.ranks`): a
+    snapshot of any number of ranks restarts on any other (each holds the whole state)."""
+    ranks = getattr(args, "ranks", None) or Ranks(SingleProcess())
+    sharing = ranks.sharing(args.device or "auto")
+    snap, config, s, stop = ranks.agree(_checked_restart, args, sharing)
+    ranks.on_root(_check_out, args.out)
+    mode, run_dir, later = ranks.on_root(restart_target, snap, stop, args.truncate, args.out,
+                                         share=True)
+    branch = mode == "branch"
+    lock, created = ranks.on_root(_branch_and_lock, run_dir, branch) or (None, False)
+    try:
+        return _continue(ranks, args, argv, snap, config, s, stop, mode, run_dir, later,
+                         branch, created)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _check_out(out):
+    if out is not None and os.path.exists(out) and \
+            (not os.path.isdir(out) or os.listdir(out)):
+        raise UsageError(f"--out {out} exists and is not an empty directory; the "
+                         "continuation of a restart goes into a new (or empty) directory.")
+
+
+def _branch_and_lock(run_dir, branch):
+    """(lock, created): the branch directory made (when ``branch``) and ``run_dir``
+    locked (rank 0's)."""
+    created = False
+    if branch:
+        try:
+            created = not os.path.isdir(run_dir)
+            os.makedirs(run_dir, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create the branch directory {run_dir} for the "
+                             f"continuation ({exc.strerror or exc}); choose one with --out "
+                             "DIR.") from None
+    return _hold(run_dir, branch, created), created
+
+
+def _checked_restart(args, sharing):
+    """(snapshot, config, schedule, stop) of a restart, every check of its input done
+    (on every rank: memory is per rank)."""
     from ..output import SnapshotError, read_snapshot  # noqa: PLC0415
     from ..output.writers import SCHEDULE_KEYS  # noqa: PLC0415
     try:
@@ -44,29 +89,9 @@ def cmd_restart(args, argv):
                 "cpu to continue on the CPU, not bitwise equal)" if not args.device else "")
         raise UsageError(f"{exc}{hint}") from None
     stop = restart_stop(snap, args.t_end, args.steps)
-    check_memory(config, config.get("device", "auto"), args.max_memory)
+    check_memory(config, config.get("device", "auto"), args.max_memory, sharing)
     _check_restart_schedule(snap, config, stop, args.force)
-    if args.out is not None and os.path.exists(args.out) and \
-            (not os.path.isdir(args.out) or os.listdir(args.out)):
-        raise UsageError(f"--out {args.out} exists and is not an empty directory; the "
-                         "continuation of a restart goes into a new (or empty) directory.")
-    mode, run_dir, later = restart_target(snap, stop, args.truncate, args.out)
-    branch = mode == "branch"
-    created = False
-    if branch:
-        try:
-            created = not os.path.isdir(run_dir)
-            os.makedirs(run_dir, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"cannot create the branch directory {run_dir} for the "
-                             f"continuation ({exc.strerror or exc}); choose one with --out "
-                             "DIR.") from None
-    lock = _hold(run_dir, branch, created)
-    try:
-        return _continue(args, argv, snap, config, s, stop, mode, run_dir, later, branch,
-                         created)
-    finally:
-        lock.release()
+    return snap, config, s, stop
 
 
 def _hold(run_dir, branch, created):
@@ -96,20 +121,18 @@ def _hold(run_dir, branch, created):
     return lock
 
 
-def _continue(args, argv, snap, config, s, stop, mode, run_dir, later, branch, created):
+def _continue(ranks, args, argv, snap, config, s, stop, mode, run_dir, later, branch,
+              created):
     """The rest of :func:`cmd_restart`, under the run directory's lock: build the
     simulation, start the branch or truncate, pick up the snapshot and run."""
-    from ..output import SnapshotError, read_snapshot, run_writers  # noqa: PLC0415
+    from ..output import run_writers  # noqa: PLC0415
     from ..output.writers import start_branch, truncate_run  # noqa: PLC0415
     t = snap.t
     source_dir = os.path.dirname(os.path.abspath(snap.path))
-    add_file_log(run_dir)
-    from ..cases import from_config  # noqa: PLC0415
+    if ranks.is_root:
+        add_file_log(run_dir)
     try:
-        try:
-            sim = from_config({**config, "progress": False})
-        except (ValueError, TypeError) as exc:
-            raise UsageError(f"cannot restart from {args.snapshot}: {first_line(exc)}") from None
+        sim = ranks.agree(_rebuild, config, args.snapshot, ranks.comm)
         meta = {k: snap.attrs.get(k) for k in ("case", "config", "vortexsim_version",
                                                "precision", "kernel", "method", "tolerance",
                                                "integrator")}
@@ -131,27 +154,23 @@ def _continue(args, argv, snap, config, s, stop, mode, run_dir, later, branch, c
                     "branch %s (--truncate would continue in %s and delete that later "
                     "output instead)", os.path.basename(snap.path), source_dir,
                     later.describe(), run_dir, source_dir)
-            copy = start_branch(run_dir, snap.path, later.rows, meta, history,
-                                snap.attrs.get("config") or None)
-            snap = read_snapshot(copy)
+            copy = ranks.on_root(start_branch, run_dir, snap.path, later.rows, meta,
+                                 history, snap.attrs.get("config") or None, share=True)
+            snap = ranks.agree(_read, copy)
         sim.output_writers.update(run_writers(
             run_dir, meta, history, float(s["snapshot_interval"]),
             float(s["diagnostics_interval"]), plot=bool(s.get("plot", 1))))
-        try:     # the state, the schedules, the stop criterion; diagnostics.nc resumed
-            sim.pickup(snap)
-        except SnapshotError as exc:
-            raise UsageError(f"cannot restart: {first_line(exc)}") from None
-        except (ValueError, TypeError) as exc:
-            raise UsageError(f"cannot restart from {args.snapshot}: {first_line(exc)}") from None
+        # the state, the schedules, the stop criterion; diagnostics.nc resumed
+        ranks.agree(_pickup, sim, snap, args.snapshot)
     except BaseException:
-        if branch:
+        if branch and ranks.is_root:
             remove_branch(run_dir, created)
         raise
     if mode == "truncate":
         if later:
             logger.warning("--truncate: continuing in %s from iteration %d; deleting its %s",
                            run_dir, snap.iteration, later.describe())
-            truncate_run(later, meta, history)
+            ranks.on_root(truncate_run, later, meta, history)
         else:
             logger.info("--truncate: %s holds nothing after iteration %d; nothing deleted",
                         run_dir, snap.iteration)
@@ -161,8 +180,36 @@ def _continue(args, argv, snap, config, s, stop, mode, run_dir, later, branch, c
     logger.info("restart %s from %s: t = %.10g, iteration %d, on %s; writing into %s",
                 config.get("case"), args.snapshot, t, snap.iteration, sim.device.describe(),
                 run_dir)
+    if ranks.size > 1:
+        logger.info("on %d MPI ranks; rank 0 writes the files", ranks.size)
     log_cores(sim.config)
-    return run_simulation(sim, args.quiet == 0, **stop)
+    return run_simulation(sim, args.quiet == 0 and ranks.is_root, ranks, **stop)
+
+
+def _rebuild(config, snapshot, communicator):
+    from ..cases import from_config  # noqa: PLC0415
+    try:
+        return from_config({**config, "progress": False}, communicator=communicator)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"cannot restart from {snapshot}: {first_line(exc)}") from None
+
+
+def _read(path):
+    from ..output import SnapshotError, read_snapshot  # noqa: PLC0415
+    try:
+        return read_snapshot(path)
+    except SnapshotError as exc:
+        raise UsageError(f"cannot restart: {first_line(exc)}") from None
+
+
+def _pickup(sim, snap, source):
+    from ..output import SnapshotError  # noqa: PLC0415
+    try:
+        sim.pickup(snap)
+    except SnapshotError as exc:
+        raise UsageError(f"cannot restart: {first_line(exc)}") from None
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"cannot restart from {source}: {first_line(exc)}") from None
 
 
 def restart_stop(snap, t_end=None, steps=None):

@@ -8,11 +8,13 @@ import os
 from ..config import (CLI_ONLY, OUTPUT_DEFAULTS, check_params, closest, load_case_file,
                       load_presets, parse_assignments, to_toml)
 from ..schedules import DUE_RTOL, due
-from .common import EXIT_OK, UsageError, case_file, check_device, check_one_process, first_line
+from ..backend import SingleProcess
+from .common import EXIT_OK, UsageError, case_file, check_device, first_line
+from .ranks import Ranks
 from .execute import log_cores, run_simulation
 from .writefail import os_error_text
 from .resources import (ResourceError, announce_cpu_cost, check_disk, check_resources,
-                        check_schedule)
+                        check_schedule, estimate_memory, format_bytes)
 from .rundir import (check_output_dir, history_line, our_files_size, prepare_run_dir,
                      resolved_toml, run_metadata, write_case_files)
 
@@ -56,7 +58,15 @@ def _defaults(case):
 
 
 def cmd_run(args, argv):
-    check_one_process("run")
+    """``vortexsim run``; on several MPI ranks every rank runs it and rank 0 alone
+    touches the run directory (:mod:`vortexsim.cli.ranks`)."""
+    ranks = getattr(args, "ranks", None) or Ranks(SingleProcess())
+    return ranks.agree(_resolve_run, args)(ranks, args, argv)
+
+
+def _resolve_run(args):
+    """The parameters of ``vortexsim run`` (the same on every rank): a function that runs
+    it, or that prints the dry run."""
     case, file_params, source = _resolve_case(args.case)
     defaults = _defaults(case)
     where = f"{source}: " if source != case else ""
@@ -90,21 +100,51 @@ def cmd_run(args, argv):
         header = (f"vortexsim {case}: the parameters `vortexsim run` would use (dry run"
                   + (f", preset {args.preset}" if args.preset else "") + "); \"auto\" "
                   "values are derived when the case is built.")
-        print(to_toml(case, resolved, header=header))
-        return EXIT_OK
+
+        def dry_run(ranks, args, argv):
+            on_ranks = _ranks_line(ranks, case, resolved) if ranks.size > 1 else ""
+            if ranks.is_root:
+                print(to_toml(case, resolved, header=header + on_ranks))
+            return EXIT_OK
+        return dry_run
+
+    def run(ranks, args, argv):
+        return _run(ranks, args, argv, case, source, params, defaults, output)
+    return run
+
+
+def _ranks_line(ranks, case, resolved):
+    """The dry run's words on its MPI ranks: each holds the whole state (collective)."""
+    device = resolved.get("device", "auto")
+    on_host, on_gpu = ranks.sharing(device)
+    est = estimate_memory({**resolved, "case": case}, device)
+    if est is None:
+        return f" On {ranks.size} MPI ranks, each holding the whole state."
+    per_rank = est.device_bytes if est.device == "gpu" else est.host_bytes
+    return (f" On {ranks.size} MPI ranks, each holding the whole state: about "
+            f"{format_bytes(per_rank)} of {est.device.upper()} memory per rank, "
+            f"{format_bytes(per_rank * (on_gpu if est.device == 'gpu' else on_host))} on "
+            f"{'each GPU' if est.device == 'gpu' else 'this machine'}.")
+
+
+def _checked_dir(run_dir, args, case, config, output, device, sharing):
+    """Rank 0's checks of the run directory and of what the run costs (memory of every
+    rank on a machine and a GPU, steps, files, disk)."""
+    existing = check_output_dir(run_dir, args.overwrite)
+    freed = our_files_size(run_dir) if existing else 0
+    check_costs(case, config, output, device, run_dir, args, freed, sharing)
+
+
+def _run(ranks, args, argv, case, source, params, defaults, output):
+    """Check, build and run the case of :func:`cmd_run` on every rank."""
     run_dir = args.out or os.path.join("runs", case if source == case else
                                        os.path.splitext(os.path.basename(source))[0])
-    existing = check_output_dir(run_dir, args.overwrite)
     device = params.get("device", defaults.get("device"))
-    check_device(device)
-    freed = our_files_size(run_dir) if existing else 0
-    check_costs(case, {**defaults, **params}, output, device, run_dir, args, freed)
-
-    from ..cases import make_case  # noqa: PLC0415
-    try:
-        sim = make_case(case, **params, progress=False)
-    except (ValueError, TypeError) as exc:
-        raise UsageError(f"case {case}: {first_line(exc)}") from None
+    ranks.agree(check_device, device)
+    sharing = ranks.sharing(device)
+    ranks.on_root(_checked_dir, run_dir, args, case, {**defaults, **params}, output, device,
+                  sharing)
+    sim = ranks.agree(_make, case, params, ranks.comm)
     from ..output import output_intervals  # noqa: PLC0415
     snap_dt, diag_dt = output_intervals(sim.config["dt"], sim.config["t_end"] - sim.t,
                                         output["snapshot_interval"],
@@ -112,29 +152,49 @@ def cmd_run(args, argv):
     output.update(snapshot_interval=snap_dt, diagnostics_interval=diag_dt)
 
     config_toml = resolved_toml(sim, output)
+    lock = ranks.on_root(_prepare, run_dir, args.overwrite, config_toml)
+    try:                          # rank 0 alone writes into run_dir until the run ends
+        return _start(ranks, sim, args, argv, case, source, run_dir, config_toml, output,
+                      snap_dt, diag_dt)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _make(case, params, communicator):
+    from ..cases import make_case  # noqa: PLC0415
     try:
-        lock = prepare_run_dir(run_dir, args.overwrite, config_toml)
+        return make_case(case, **params, progress=False, communicator=communicator)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"case {case}: {first_line(exc)}") from None
+
+
+def _prepare(run_dir, overwrite, config_toml):
+    try:
+        return prepare_run_dir(run_dir, overwrite, config_toml)
     except OSError as exc:
         raise UsageError(f"cannot write into the output directory {run_dir}: "
                          f"{os_error_text(exc, run_dir)}.") from None
-    with lock:                        # this process alone writes into run_dir until it ends
-        return _start(sim, args, argv, case, source, run_dir, config_toml, output,
-                      snap_dt, diag_dt)
 
 
-def _start(sim, args, argv, case, source, run_dir, config_toml, output, snap_dt, diag_dt):
+def _start(ranks, sim, args, argv, case, source, run_dir, config_toml, output, snap_dt,
+           diag_dt):
     """The rest of :func:`cmd_run`, in the prepared and locked ``run_dir``: the case's
     files, the writers, the run."""
     from ..output import run_writers  # noqa: PLC0415
     meta = run_metadata(sim, config_toml)
     history = history_line(argv)
-    write_case_files(sim, run_dir, meta, history)
+    ranks.on_root(write_case_files, sim, run_dir, meta, history)
+    sim.case_files = {}                  # written: the fields they held are let go
     sim.output_writers.update(run_writers(run_dir, meta, history, snap_dt, diag_dt,
                                           plot=bool(output["plot"])))
     logger.info("run %s (%s) → %s: %d elements, %d tracers, %s, %s on %s; snapshots every %g, "
                 "diagnostics every %g", case, source, run_dir, sim.config["n_elements"],
                 sim.config["n_tracers"], sim.config["method"], sim.config["precision"],
                 sim.device.describe(), snap_dt, diag_dt)
+    if ranks.size > 1:
+        logger.info("on %d MPI ranks (%s); rank 0 writes the files", ranks.size,
+                    sim.device.describe())
     log_cores(sim.config)
     if args.steps:            # two stop criteria: say which one ends this run
         logger.info("--steps %d ends this run (at t = %.6g with dt = %g); t_end = %g stays "
@@ -142,17 +202,18 @@ def _start(sim, args, argv, case, source, run_dir, config_toml, output, snap_dt,
                     args.steps, sim.t + args.steps * float(sim.config["dt"]),
                     float(sim.config["dt"]), float(sim.config["t_end"]))
     stop = {"steps": args.steps} if args.steps else {"t_end": float(sim.config["t_end"])}
-    return run_simulation(sim, args.quiet == 0, **stop)
+    return run_simulation(sim, args.quiet == 0 and ranks.is_root, ranks, **stop)
 
 
-def check_costs(case, config, output, device, run_dir, args, freed):
-    """Refuse (UsageError) a run that does not fit in memory (``--max-memory``), whose
+def check_costs(case, config, output, device, run_dir, args, freed, sharing=(1, 1)):
+    """Refuse (UsageError) a run that does not fit in memory (``--max-memory``; every
+    rank's on a machine and a GPU: ``sharing``, :meth:`Ranks.sharing`), whose
     schedule is beyond the bounds of :mod:`vortexsim.cli.resources` or whose files would not
     fit on the disk (``--force`` lifts the last two)."""
     config = {k: v for k, v in config.items() if k not in OUTPUT_DEFAULTS}
     config["case"] = case
     try:
-        est = check_resources(config, device, args.max_memory)
+        est = check_resources(config, device, args.max_memory, sharing)
         dt = config.get("dt")
         if not (isinstance(dt, (int, float)) and dt > 0):
             return                         # make_case says what is wrong
@@ -170,13 +231,13 @@ def check_costs(case, config, output, device, run_dir, args, freed):
         raise UsageError(f"case {case}: {first_line(exc)}") from None
 
 
-def check_memory(config, device, max_memory=None):
+def check_memory(config, device, max_memory=None, sharing=(1, 1)):
     """Refuse (UsageError) the run of ``config`` (a snapshot's stored config on restart)
     when it would not fit in memory on ``device``
     (:func:`vortexsim.cli.resources.check_resources`); a config whose size cannot be told is
     left to ``from_config`` to reject."""
     try:
-        check_resources(config, device, max_memory)
+        check_resources(config, device, max_memory, sharing)
     except ResourceError as exc:
         raise UsageError(str(exc)) from None
     except (KeyError, ValueError, TypeError, AttributeError):

@@ -210,6 +210,12 @@ def _submit(sim, func, undo=None, defer=False):
         raise
 
 
+def _writes(sim):
+    """Whether ``sim``'s process writes the run's files (on several ranks rank 0 alone:
+    :attr:`vortexsim.Simulation.writes_files`); the others only keep the writers' state."""
+    return getattr(sim, "writes_files", True)
+
+
 def _flush(sim):
     """Wait until ``sim``'s pending writes are on disk (``sim.flush_output()``)."""
     flush = getattr(sim, "flush_output", None)
@@ -255,7 +261,7 @@ class SnapshotWriter:
         """Once: remove the temporary snapshot files of an interrupted earlier write, and
         import the netCDF stack (:func:`~vortexsim.output.snapshot.preload_netcdf`)
         before the first step."""
-        if not self._swept:
+        if not self._swept and _writes(sim):
             remove_stale_tmp(self.run_dir, "snapshot_*.nc")
             self._swept = True
             preload_netcdf()
@@ -268,8 +274,6 @@ class SnapshotWriter:
         submitted before it)."""
         path = self.path(sim.iteration)
         schedule = schedule_attrs(sim.run_state_dict())
-        state, config = sim.state_dict(), copy.deepcopy(sim.config)
-        meta, history = self.meta, self.history
         recorded = self.last_path, self.last_iteration, self._last_schedule
 
         def undo():
@@ -277,6 +281,10 @@ class SnapshotWriter:
 
         self.last_path, self.last_iteration = path, sim.iteration
         self._last_schedule = schedule
+        if not _writes(sim):            # another rank writes it: no copy of the state
+            return path
+        state, config = sim.state_dict(), copy.deepcopy(sim.config)
+        meta, history = self.meta, self.history
         _submit(sim, lambda: write_snapshot(path, state, config, meta, schedule, kind,
                                             history), undo)
         if kind == "scheduled":
@@ -378,7 +386,7 @@ class DiagnosticsWriter:
         self.health = None
 
     def initialize(self, sim):
-        if not self._swept:       # once: the temporary file of an interrupted earlier write
+        if not self._swept and _writes(sim):   # once: the temporary file of an earlier write
             folder = os.path.dirname(os.path.abspath(self.path))
             for name in (os.path.basename(self.path), SPECTRA_FILE):
                 remove_stale_tmp(folder, name)
@@ -477,7 +485,7 @@ class PlotWriter:
         matplotlib (:func:`~vortexsim.output.plot.preload`, once per process: the run's
         set-up, before its first step, so that neither the steps nor the plot at the
         end pay for it)."""
-        if not self._swept:
+        if not self._swept and _writes(sim):
             path = self.path_ or os.path.join(self.run_dir, "plot.png")
             remove_stale_tmp(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
             self._swept = True
@@ -495,7 +503,7 @@ class PlotWriter:
             return None
 
     def finalize(self, sim, reason):
-        if reason != "done":
+        if reason != "done" or not _writes(sim):
             return
         log = getattr(self.diagnostics, "log", None)
         if log is None or not log.rows:

