@@ -4,9 +4,13 @@ r"""The summation a method name asks for: the registry of the siblings and its f
 checks that the method fits the geometry (free space or the periodic box) and the
 kernel, and makes the sibling of :data:`SUMMATIONS`.
 
-With a ``communicator`` of several ranks the method's targets are shared among them
-(:class:`vortexsim.summation.distributed.SharedTargets`: the sources replicated, each rank
-summing its share, the shares gathered).  :data:`PLANNED` holds the names that have a
+With a ``communicator`` of several ranks the method's work is split among them, the
+sources replicated: the particle-mesh solve (``"mesh"``) by x-slabs of its lattice
+(:class:`vortexsim.summation.slab_shares.SlabShares`: each rank's P2M, slab transforms and
+M2P for the sources and targets on its slab, the targets' values gathered), every other
+method by shares of its targets
+(:class:`vortexsim.summation.distributed.SharedTargets`: each rank summing its share, the
+shares gathered).  :data:`PLANNED` holds the names that have a
 place in the design but no implementation; asking for one raises NotImplementedError.
 """
 from __future__ import annotations
@@ -65,7 +69,7 @@ def make_summation(method="direct", kernel="gaussian", tol=1e-6, precision="floa
 
     Parameters
     ----------
-    method : {"direct", "fmm", "spectral", "auto"}
+    method : {"direct", "fmm", "spectral", "mesh", "auto"}
         ``"auto"`` is resolved here, once (:func:`~vortexsim.summation.auto.choose_method`):
         from the problem size ``n_sources`` × ``n_targets`` in free space; with a
         ``box``, the spectral sum for the Gaussian kernels, else the periodic FMM.
@@ -77,8 +81,10 @@ def make_summation(method="direct", kernel="gaussian", tol=1e-6, precision="floa
     n_sources, n_targets : int, sizes used to resolve ``"auto"`` in free space
     box : float [L] or None, the edge of the periodic box [0, L)³ (``boundary="periodic"``)
     communicator : :class:`vortexsim.backend.Communicator` or None; with more than one
-        rank the method's targets are shared among them
-        (:class:`vortexsim.summation.distributed.SharedTargets`)
+        rank the work is split among them: ``"mesh"`` by slabs of its lattice
+        (:class:`vortexsim.summation.slab_shares.SlabShares`; its lattice, bound later by
+        ``bind_lattice(n)``, needs n ≥ 2 × ranks), the other methods by shares of their
+        targets (:class:`vortexsim.summation.distributed.SharedTargets`)
     """
     kernel = get_kernel(kernel)
     check_precision(precision)
@@ -99,6 +105,9 @@ def make_summation(method="direct", kernel="gaussian", tol=1e-6, precision="floa
         method = choose_method(n_sources, n_targets, tol=tol, gpu=device.is_gpu)
     summation = SUMMATIONS[method](kernel, tol, precision, device, box=box)
     if communicator is not None and communicator.size > 1:
+        if method == "mesh":
+            from .slab_shares import SlabShares  # noqa: PLC0415
+            return SlabShares(summation, communicator)
         from .distributed import SharedTargets  # noqa: PLC0415
         summation = SharedTargets(summation, communicator)
     return summation

@@ -33,7 +33,6 @@ function 4 B (the wave numbers are three 1-D vectors); P2M's sort 64 B per parti
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..backend import array_namespace
@@ -42,8 +41,77 @@ from ..geometry.periodic import periodic_nodes
 from ..kernels.cutoff import gaussian_blob_transform
 from .spectral import mode_sums
 
+__all__ = ["MeshSolve", "green_function", "curl_spectra", "velocity_spectra", "velocity_at",
+           "velocity_on_nodes"]
 
-__all__ = ["MeshSolve"]
+
+def green_function(k, sigma, order, xp):
+    """The blob's regularised Green's function G_σ(k) = ζ̂_σ(k)/|k|² [L²] on the wave
+    numbers ``k`` = (kx, ky, kz) [1/L] (arrays that broadcast: the half spectrum of
+    :func:`vortexsim.geometry.lattice_modes.wavenumbers`, or a rank's part of it,
+    :meth:`vortexsim.geometry.slab.SlabFFT.wavenumbers`), 0 at k = 0 (the box's mean
+    velocity is zero); ζ̂_σ the Fourier transform of the Gaussian blob of ``order`` 2, 4 or
+    6 (:func:`vortexsim.kernels.cutoff.gaussian_blob_transform`).  A float64 array of the
+    broadcast shape on ``xp``; each mode's value depends on its k alone (the same bits
+    on the whole spectrum and on any part of it)."""
+    kx, ky, kz = k
+    k2 = kx ** 2 + ky ** 2 + kz ** 2
+    zero = k2 == 0
+    k2[zero] = 1.0
+    green = gaussian_blob_transform(0.5 * sigma ** 2 * k2, order, xp) / k2
+    green[zero] = 0.0
+    return green
+
+
+def curl_spectra(k, psi):
+    """û = i k × ψ̂: the three spectra of the velocity [L/T] (on the modes of ``psi``)
+    from those of the vector potential ``psi`` [L²/T], ``k`` = (kx, ky, kz) [1/L]
+    broadcasting against them (the Nyquist planes zeroed where the result is
+    differentiated again: :func:`vortexsim.geometry.lattice_modes.wavenumbers`'s
+    ``derivative``)."""
+    kx, ky, kz = k
+    return [1j * (ky * psi[2] - kz * psi[1]),
+            1j * (kz * psi[0] - kx * psi[2]),
+            1j * (kx * psi[1] - ky * psi[0])]
+
+
+def velocity_spectra(omega, green, k, forward):
+    """û of the lattice vorticity ``omega`` (3, …) [1/T]: each component's spectrum
+    ``forward(omega[c])`` (the whole lattice's real FFT, or a rank's part of it through
+    the slab transpose), ψ̂ = G_σ ω̂ in place (``green``: :func:`green_function` on the
+    same modes), û = i k × ψ̂ (:func:`curl_spectra`); three complex arrays."""
+    psi = [forward(omega[c]) for c in range(3)]
+    for c in range(3):
+        psi[c] *= green
+    return curl_spectra(k, psi)
+
+
+def velocity_at(solve, u_hat, targets, gradient, weights=None):
+    """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (None without ``gradient``) at ``targets``
+    (M, 3) [L] from the spectra ``u_hat`` of ``solve`` (a :class:`MeshSolve` or a
+    :class:`vortexsim.summation.slab_mesh.SlabMeshSolve`: its ``velocity_field``,
+    ``gradient_row`` and ``m2p``), three lattice fields at a time (u, then one row of
+    ∇u after another, each interpolated before the next is made); ``weights``: the
+    CPU's sparse weights of ``targets`` for ``solve.m2p``."""
+    u = solve.m2p(solve.velocity_field(u_hat), targets, weights=weights)
+    if not gradient:
+        return u, None
+    grad = solve.xp.empty((targets.shape[0], 3, 3), dtype=solve.xp.float64)
+    for a in range(3):
+        solve.m2p(solve.gradient_row(u_hat, a), targets, out=grad[:, a, :], weights=weights)
+    return u, grad
+
+
+def velocity_on_nodes(solve, u_hat):
+    """u (m, 3) [L/T] and ∇u (m, 3, 3) [1/T] at the m lattice nodes of ``solve``'s fields
+    (:class:`MeshSolve`: all n³; :class:`vortexsim.summation.slab_mesh.SlabMeshSolve`:
+    the rank's slab), rows in remesh order, from its spectra ``u_hat``: no M2P, three
+    lattice fields at a time."""
+    u = solve.xp.ascontiguousarray(solve.velocity_field(u_hat).reshape(3, -1).T)
+    grad = solve.xp.empty((u.shape[0], 3, 3), dtype=solve.xp.float64)
+    for a in range(3):
+        grad[:, a, :] = solve.gradient_row(u_hat, a).reshape(3, -1).T
+    return u, grad
 
 
 class MeshSolve:
@@ -62,16 +130,11 @@ class MeshSolve:
         self.box, self.n, self.sigma, self.order, self.xp = float(box), int(n), \
             float(sigma), int(order), xp
         self.h = self.box / periodic_nodes(self.box, self.box / self.n)
-        n = self.n
-        kx, ky, kz = wavenumbers(n, self.box, xp)
-        k2 = kx ** 2 + ky ** 2 + kz ** 2
-        k2[0, 0, 0] = 1.0
-        self.green = gaussian_blob_transform(0.5 * self.sigma ** 2 * k2, self.order, xp) / k2
-        self.green[0, 0, 0] = 0.0                       # the box's mean velocity is zero
-        del k2
+        self.green = green_function(wavenumbers(self.n, self.box, xp), self.sigma,
+                                    self.order, xp)
         # derivatives: the Nyquist planes (|k_i| = n/2 on an even lattice) carry no real
         # derivative; they are left out of i k
-        self.k = list(wavenumbers(n, self.box, xp, derivative=True))
+        self.k = list(wavenumbers(self.n, self.box, xp, derivative=True))
 
     def p2m(self, x, alpha, weights=None):
         """ω on the lattice, (3, n, n, n) [1/T], node (i, j, k) at (i, j, k) h;
@@ -87,14 +150,8 @@ class MeshSolve:
     def spectra(self, omega):
         """û (three half spectra (n, n, n//2 + 1)) of the lattice vorticity ``omega``
         (3, n, n, n) [1/T]: û = i k × ψ̂, ψ̂ = G_σ ω̂."""
-        xp = self.xp
-        psi = [rfft3(omega[c], xp) for c in range(3)]
-        for c in range(3):
-            psi[c] *= self.green
-        kx, ky, kz = self.k
-        return [1j * (ky * psi[2] - kz * psi[1]),
-                1j * (kz * psi[0] - kx * psi[2]),
-                1j * (kx * psi[1] - ky * psi[0])]
+        return velocity_spectra(omega, self.green, self.k,
+                                lambda field: rfft3(field, self.xp))
 
     def velocity_field(self, u_hat):
         """u on the lattice, (3, n, n, n) [L/T], from :meth:`spectra`."""
@@ -133,13 +190,7 @@ class MeshSolve:
         omega = self.p2m(x, alpha, weights=weights if targets is x else None)
         u_hat = self.spectra(omega)
         del omega
-        u = self.m2p(self.velocity_field(u_hat), targets, weights=weights)
-        if not gradient:
-            return u, None
-        grad = xp.empty((targets.shape[0], 3, 3), dtype=xp.float64)
-        for a in range(3):
-            self.m2p(self.gradient_row(u_hat, a), targets, out=grad[:, a, :], weights=weights)
-        return u, grad
+        return velocity_at(self, u_hat, targets, gradient, weights)
 
     def field_sums(self, omega):
         """The seven quadratic field sums of
@@ -161,10 +212,4 @@ class MeshSolve:
         """u (n³, 3) and ∇u (n³, 3, 3) at the lattice nodes themselves (rows in remesh
         order) of the lattice vorticity ``omega`` (3, n, n, n) [1/T]: the solve without
         P2M and M2P, three lattice fields at a time."""
-        xp, n3 = self.xp, self.n ** 3
-        u_hat = self.spectra(omega)
-        u = xp.ascontiguousarray(self.velocity_field(u_hat).reshape(3, n3).T)
-        grad = xp.empty((n3, 3, 3), dtype=xp.float64)
-        for a in range(3):
-            grad[:, a, :] = self.gradient_row(u_hat, a).reshape(3, n3).T
-        return u, grad
+        return velocity_on_nodes(self, self.spectra(omega))

@@ -16,9 +16,10 @@ One evaluation, on every rank together (collective: same n, σ, order and ``grad
    and two above); the ghost planes sent to the neighbours that own them and added there
    (:func:`.geometry.slab.add_ghost_planes`, one alltoall, the sums in rank order: the
    same bits whatever the timing);
-2. in Fourier space exactly as :class:`.mesh.MeshSolve` (ψ̂ = G_σ ω̂ with the same
-   Green's function, û = i k × ψ̂, ∂_b u_a ↔ i k_b û_a, the Nyquist modes left out of the
-   derivatives), each component through :class:`.geometry.slab.SlabFFT`;
+2. in Fourier space exactly as :class:`.mesh.MeshSolve`, through the same functions
+   (:func:`.mesh.green_function`, ψ̂ = G_σ ω̂ and :func:`.mesh.curl_spectra`,
+   û = i k × ψ̂; ∂_b u_a ↔ i k_b û_a, the Nyquist modes left out of the derivatives), each
+   component through :class:`.geometry.slab.SlabFFT`;
 3. u, then each row of ∇u, on the slab; their ghost planes fetched from the neighbours
    (:func:`.geometry.slab.with_ghost_planes`, one alltoall per three fields) and M2P at
    the rank's targets (:func:`.geometry.m4_slab.slab_m2p`).
@@ -42,15 +43,19 @@ derivative's spectrum 8 B; the Green's function 4 B; a transform's transpose buf
 12 B × 64 per target, and per particle when they are not the targets) or P2M's sort
 (CuPy, 64 B per particle).
 
-What is left for the model: today every rank holds all elements (the summation shares
-the targets, :mod:`.distributed`).  To use this solve the model must hold the elements and
+Its use in a run: with the state replicated on every rank,
+:class:`.slab_shares.SlabShares` (``make_summation("mesh", ..., communicator=)``) gives
+each rank its own particles and targets by :meth:`SlabMeshSolve.owner_of`, evaluates, and
+gathers the targets' values; at the lattice nodes it solves on the slabs alone
+(:meth:`SlabMeshSolve.on_nodes`).  What is left for the model: to hold the elements and
 tracers partitioned by slab (:meth:`SlabMeshSolve.owner_of` after each step and remesh:
 elements move less than a cell per step, so only neighbouring ranks exchange), remesh
 onto its slab (this P2M with the ghost add), sum its diagnostics over the ranks
-(``allreduce_sum``) and gather or write its snapshots by rank; the lattice terms
-(projection, lattice diffusion, field sums, the solve on the nodes) need their slab
-versions on :class:`.geometry.slab.SlabFFT`; and on GPUs the alltoall should move device
-buffers (NCCL or CUDA-aware MPI) instead of MPICommunicator's host copies and pickles.
+(``allreduce_sum``) and gather or write its snapshots by rank; the other lattice terms
+(projection, lattice diffusion, field sums) need their slab versions on
+:class:`.geometry.slab.SlabFFT`.  On GPU ranks the alltoalls move device buffers where
+the communicator is :class:`vortexsim.backend.nccl.NCCLCommunicator` (NCCL send/recv);
+:class:`vortexsim.backend.mpi.MPICommunicator` copies them through the host.
 """
 from __future__ import annotations
 
@@ -66,7 +71,7 @@ from ..geometry.slab import (
     add_ghost_planes,
     with_ghost_planes,
 )
-from ..kernels.cutoff import gaussian_blob_transform
+from .mesh import green_function, velocity_at, velocity_on_nodes, velocity_spectra
 
 __all__ = ["SlabMeshSolve"]
 
@@ -109,14 +114,9 @@ class SlabMeshSolve:
         self.fft = SlabFFT(self.n, self.communicator, xp)
         self.slabs, self.rank = self.fft.slabs, self.fft.rank
         self.x_planes = self.fft.x_planes
-        kx, ky, kz = self.fft.wavenumbers(self.box)
-        k2 = kx ** 2 + ky ** 2 + kz ** 2
-        zero = k2 == 0                                  # κ = 0 on the rank of κ_y = 0
-        k2[zero] = 1.0
-        # MeshSolve's Green's function, this rank's κ_y planes
-        self.green = gaussian_blob_transform(0.5 * self.sigma ** 2 * k2, self.order, xp) / k2
-        self.green[zero] = 0.0                          # the box's mean velocity is zero
-        del k2, zero
+        # MeshSolve's Green's function on this rank's κ_y planes (κ = 0 on the rank of
+        # κ_y = 0), the same bits mode by mode
+        self.green = green_function(self.fft.wavenumbers(self.box), self.sigma, self.order, xp)
         self.k = list(self.fft.wavenumbers(self.box, derivative=True))
 
     def owner_of(self, points):
@@ -148,13 +148,7 @@ class SlabMeshSolve:
         """This rank's part of û (three arrays (n, n_y, n//2 + 1)) of the lattice
         vorticity whose slab is ``omega`` (3, n_x, n, n) [1/T]: û = i k × ψ̂, ψ̂ = G_σ ω̂.
         Collective."""
-        psi = [self.fft.forward(omega[c]) for c in range(3)]
-        for c in range(3):
-            psi[c] *= self.green
-        kx, ky, kz = self.k
-        return [1j * (ky * psi[2] - kz * psi[1]),
-                1j * (kz * psi[0] - kx * psi[2]),
-                1j * (kx * psi[1] - ky * psi[0])]
+        return velocity_spectra(omega, self.green, self.k, self.fft.forward)
 
     def velocity_field(self, u_hat):
         """u on this rank's slab, (3, n_x, n, n) [L/T], from :meth:`spectra`.
@@ -220,10 +214,12 @@ class SlabMeshSolve:
                          self._weights(x, "particles"))
         u_hat = self.spectra(omega)
         del omega
-        u = self.m2p(self.velocity_field(u_hat), targets, weights=weights)
-        if not gradient:
-            return u, None
-        grad = xp.empty((targets.shape[0], 3, 3), dtype=xp.float64)
-        for a in range(3):
-            self.m2p(self.gradient_row(u_hat, a), targets, out=grad[:, a, :], weights=weights)
-        return u, grad
+        return velocity_at(self, u_hat, targets, gradient, weights)
+
+    def on_nodes(self, omega):
+        """u (m, 3) and ∇u (m, 3, 3) at the nodes of this rank's slab themselves, m = n_x n²
+        (rows in remesh order: the rows [i0 n², i1 n²) of the whole lattice's), of the
+        lattice vorticity whose slab is ``omega`` (3, n_x, n, n) [1/T]: the solve without
+        P2M and M2P (:meth:`.mesh.MeshSolve.on_nodes` on the slab), three fields at a
+        time.  Collective."""
+        return velocity_on_nodes(self, self.spectra(omega))

