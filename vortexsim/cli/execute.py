@@ -54,6 +54,15 @@ class StopOnSignal:
     def __exit__(self, *exc):
         return self._phase.__exit__(*exc)
 
+    def orphaned(self):
+        """The MPI launcher is gone (:class:`vortexsim.cli.ranks.LauncherWatch`): stop
+        as on a first SIGTERM."""
+        if self.signum is None:
+            self.signum = signal.SIGTERM
+            self.sim.request_stop()
+            logger.warning("the MPI launcher is gone (it was ended): finishing the current "
+                           "step, then writing a checkpoint")
+
     def _react(self, signum, seen):
         if self.signum is not None:
             if signum == signal.SIGINT:
@@ -83,10 +92,13 @@ def run_simulation(sim, progress, ranks=None, **stop):
     """
     from ..simulation import SimulationError  # noqa: PLC0415
     root = ranks is None or ranks.is_root
-    say = _say if root else _silent
+    say = _say_and_log if root else _silent
     snapshots = sim.output_writers["snapshots"]
     start = sim.iteration
     with StopOnSignal(sim, snapshots) as stop_signal:
+        if ranks is not None and ranks.size > 1:
+            from .ranks import LauncherWatch  # noqa: PLC0415
+            sim.callbacks["launcher"] = LauncherWatch(stop_signal.orphaned)
         try:
             sim.run(progress=progress, **stop)
         except KeyboardInterrupt:      # a second SIGINT: the run gave up its queued writes
@@ -127,6 +139,13 @@ def run_simulation(sim, progress, ranks=None, **stop):
              f"snapshot {snapshots.last_path}).")
         return 128 + stop_signal.signum
     return EXIT_OK
+
+
+def _say_and_log(message):
+    """The command's line, also in run.log (a terminal may be gone: an MPI launcher
+    ended before its ranks)."""
+    logger.info(message.removeprefix("vortexsim: "), extra={"file_only": True})
+    _say(message)
 
 
 def _silent(message):

@@ -25,10 +25,11 @@ every method the plain call.
 from __future__ import annotations
 
 import logging
+import os
 
 from .common import UsageError, first_line
 
-__all__ = ["Ranks", "command_ranks", "finalize_mpi"]
+__all__ = ["Ranks", "LauncherWatch", "command_ranks", "finalize_mpi"]
 
 logger = logging.getLogger("vortexsim.cli")
 
@@ -80,6 +81,24 @@ class Ranks:
             raise UsageError(error)
         return result if self.is_root else shared
 
+    def use_device(self, device):
+        """On GPU ranks, move the collectives of device arrays to NCCL (device to device,
+        :class:`vortexsim.backend.nccl.NCCLCommunicator` over this MPI communicator)
+        once the run's ``device`` is known (collective; nothing on one rank or the CPU).
+        Each rank's GPU is made current first (node-local rank modulo the GPUs)."""
+        if self.size == 1:
+            return
+        from ..backend.device import device_kind, select_gpu  # noqa: PLC0415
+        if device_kind(device) != "gpu":
+            return
+        select_gpu()
+        from ..backend.nccl import NCCLCommunicator, nccl_available  # noqa: PLC0415
+        if nccl_available() and not isinstance(self.comm, NCCLCommunicator):
+            self.comm = NCCLCommunicator(self.comm.comm)
+        elif not nccl_available():
+            logger.warning("GPU ranks without NCCL (cupy.cuda.nccl does not load): the "
+                           "ranks' device arrays go through the host over MPI.")
+
     def sharing(self, device):
         """(ranks on this rank's machine, ranks on its GPU): how many copies of a rank's
         memory the machine and the GPU hold (``device`` "gpu" or "auto" with a GPU: the
@@ -108,6 +127,32 @@ class Ranks:
         raise RuntimeError(message)
 
 
+class LauncherWatch:
+    """A callback after every step of a run on several ranks: when this rank's parent,
+    the MPI launcher (or its node daemon), is gone, ``orphaned()`` is called once (the
+    run then stops after the same step on every rank with a checkpoint, as on SIGTERM).
+    Open MPI 4's ``mpirun`` exits on SIGTERM without signalling the ranks, which would
+    otherwise run on, unseen, to their end."""
+
+    schedule = None
+
+    def __init__(self, orphaned):
+        self.parent = os.getppid()
+        self.orphaned = orphaned
+        self.gone = False
+
+    def __call__(self, sim):
+        if not self.gone and os.getppid() != self.parent:
+            global _LAUNCHER_GONE
+            self.gone = _LAUNCHER_GONE = True
+            self.orphaned()
+
+
+#: set when the launcher went away during the run: MPI_Finalize may then wait for a
+#: daemon that is gone, so the ranks end without it
+_LAUNCHER_GONE = False
+
+
 def command_ranks(command):
     """The :class:`Ranks` of ``vortexsim COMMAND`` in this process: one rank outside an
     MPI launcher; under ``mpiexec -n P`` the MPI communicator of the P ranks (a
@@ -134,4 +179,5 @@ def finalize_mpi():
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
         mpi.COMM_WORLD.Barrier()
-        mpi.Finalize()
+        if not _LAUNCHER_GONE:
+            mpi.Finalize()

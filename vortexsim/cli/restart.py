@@ -30,6 +30,7 @@ def cmd_restart(args, argv):
     ranks = getattr(args, "ranks", None) or Ranks(SingleProcess())
     sharing = ranks.sharing(args.device or "auto")
     snap, config, s, stop = ranks.agree(_checked_restart, args, sharing)
+    ranks.use_device(config.get("device", "auto"))
     ranks.on_root(_check_out, args.out)
     mode, run_dir, later = ranks.on_root(restart_target, snap, stop, args.truncate, args.out,
                                          share=True)

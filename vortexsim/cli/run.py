@@ -141,6 +141,7 @@ def _run(ranks, args, argv, case, source, params, defaults, output):
                                        os.path.splitext(os.path.basename(source))[0])
     device = params.get("device", defaults.get("device"))
     ranks.agree(check_device, device)
+    ranks.use_device(device)
     sharing = ranks.sharing(device)
     ranks.on_root(_checked_dir, run_dir, args, case, {**defaults, **params}, output, device,
                   sharing)

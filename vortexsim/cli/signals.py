@@ -237,8 +237,9 @@ def say_line(text):
     while it is written) adds no other line."""
     with _st.lock:                  # not beside the watcher's line of an exit at once
         _st.said = True
-        sys.stderr.write(text + "\n")
-        sys.stderr.flush()
+        with contextlib.suppress(OSError, ValueError):   # a closed terminal or pipe (a
+            sys.stderr.write(text + "\n")               # launcher that is gone)
+            sys.stderr.flush()
 
 
 def said():

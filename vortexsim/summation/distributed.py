@@ -1,38 +1,125 @@
-"""A summation whose targets the ranks of a communicator share: the first version of the
+r"""A summation whose targets the ranks of a communicator share: the first version of the
 distributed sum over ranks, with the sources replicated.
 
 Every rank holds every source (the elements and their images) and the same targets;
-rank r sums its contiguous share ``target_share(M, r, P)`` of the M targets with its own
-copy of the method (:meth:`vortexsim.summation.base.Summation.evaluate`, the self pairs
-of its share taken out), and the ranks gather the shares in rank order
-(:meth:`vortexsim.backend.communicator.Communicator.allgather`), so that every rank ends
-with the same u (M, 3) and ∇u, bit for bit.  The FMM's error is that of each rank's own
-evaluation (its tolerance); a direct sum gives the one-rank result to round-off.
+rank r sums its share of the M targets with its own copy of the method
+(:meth:`vortexsim.summation.base.Summation.__call__`, no self pairs), the ranks gather the
+shares in rank order, put them back in the caller's order and take the self pairs out, so
+that every rank ends with the same u (M, 3) and ∇u, bit for bit.  The FMM's error is that
+of each rank's own evaluation (its tolerance); a direct sum gives the one-rank result to
+round-off.
 
-What it does not do yet: balance the shares by measured cost along the Morton curve,
-exchange only the sources each rank needs (a locally essential tree), or gather device
-arrays without the host (NCCL): ``docs/parallel.md``.
+The shares are runs of the Morton (Z-order) curve (:func:`share_targets`), so that each
+rank's targets fill a compact part of space: its FMM's target tree holds targets in the
+leaves of its part only, and the near field and L2P shrink with the number of ranks.
+The source tree and the upward pass are repeated on every rank, and so is the dense
+M2L, which translates into every box of a level whether it holds targets or not (the
+GPU's sparse M2L by offset skips those without, but runs only on levels where few boxes
+hold sources; ``benchmarks/scaling_fmm.py --m2l-pairs`` forces it).  Shares hold equal target counts (a uniform cost per target;
+weighting by measured cost is the next step, ``docs/parallel.md``).
+
+The gather stays on the device where the communicator can (``allgather_array``: NCCL on
+GPU ranks, :class:`vortexsim.backend.nccl.NCCLCommunicator`; mpi4py's Allgatherv of host
+buffers on CPU ranks); a communicator without it gathers pickled host arrays
+(:meth:`vortexsim.backend.communicator.Communicator.allgather`).
+
+What it does not do yet: weight the shares by measured cost, or exchange only the
+sources each rank needs (a locally essential tree): ``docs/parallel.md``.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from ..backend import to_host
+from ..backend import stable_argsort, to_host
 from ..fmm.plan import gradient_count
+from ..kernels.morton import bounding_cube, morton_keys
 
-__all__ = ["SharedTargets", "target_share"]
+__all__ = ["SharedTargets", "TargetShares", "share_targets", "target_share", "SHARE_BITS"]
+
+#: bits per axis of the Morton keys that order the targets into shares: 2^30 cells of the
+#: targets' bounding cube (keys fit a uint32, which sorts in half the radix passes of a
+#: uint64; finer order than this changes the shares by a few targets at their ends)
+SHARE_BITS = 10
 
 
 def target_share(m, rank, size):
-    """(lo, hi): rank ``rank``'s contiguous share of ``m`` targets among ``size`` ranks,
-    the shares as even as whole targets allow, in rank order."""
+    """(lo, hi): rank ``rank``'s contiguous share of ``m`` items among ``size`` ranks,
+    the shares as even as whole items allow, in rank order."""
     return rank * m // size, (rank + 1) * m // size
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetShares:
+    """How the ranks share M targets of which the first k get ∇u.
+
+    Attributes
+    ----------
+    order : int64 array (M,) of the targets' namespace, the target indices in share order:
+        rank 0's targets with ∇u, then its other targets, then rank 1's, ...
+    grad_order : int64 array (k,), the indices of the targets with ∇u in share order (the
+        ∇u rows that the ranks' shares gather into)
+    counts : tuple of int, the targets of each rank's share
+    grad_counts : tuple of int, the targets with ∇u at the start of each rank's share
+    rank : int, the rank that holds these shares
+    """
+
+    order: object
+    grad_order: object
+    counts: tuple
+    grad_counts: tuple
+    rank: int
+
+    @property
+    def mine(self):
+        """The indices (m_r,) of this rank's targets (its ∇u targets first)."""
+        start = sum(self.counts[:self.rank])
+        return self.order[start:start + self.counts[self.rank]]
+
+
+def share_targets(targets, k, rank, size, xp):
+    """The ranks' shares (:class:`TargetShares`) of ``targets`` (M ≥ 1, 3) of which the
+    first ``k`` get ∇u: runs of the Morton curve of equal counts.
+
+    The targets with ∇u (0 .. k − 1, the elements) and the others (the tracers) are
+    ordered separately, each by its Morton key (:func:`vortexsim.kernels.morton.morton_keys`,
+    :data:`SHARE_BITS` per axis, in the bounding cube of all targets; a stable sort keeps
+    equal keys in index order), and each ordered group is cut into ``size`` runs of
+    nearly equal counts (:func:`target_share`): rank r sums its run of each group, the
+    ∇u targets first.  Ordering the groups apart keeps every share's count and ∇u count
+    a function of (M, k, size) alone, known on the host without a transfer, and each
+    kernel launch of a rank uniform (∇u or not); a rank's two runs may lie in different
+    parts of space where the tracers do not follow the elements.
+
+    The keys, the sort and therefore the shares are the same on every rank (the same
+    target bits, deterministic arithmetic).  Arrays of ``xp`` (NumPy or CuPy)."""
+    m = targets.shape[0]
+    lo, width = bounding_cube(targets, xp)
+    keys = morton_keys(targets, lo, width, SHARE_BITS, xp).astype(xp.uint32)
+    groups = [(first, last) for first, last in ((0, k), (k, m)) if last > first]
+    ordered = [stable_argsort(keys[first:last], xp).astype(xp.int64) + first
+               for first, last in groups]
+    parts, counts, grad_counts = [], [], []
+    for r in range(size):
+        count = with_grad = 0
+        for (first, last), order in zip(groups, ordered):
+            lo_r, hi_r = target_share(last - first, r, size)
+            parts.append(order[lo_r:hi_r])
+            count += hi_r - lo_r
+            if first == 0 and k > 0:
+                with_grad = hi_r - lo_r
+        counts.append(count)
+        grad_counts.append(with_grad)
+    grad_order = ordered[0] if k > 0 else xp.zeros(0, dtype=xp.int64)
+    return TargetShares(xp.concatenate(parts), grad_order, tuple(counts),
+                        tuple(grad_counts), rank)
 
 
 class SharedTargets:
     """``inner`` (a :class:`vortexsim.summation.base.Summation`) with its targets shared
-    by the ranks of ``communicator``; everything but the call is the inner summation's
-    (its method, kernel, device, FMM, lattice paths)."""
+    by the ranks of ``communicator`` along the Morton curve; everything but the call is
+    the inner summation's (its method, kernel, device, FMM, lattice paths)."""
 
     def __init__(self, inner, communicator):
         self.inner = inner
@@ -41,6 +128,13 @@ class SharedTargets:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
+    def shares(self, targets, gradient=True):
+        """The ranks' :class:`TargetShares` of ``targets`` for a call with ``gradient``
+        (what :meth:`__call__` sums; a benchmark times a rank's share alone with it)."""
+        comm = self.communicator
+        k = gradient_count(gradient, targets.shape[0], False)
+        return share_targets(targets, k, comm.rank, comm.size, self.inner.device.xp)
+
     def __call__(self, x, alpha, sigma, targets, *, n_self=0, gradient=True,
                  sigma_range=None, plan=None):
         """u (M, 3) and ∇u (k, 3, 3) as :meth:`vortexsim.summation.base.Summation.__call__`
@@ -48,16 +142,57 @@ class SharedTargets:
         comm, inner = self.communicator, self.inner
         xp = inner.device.xp
         m = targets.shape[0]
-        lo, hi = target_share(m, comm.rank, comm.size)
-        with_gradient = gradient_count(gradient, m, False)       # ∇u at the first k
-        own = gradient if isinstance(gradient, (bool, np.bool_)) else \
-            max(0, min(with_gradient, hi) - lo)
-        u, grad_u = inner.evaluate(x, alpha, sigma, targets[lo:hi], gradient=own,
-                                   sigma_range=sigma_range, plan=plan)
-        if grad_u is not None and n_self:
-            inner.remove_self_pairs(grad_u, alpha, sigma, lo, min(n_self, hi),
-                                    reuse=plan is not None)
-        parts = comm.allgather((to_host(u), None if grad_u is None else to_host(grad_u)))
-        u = xp.asarray(np.concatenate([p[0] for p in parts]))
-        grads = [p[1] for p in parts if p[1] is not None]      # shares with ∇u rows
-        return u, (xp.asarray(np.concatenate(grads)) if grads else None)
+        if m < comm.size:
+            # fewer targets than ranks: every rank makes the call itself (the same inputs
+            # and a deterministic method give the same bits everywhere)
+            return inner(x, alpha, sigma, targets, n_self=n_self, gradient=gradient,
+                         sigma_range=sigma_range, plan=plan)
+        k = gradient_count(gradient, m, False)      # ∇u at the first k targets
+        shares = share_targets(targets, k, comm.rank, comm.size, xp)
+        count, with_grad = shares.counts[comm.rank], shares.grad_counts[comm.rank]
+        # the rank's gradient argument: a bool as given (its share is all ∇u targets or
+        # none), else the count of its ∇u targets, which come first in its share
+        own = gradient if isinstance(gradient, (bool, np.bool_)) else with_grad
+        dtype = np.dtype(inner.precision)
+        if count:
+            # every pair in, the self pairs too: a share's elements are an arbitrary index
+            # set, and remove_self_pairs takes a contiguous range.  They come out below,
+            # after the gather and the un-permutation, where ∇u is in the caller's order:
+            # the one-rank call's own correction, unchanged (O(n_self), on every rank)
+            u, grad_u = inner(x, alpha, sigma, targets[shares.mine], n_self=0,
+                              gradient=own, sigma_range=sigma_range, plan=plan)
+        else:                                 # both of this rank's runs are empty
+            u, grad_u = xp.zeros((0, 3), dtype), xp.zeros((0, 3, 3), dtype)
+        if gradient is False or k == 0:
+            # no ∇u rows anywhere: the call's own answer (None, or an empty array for
+            # gradient=0 where the method returns one; every rank's share holds targets
+            # then, M ≥ size) is the same on every rank
+            u_all, _ = self._gather(u, None, shares, False)
+        else:
+            if grad_u is None:                      # a share without ∇u targets
+                grad_u = xp.zeros((0, 3, 3), u.dtype)
+            u_all, grad_all = self._gather(u, grad_u, shares, True)
+            grad_u = xp.empty((k, 3, 3), grad_all.dtype)
+            grad_u[shares.grad_order] = grad_all
+        u = xp.empty((m, 3), u_all.dtype)
+        u[shares.order] = u_all
+        if grad_u is not None and grad_u.shape[0] and n_self:
+            # the self pairs of the elements 0 .. n_self − 1 (Summation.__call__'s
+            # correction): the same arithmetic on the same bits on every rank
+            inner.remove_self_pairs(grad_u, alpha, sigma, 0, n_self, reuse=plan is not None)
+        return u, grad_u
+
+    def _gather(self, u, grad_u, shares, with_grad):
+        """(u of every share, ∇u of every share or None), concatenated in rank order, on
+        the summation's device: through the communicator's ``allgather_array`` where it
+        has one (device buffers with NCCL), else pickled host arrays."""
+        comm, xp = self.communicator, self.inner.device.xp
+        gather = getattr(comm, "allgather_array", None)
+        if gather is not None:
+            u_all = gather(u, counts=shares.counts)
+            grad_all = gather(grad_u, counts=shares.grad_counts) if with_grad else None
+            return u_all, grad_all
+        parts = comm.allgather((to_host(u), to_host(grad_u) if with_grad else None))
+        u_all = xp.asarray(np.concatenate([p[0] for p in parts]))
+        grad_all = xp.asarray(np.concatenate([p[1] for p in parts])) if with_grad else None
+        return u_all, grad_all
