@@ -21,6 +21,8 @@ mpi() { local n=$1; shift; "$MPIEXEC" --allow-run-as-root -x PYTHONPATH -x NCCL_
 timed() { local t0; t0=$(date +%s%N); "$@"; local rc=$?; echo "   rc=$rc wall=$(( ($(date +%s%N) - t0) / 1000000 )) ms"; }
 {
   nvidia-smi --query-gpu=index,name --format=csv,noheader; echo "mpiexec: $MPIEXEC"
+  echo "== warm-up (CuPy compiles the kernels once)"
+  timed mpi 1 run "${CASE[@]}" --t-end 0.2 --out "$W/warm" >/dev/null 2>&1
   echo "== 1 rank";  timed mpi 1 run "${CASE[@]}" --out "$W/one"
   echo "== $RANKS ranks"; timed mpi "$RANKS" run "${CASE[@]}" --out "$W/full"
   echo "== $RANKS ranks, SIGTERM to mpiexec after the third snapshot"
@@ -28,9 +30,10 @@ timed() { local t0; t0=$(date +%s%N); "$@"; local rc=$?; echo "   rc=$rc wall=$(
   for _ in $(seq 600); do
     [ "$(ls "$W"/part/snapshot_*.nc 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.2
   done
-  kill -TERM "$pid"; wait "$pid"; echo "   mpiexec rc=$?"
+  pkill -TERM -f "^$MPIEXEC --allow-run-as-root"; wait "$pid"; echo "   mpiexec rc=$?"
   sleep "${AFTER:-20}"                     # ranks left behind by the launcher, if any
-  ls "$W/part"; tail -4 "$W/part/run.log"; pgrep -af "vortexsim run" || echo "   no rank left"
+  ls "$W/part"; grep -v "numerical health" "$W/part/run.log" | tail -4
+  pgrep -af "vortexsim run" || echo "   no rank left"
   last="$(ls "$W"/part/snapshot_*.nc | tail -1)"
   echo "== restart $last on $RESTART_RANKS rank(s)"
   if [ "$RESTART_RANKS" = 1 ]; then timed "$PY" -m vortexsim restart "$last" -q
