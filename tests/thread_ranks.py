@@ -1,5 +1,4 @@
-"""Ranks played by threads in tests (adapted from tests/summation/test_distributed.py):
-:class:`ThreadRanks`, a communicator whose allgather goes through a shared list and a
+"""Ranks played by threads in tests: :class:`ThreadRanks`, a communicator whose allgather goes through a shared list and a
 barrier (``alltoall`` is the base class's, through allgather), and :func:`on_ranks`,
 which runs one function per rank and re-raises the first rank's error (a failing rank
 breaks the barrier, so that the others do not wait for it)."""
@@ -38,15 +37,16 @@ class ThreadRanks(Communicator):
         return super().alltoall(parts)
 
 
-def on_ranks(size, work):
-    """[work(communicator) of rank 0, 1, ...], each rank a thread; the first error of a
-    rank (in rank order) raised here."""
+def on_ranks(size, work, ranks=ThreadRanks):
+    """[work(communicator) of rank 0, 1, ...], each rank a thread (``ranks``: the
+    communicator class, :class:`ThreadRanks` or a subclass); the first error of a rank
+    (in rank order) raised here."""
     board, out, errors = [None] * size, [None] * size, [None] * size
     barrier = threading.Barrier(size, timeout=BARRIER_TIMEOUT)
 
     def run(rank):
         try:
-            out[rank] = work(ThreadRanks(rank, size, board, barrier))
+            out[rank] = work(ranks(rank, size, board, barrier))
         except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
             errors[rank] = exc
             barrier.abort()

@@ -5,39 +5,15 @@ shares along the Morton curve, the gathered u and ∇u back in the caller's orde
 one rank's call (the direct sum to round-off: NumPy's blocked sums round by block, the
 FMM to its tolerance), the self pairs of the elements, ∇u at the first k targets and
 tracers; the ranks agree to the bit."""
-import threading
-
 import numpy as np
 import pytest
 
-from vortexsim.backend import Communicator
+from thread_ranks import ThreadRanks, on_ranks  # tests/thread_ranks.py
+
 from vortexsim.kernels.morton import bounding_cube, morton_keys
 from vortexsim.summation import make_summation
 from vortexsim.summation.distributed import (SHARE_BITS, SharedTargets, share_targets,
                                              target_share)
-
-
-class ThreadRanks(Communicator):
-    """Rank ``rank`` of ``size`` threads: allgather through a shared list and a barrier."""
-
-    def __init__(self, rank, size, board, barrier):
-        self.rank, self.size, self.board, self._barrier = rank, size, board, barrier
-
-    def barrier(self):
-        self._barrier.wait()
-
-    def allgather(self, obj):
-        self.board[self.rank] = obj
-        self._barrier.wait()
-        out = list(self.board)
-        self._barrier.wait()                  # nobody overwrites before all have read
-        return out
-
-    def allreduce_sum(self, array):
-        return sum(self.allgather(array))
-
-    def bcast(self, obj, root=0):
-        return self.allgather(obj)[root]
 
 
 class ArrayRanks(ThreadRanks):
@@ -48,30 +24,6 @@ class ArrayRanks(ThreadRanks):
         parts = self.allgather(array)
         assert counts is None or list(counts) == [p.shape[0] for p in parts], counts
         return np.concatenate(parts)
-
-
-def on_ranks(size, work, ranks=ThreadRanks):
-    """[work(communicator) of rank 0, 1, ...], each rank a thread (``ranks``: the
-    communicator class); a rank's error is raised here."""
-    board, barrier, out = [None] * size, threading.Barrier(size, timeout=60), [None] * size
-    errors = [None] * size
-
-    def run(rank):
-        try:
-            out[rank] = work(ranks(rank, size, board, barrier))
-        except BaseException as exc:  # noqa: BLE001 - raised in the test's thread
-            errors[rank] = exc
-            barrier.abort()
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    for exc in errors:
-        if exc is not None and not isinstance(exc, threading.BrokenBarrierError):
-            raise exc
-    assert all(o is not None for o in out), "a rank did not finish"
-    return out
 
 
 def test_the_shares_cover_the_targets_once_in_order():

@@ -2,6 +2,7 @@
 mapping of the run's outcome to one line and an exit code."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob
 import logging
@@ -15,7 +16,7 @@ from .common import EXIT_FAILED, EXIT_OK, first_line, say as _say
 from .log import log_to_file
 from .writefail import disk_full_text, free_space, is_write_failure
 
-__all__ = ["StopOnSignal", "run_simulation", "write_failure_text", "log_cores"]
+__all__ = ["StopOnSignal", "StopFile", "run_simulation", "write_failure_text", "log_cores"]
 
 logger = logging.getLogger("vortexsim.cli")
 
@@ -33,6 +34,7 @@ class StopOnSignal:
         self.sim = sim
         self.snapshots = snapshots
         self.signum = None
+        self.cause = None             # what stopped the run when it was not a signal
         self._phase = None
 
     def describe(self):
@@ -54,14 +56,17 @@ class StopOnSignal:
     def __exit__(self, *exc):
         return self._phase.__exit__(*exc)
 
-    def orphaned(self):
-        """The MPI launcher is gone (:class:`vortexsim.cli.ranks.LauncherWatch`): stop
-        as on a first SIGTERM."""
+    def stop_for(self, cause):
+        """Stop as on a first SIGTERM (exit 143, a checkpoint) for ``cause`` (what the
+        line names instead of the signal): the STOP file (:class:`StopFile`), an MPI
+        launcher that is gone (:class:`vortexsim.cli.ranks.LauncherWatch`)."""
         if self.signum is None:
-            self.signum = signal.SIGTERM
+            self.signum, self.cause = signal.SIGTERM, cause
             self.sim.request_stop()
-            logger.warning("the MPI launcher is gone (it was ended): finishing the current "
-                           "step, then writing a checkpoint")
+            logger.warning("%s: finishing the current step, then writing a checkpoint", cause)
+
+    def orphaned(self):
+        self.stop_for("the MPI launcher is gone (it was ended)")
 
     def _react(self, signum, seen):
         if self.signum is not None:
@@ -72,6 +77,33 @@ class StopOnSignal:
         self.sim.request_stop()
         logger.warning("%s received: finishing the current step, then writing a checkpoint "
                        "(press Ctrl-C again to abort without one)", signal.Signals(signum).name)
+
+
+class StopFile:
+    """A callback after every step: the file ``STOP`` in the run directory (``touch
+    RUN_DIR/STOP``) stops the run after the step in progress with a checkpoint, as
+    SIGTERM does, whatever starts the process (an MPI launcher may end its ranks within
+    a fraction of a second of the signal it forwards: Open MPI 5's ``mpiexec`` does);
+    the file is removed when it is seen.  One left from before the run is removed at its
+    start.  On several ranks rank 0 looks; the ranks agree on the stop."""
+
+    schedule = None
+    reads_state = False               # the rows due still run beside the next step
+    NAME = "STOP"
+
+    def __init__(self, run_dir, stop_for):
+        self.path = os.path.join(run_dir, self.NAME)
+        self.stop_for = stop_for
+        if os.path.lexists(self.path):
+            logger.info("removed %s, left from before this run", self.path)
+            with contextlib.suppress(OSError):
+                os.remove(self.path)
+
+    def __call__(self, sim):
+        if os.path.lexists(self.path):
+            with contextlib.suppress(OSError):
+                os.remove(self.path)
+            self.stop_for(self.path)
 
 
 def run_simulation(sim, progress, ranks=None, **stop):
@@ -96,6 +128,8 @@ def run_simulation(sim, progress, ranks=None, **stop):
     snapshots = sim.output_writers["snapshots"]
     start = sim.iteration
     with StopOnSignal(sim, snapshots) as stop_signal:
+        if root:
+            sim.callbacks["stop_file"] = StopFile(snapshots.run_dir, stop_signal.stop_for)
         if ranks is not None and ranks.size > 1:
             from .ranks import LauncherWatch  # noqa: PLC0415
             sim.callbacks["launcher"] = LauncherWatch(stop_signal.orphaned)
@@ -120,7 +154,7 @@ def run_simulation(sim, progress, ranks=None, **stop):
             return EXIT_FAILED
         if sim.stop_reason == "interrupted":
             path = snapshots.last_path
-            name = signal.Signals(stop_signal.signum).name
+            name = stop_signal.cause or signal.Signals(stop_signal.signum).name
             say(f"vortexsim: interrupted by {name} at t = {sim.t:.6g} (iteration "
                  f"{sim.iteration}); checkpoint written: {path}. Continue with: vortexsim "
                  f"restart {shlex.quote(path)}")

@@ -131,10 +131,11 @@ class LauncherWatch:
     """A callback after every step of a run on several ranks: when this rank's parent,
     the MPI launcher (or its node daemon), is gone, ``orphaned()`` is called once (the
     run then stops after the same step on every rank with a checkpoint, as on SIGTERM).
-    Open MPI 4's ``mpirun`` exits on SIGTERM without signalling the ranks, which would
-    otherwise run on, unseen, to their end."""
+    A launcher killed outright (SIGKILL, a lost node daemon) signals nothing, and its
+    ranks would otherwise run on, unseen, to their end."""
 
     schedule = None
+    reads_state = False               # the rows due still run beside the next step
 
     def __init__(self, orphaned):
         self.parent = os.getppid()

@@ -88,6 +88,13 @@ class RowsInSteps:
         """:meth:`run` inside a step (the ``during`` of the model's time step)."""
         self.run(window=True)
 
+    def before(self, callback):
+        """Run the waiting rows before ``callback`` acts on the state after them, unless
+        it says it does not read the state (``reads_state = False``: it looks at a file
+        or the process), so that the rows still run beside the next step."""
+        if getattr(callback, "reads_state", True):
+            self.run()
+
     def drop(self):
         """Give up the rows waiting for a step (the run fails or is cut short): their
         schedules are rolled back, so that a checkpoint still owes them."""

@@ -259,7 +259,7 @@ class Simulation:
                 self.output.poll()               # a background write that failed
                 for name, callback in self.callbacks.items():
                     if callback.schedule is None or callback.schedule(self):
-                        self.rows.run()          # a callback acts on the state after them
+                        self.rows.before(callback)   # it acts on the state after them
                         with self.timings.timed(name):
                             callback(self)
                 for name, writer in self.output_writers.items():
