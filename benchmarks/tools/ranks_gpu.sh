@@ -24,7 +24,7 @@ LOG="$OUT/ranks_gpu.log"
   echo "mpiexec: $MPIEXEC"
   [ "${SKIP_TESTS:-0}" = 1 ] || timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider -m gpu \
       tests/test_nccl.py tests/summation/test_slab_shares.py tests/summation/test_slab_mesh.py \
-      tests/summation/test_distributed.py 2>&1 | tail -25
+      tests/summation/test_distributed.py tests/fmm/test_target_boxes.py 2>&1 | tail -25
 } 2>&1 | tee "$LOG"
 if [ "${SKIP_FMM:-0}" != 1 ]; then
   RANKS="${RANKS:-1 2}" TIMEOUT="${FMM_TIMEOUT:-240}" VARIANTS="${VARIANTS:-default}" \
@@ -42,8 +42,9 @@ import numpy as np, sys
 a=np.load('$OUT/alpha_n${n}_P1.npy'); b=np.load('$OUT/alpha_n${n}_P2.npy')
 print('mesh n=$n: alpha 2 ranks vs 1, max rel', float(np.abs(a-b).max()/np.abs(a).max()))" 2>&1 | tee -a "$LOG"
 done
+STEP_ARGS="${STEP_ARGS:-leapfrog gpu n_phi=74898 layers=2 tracers_per_ring=8388608 method=fmm integrator=rk4}"
 for P in ${STEP_RANKS:-}; do
-  echo "== step P=$P: ${STEP_ARGS:=leapfrog gpu n_phi=74898 layers=2 tracers_per_ring=8388608 method=fmm integrator=rk4}" | tee -a "$LOG"
+  echo "== step P=$P: $STEP_ARGS" | tee -a "$LOG"
   timeout "${STEP_TIMEOUT:-200}" "$MPIEXEC" --allow-run-as-root -x PYTHONPATH -x NCCL_NVLS_ENABLE \
       -x OUT -n "$P" "$PY" benchmarks/ranks_step.py $STEP_ARGS 2>&1 \
       | grep -E '^\{|Error|error' | tee -a "$OUT/ranks_step.jsonl" | tee -a "$LOG"

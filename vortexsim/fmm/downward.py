@@ -43,7 +43,7 @@ class Downward:
         self.device = operators.device
 
     def __call__(self, tree, locals_, parts, P, clock, harmonic=False, leaf_count="auto",
-                 top=2):
+                 top=2, targets=None):
         """L2L to the leaves, then L2P added into each target part's u, g (sorted targets).
 
         ``locals_``: the M2L's normalized locals per level, compressed (r, 8^level, 3)
@@ -51,17 +51,25 @@ class Downward:
         ``tree`` holds the union of the parts' targets (its ``tgt_start`` only marks
         which leaves need coefficients); each :class:`TargetPart` has its own tree.
         ``leaf_count``: the leaves holding targets (:meth:`to_leaves`); ``top``: the
-        coarsest level of ``locals_`` (0 in the periodic box)."""
-        Ll = self.to_leaves(tree, locals_, P, clock, harmonic, leaf_count, top)
+        coarsest level of ``locals_`` (0 in the periodic box); ``targets``: the boxes
+        leading to targets (:func:`~vortexsim.fmm.targets.target_boxes`) or None."""
+        Ll = self.to_leaves(tree, locals_, P, clock, harmonic, leaf_count, top, targets)
         self.l2p(Ll, self.operators.box_centers(tree, tree.depth),
                  float(tree.box_width(tree.depth)), tree.tgt_start, parts, P)
         clock.lap("l2p")
 
-    def to_leaves(self, tree, locals_, P, clock, harmonic=False, leaf_count="auto", top=2):
+    def to_leaves(self, tree, locals_, P, clock, harmonic=False, leaf_count="auto", top=2,
+                  targets=None):
         """L2L from level ``top`` down: the leaves' normalized locals L̃ (8^L, n, 3) (adds
         into ``locals_``; arguments as :meth:`__call__`).  With ``harmonic``, leaves
         without targets get zero locals when few leaves hold targets (``leaf_count``:
-        "auto", a host bound or None, :func:`~vortexsim.fmm.operators.leaf_boxes`)."""
+        "auto", a host bound or None, :func:`~vortexsim.fmm.operators.leaf_boxes`).
+
+        ``targets``: the boxes leading to targets per level
+        (:func:`~vortexsim.fmm.targets.target_boxes`) or None (all).  With them, each
+        level's L2L starts from the listed parents only (their children hold every
+        listed child), and only the listed leaves are expanded: the other boxes' locals
+        are not carried down (they lead to no target) and the other leaves' are zero."""
         ops = self.operators
         L = tree.depth
         n = E.multi_indices(P).n
@@ -74,14 +82,27 @@ class Downward:
                 if level == L and boxes is not None:   # a sparse leaf level: its listed leaves
                     ops.l2l_to_leaves(locals_[level - 1], locals_[level], P, boxes)
                     continue
+                parents = None if targets is None else targets.get(level - 1)
+                if parents is not None:                # only the parents leading to targets
+                    self.l2l_listed(Rc, locals_[level - 1], locals_[level], parents.boxes,
+                                    harmonic=True)
+                    continue
                 bp = 8 ** (level - 1)
                 Y = Rc @ locals_[level - 1].reshape(r, bp * 3)     # (8r, bp·3)
                 locals_[level] += Y.reshape(8, r, bp, 3).transpose(1, 2, 0, 3) \
                     .reshape(r, 8 * bp, 3)
+            leaves = None if targets is None else targets.get(L)
+            if boxes is None and leaves is not None:   # the listed leaves, the others zero
+                boxes = (leaves.boxes, None)
             Ll = ops.decompress(locals_[L], P, boxes)
         else:
             _, R = ops.shift(P)
             for level in range(top + 1, L + 1):                    # L2L: one GEMM per level
+                parents = None if targets is None else targets.get(level - 1)
+                if parents is not None:                # only the parents leading to targets
+                    self.l2l_listed(R, locals_[level - 1], locals_[level], parents.boxes,
+                                    harmonic=False)
+                    continue
                 bp = 8 ** (level - 1)
                 Y = (R @ locals_[level - 1].transpose(1, 0, 2).reshape(n, bp * 3))
                 locals_[level] += Y.reshape(8, n, bp, 3).transpose(2, 0, 1, 3) \
@@ -89,6 +110,25 @@ class Downward:
             Ll = locals_[L]
         clock.lap("l2l")
         return Ll
+
+    def l2l_listed(self, R, Lp, Lc, parents, harmonic):
+        """L2L from the listed ``parents`` (k,) only: adds R L_parent into their 8
+        children of the child level's locals ``Lc`` (in place).  ``harmonic``: compressed
+        locals (r, B, 3) and R = Rc (8r, r); else L̃ (B, n, 3) and R (8n, n).  One GEMM
+        over the gathered parents, scattered to children 8·parent + c (distinct)."""
+        xp = self.device.xp
+        k = parents.shape[0]
+        if k == 0:
+            return
+        kids = (8 * parents[None, :] + xp.arange(8)[:, None]).reshape(-1)   # (8k,) c-major
+        if harmonic:
+            r = R.shape[1]
+            Y = (R @ Lp[:, parents, :].reshape(r, k * 3)).reshape(8, r, k, 3)
+            Lc[:, kids, :] += Y.transpose(1, 0, 2, 3).reshape(r, 8 * k, 3)
+        else:
+            n = R.shape[1]
+            Y = (R @ Lp[parents].transpose(1, 0, 2).reshape(n, k * 3)).reshape(8, n, k, 3)
+            Lc[kids] += Y.transpose(0, 2, 1, 3).reshape(8 * k, n, 3)
 
     def l2p_values(self, Ll, centres, w, tree, ys, P, occupied=None):
         """The value ψ = (1/4π) Σ_k L̃_k ĥ^k (M, 3) of the expanded field itself (not its

@@ -62,6 +62,7 @@ from .plan import (ADAPTIVE_LEAF_SIZE, AUTO_TREE_FACTOR, CAPACITY_SLACK, CHUNK_B
                    shallow_order, target_sets)
 from .planning import plan_free_space, plan_periodic
 from .stages import make_stages
+from .targets import target_boxes
 from .timing import Clock
 from .tree import build_tree, check_cube, with_targets
 
@@ -541,9 +542,17 @@ class FMM:
                       if green.harmonic and stages.m2l.sparse_capable and self.separation == 1
                       and box is None and (not plan.sync_free or capacity is not None)
                       else None)
+            # Separate targets (a rank's Morton share, tracers): the dense M2L and the
+            # L2L translate only into boxes whose subtrees hold targets
+            # (targets.target_boxes; half the boxes for half of a uniform cube).  Its counts
+            # cross to the host in one small transfer (GPU: after the upward pass is
+            # queued, next to the sparse lists' transfer); sync-free calls make none and
+            # compute every box; the sources as targets fill the cube anyway.
+            targets = (target_boxes(far_tree.tgt_start, depth, xp, top=max(top, 1))
+                       if not exclude_self and not plan.sync_free else None)
             clock.lap("m2l_lists")
             locals_ = stages.m2l(far_tree, multipoles, green, P, clock, sparse,
-                                 periodic=box is not None)
+                                 periodic=box is not None, targets=targets)
             if box is not None:
                 # the far lattice: images beyond the root's block, at the root
                 T = stages.operators.cache.get(
@@ -555,7 +564,7 @@ class FMM:
         lanes.join()                                               # before L2P adds
         if depth >= 2:
             stages.downward(far_tree, locals_, parts, P, clock, green.harmonic, tgt_leaves,
-                            top=top)
+                            top=top, targets=targets)
         for part in parts:
             order = part.tree.tgt_order
             u[order + part.first if part.first else order] = part.u.astype(dtype, copy=False)

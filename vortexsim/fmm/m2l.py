@@ -19,6 +19,9 @@ the rings of a run spread and the tracers trail behind, half of a source box's o
 or more point at boxes without targets (leapfrog at t = 20: 47 % of level 5's products,
 72 % of level 4's); the pairs variant skips them.
 
+Target boxes (dense 1/r M2L): where the targets fill part of the cube, each class's
+GEMMs take only the boxes leading to targets (:mod:`vortexsim.fmm.targets`).
+
 :class:`M2L` is the NumPy implementation; :class:`vortexsim.fmm.cuda.CudaM2L` gathers
 with one CUDA kernel and adds the sparse path.
 """
@@ -271,9 +274,18 @@ class M2L:
         return self.cache.get(("m2l_classes", level, sep, periodic), build)
 
     # -- the pass ----------------------------------------------------------------
-    def __call__(self, tree, multipoles, green, P, clock, sparse=None, periodic=False):
+    def __call__(self, tree, multipoles, green, P, clock, sparse=None, periodic=False,
+                 targets=None):
         """Normalized local expansions per level (levels 2..L) from M2L: compressed
         L̂ (r, 8^level, 3) for the 1/r far field, else L̃ (8^level, n, 3).
+
+        ``targets``: :func:`~vortexsim.fmm.targets.target_boxes` of the tree (the
+        boxes leading to targets, per level), or None (every box).  With it, the dense
+        1/r M2L translates only into those boxes, and the other boxes' locals are zero:
+        they hold no targets, and the L2L never carries them to one.  The listed boxes
+        get the same sums as without it, up to round-off (GEMMs of other widths).  The
+        sparse M2L already skips boxes without targets (``tgt_cnt``); the regularized
+        far field's M2L (algebraic, winckelmans) computes every box.
 
         ``multipoles``: the upward pass's; ``green``: the far field's
         :class:`~vortexsim.fmm.expansions.GreenFunction`; ``sparse``: :meth:`sparsity`
@@ -287,12 +299,16 @@ class M2L:
         # streams, and overlapping levels made results differ run to run (docs).
         for level in range(1 if periodic else 2, L + 1):
             locals_[level] = self.level(tree, multipoles, green, P, clock, sparse, level,
-                                        periodic)
+                                        periodic, None if targets is None
+                                        else targets.get(level))
         clock.laps["m2l"] = sum(v for k, v in clock.laps.items() if k.startswith("m2l_"))
         return locals_
 
-    def level(self, tree, multipoles, green, P, clock, sparse, level, periodic=False):
-        """Normalized local expansion of one level from its M2L (see :meth:`__call__`)."""
+    def level(self, tree, multipoles, green, P, clock, sparse, level, periodic=False,
+              boxes=None):
+        """Normalized local expansion of one level from its M2L (see :meth:`__call__`);
+        ``boxes``: the :class:`~vortexsim.fmm.targets.TargetBoxes` of this level that
+        receive translations (the others get zero locals), or None (all)."""
         xp = self.device.xp
         L = tree.depth
         M = multipoles[level]
@@ -317,15 +333,32 @@ class M2L:
                 clock.lap(f"m2l_{level}")
                 return Lt.astype(np.float64, copy=False) / w
             Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
-            Lt = xp.empty((r, B, 3), mdt)                      # Mcm: (r, B + 1, 3)
+            # Mcm: (r, B + 1, 3)
             Mcc = self.host_copy(Mcm)
-            for p, (offsets, gather) in enumerate(self.classes(level, sep, periodic)):
-                for j0, j1, Y, first in self.class_products(Mcm, Mcc, gather, p, offsets,
-                                                            P, sep, mdt):
-                    if first:
-                        Lt[:, p + 8 * j0:p + 8 * j1:8, :] = Y
-                    else:
-                        Lt[:, p + 8 * j0:p + 8 * j1:8, :] += Y
+            if boxes is None:
+                Lt = xp.empty((r, B, 3), mdt)
+                for p, (offsets, gather) in enumerate(self.classes(level, sep, periodic)):
+                    for j0, j1, Y, first in self.class_products(Mcm, Mcc, gather, p,
+                                                                offsets, P, sep, mdt):
+                        if first:
+                            Lt[:, p + 8 * j0:p + 8 * j1:8, :] = Y
+                        else:
+                            Lt[:, p + 8 * j0:p + 8 * j1:8, :] += Y
+            else:
+                # only the boxes leading to targets: each class's GEMMs over its listed
+                # rows of the gather table, scattered back (the others stay zero)
+                Lt = xp.zeros((r, B, 3), mdt)
+                for p, (offsets, gather) in enumerate(self.classes(level, sep, periodic)):
+                    rows = boxes.rows[p]
+                    if rows.shape[0] == 0:
+                        continue
+                    for j0, j1, Y, first in self.class_products(Mcm, Mcc, gather[rows], p,
+                                                                offsets, P, sep, mdt):
+                        at = p + 8 * rows[j0:j1]
+                        if first:
+                            Lt[:, at, :] = Y
+                        else:
+                            Lt[:, at, :] += Y
             clock.lap(f"m2l_{level}")
             return Lt.astype(np.float64, copy=False) / w
         else:
