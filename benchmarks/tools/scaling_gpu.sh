@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Strong scaling of the free-space FMM over GPU ranks (issue 37): benchmarks/scaling_fmm.py
+# Strong scaling of the free-space FMM over GPU ranks (issue 37): benchmarks/performance/scaling_fmm.py
 # on P = 1, 2, 4 GPUs of this machine (those above its GPU count left out), one JSON line
 # per run appended to OUTDIR/scaling_fmm.jsonl, the runs' output in OUTDIR/scaling_fmm.log,
 # and a table of the speedups against P = 1 printed last.
@@ -75,9 +75,9 @@ for variant in $VARIANTS; do
             echo "== P=$P skipped: $GPUS GPUs" | tee -a "$LOG"
             continue
         fi
-        echo "== P=$P $variant: $MPIEXEC -n $P $PYTHON benchmarks/scaling_fmm.py" \
+        echo "== P=$P $variant: $MPIEXEC -n $P $PYTHON benchmarks/performance/scaling_fmm.py" \
              "--n $N --tol $TOL ${opts[*]} $*" | tee -a "$LOG"
-        timeout "$TIMEOUT" "$MPIEXEC" "${FLAGS[@]}" -n "$P" "$PYTHON" benchmarks/scaling_fmm.py \
+        timeout "$TIMEOUT" "$MPIEXEC" "${FLAGS[@]}" -n "$P" "$PYTHON" benchmarks/performance/scaling_fmm.py \
             --n "$N" --tol "$TOL" --label "$variant" --out "$JSONL" "${opts[@]}" "$@" >> "$LOG" 2>&1
         rc=$?
         [ "$rc" -ne 0 ] && echo "   exit status $rc (log: $LOG)" | tee -a "$LOG"

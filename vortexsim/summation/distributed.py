@@ -15,7 +15,7 @@ leaves of its part only, and the near field and L2P shrink with the number of ra
 The source tree and the upward pass are repeated on every rank, and so is the dense
 M2L, which translates into every box of a level whether it holds targets or not (the
 GPU's sparse M2L by offset skips those without, but runs only on levels where few boxes
-hold sources; ``benchmarks/scaling_fmm.py --m2l-pairs`` forces it).  Shares hold equal target counts (a uniform cost per target;
+hold sources; ``benchmarks/performance/scaling_fmm.py --m2l-pairs`` forces it).  Shares hold equal target counts (a uniform cost per target;
 weighting by measured cost is the next step, ``docs/parallel.md``).
 
 The gather stays on the device where the communicator can (``allgather_array``: NCCL on

@@ -4,12 +4,12 @@ shared (``docs/parallel.md``): one JSON line per rank (step seconds, the summati
 class and communicator, CuPy's pool, a digest of the elements' strengths), and rank 0
 saves a sample of the strengths under $OUT for the comparison of P ranks with one.
 
-    mpiexec -n P python benchmarks/ranks_step.py CASE DEVICE [key=value ...]
+    mpiexec -n P python benchmarks/performance/ranks_step.py CASE DEVICE [key=value ...]
     # issue 37's leapfrog: 2^20 elements, 2^24 tracers, RK4, the FMM
-    mpiexec -n 4 python benchmarks/ranks_step.py leapfrog gpu n_phi=74898 layers=2 \\
+    mpiexec -n 4 python benchmarks/performance/ranks_step.py leapfrog gpu n_phi=74898 layers=2 \\
         tracers_per_ring=8388608 method=fmm integrator=rk4
     # isotropic turbulence by the particle-mesh solve
-    mpiexec -n 2 python benchmarks/ranks_step.py isotropic_turbulence gpu n=256
+    mpiexec -n 2 python benchmarks/performance/ranks_step.py isotropic_turbulence gpu n=256
 """
 import hashlib
 import json

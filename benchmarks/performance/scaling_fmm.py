@@ -4,9 +4,9 @@ machine, one GPU per rank (NCCL) or CPU ranks.
 
 Run under the MPI launcher, one line of JSON printed by rank 0 per run::
 
-    mpiexec -n 1 python benchmarks/scaling_fmm.py --n 16777216 --tol 1e-6
-    mpiexec -n 4 python benchmarks/scaling_fmm.py --n 16777216 --tol 1e-6
-    mpiexec -n 2 python benchmarks/scaling_fmm.py --device cpu --n 20000 --samples 256  # CPU
+    mpiexec -n 1 python benchmarks/performance/scaling_fmm.py --n 16777216 --tol 1e-6
+    mpiexec -n 4 python benchmarks/performance/scaling_fmm.py --n 16777216 --tol 1e-6
+    mpiexec -n 2 python benchmarks/performance/scaling_fmm.py --device cpu --n 20000 --samples 256  # CPU
 
 (``benchmarks/tools/scaling_gpu.sh`` runs P = 1, 2, 4 with the machine's ``mpiexec`` into
 ``$OUT/scaling_fmm.jsonl``.)
@@ -50,7 +50,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "performance"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import timing as T  # noqa: E402
 
 TOOL = "scaling_fmm"

@@ -1,6 +1,6 @@
 """One timed step (after one warm-up step) of isotropic turbulence, method="mesh", on the
 ranks of `mpiexec -n P` (P = 1: the one-rank PeriodicMeshSum; P > 1: SlabShares).
-usage: mpiexec -n P python benchmarks/mesh_ranks_step.py N DEVICE   (prints one JSON line per rank and
+usage: mpiexec -n P python benchmarks/performance/mesh_ranks_step.py N DEVICE   (prints one JSON line per rank and
 saves a sample of the final alpha under $OUT for the 1-rank comparison)"""
 import hashlib, json, os, sys, time
 import numpy as np
