@@ -1,7 +1,8 @@
 """One timed step (after one warm-up step) of a named case on the ranks of
 ``mpiexec -n P`` (P = 1: one process), the state replicated and the summation's work
-shared (``docs/parallel.md``): one JSON line per rank (step seconds, the summation's
-class and communicator, CuPy's pool, a digest of the elements' strengths), and rank 0
+shared (``docs/parallel.md``): one JSON line per rank (step seconds, of them the
+summation's calls and lattice solves, the summation's class and communicator, CuPy's
+pool, a digest of the elements' strengths), and rank 0
 saves a sample of the strengths under $OUT for the comparison of P ranks with one.
 
     mpiexec -n P python benchmarks/performance/ranks_step.py CASE DEVICE [key=value ...]
@@ -32,6 +33,28 @@ def _value(text):
     return {"true": True, "false": False}.get(text.lower(), text)
 
 
+def _time_parts(cls, sync):
+    """Seconds of the summation's calls (``call_s``) and, for the particle-mesh solve,
+    of its solves on the lattice nodes (``lattice_s``), each synchronised: the wrapped
+    methods of ``cls`` add to the returned dict."""
+    parts = {}
+    for name, key in (("__call__", "call_s"), ("on_lattice", "lattice_s")):
+        method = getattr(cls, name, None)
+        if method is None:
+            continue
+        parts[key] = 0.0
+
+        def timed(self, *args, _method=method, _key=key, **kwargs):
+            sync()
+            t = time.perf_counter()
+            out = _method(self, *args, **kwargs)
+            sync()
+            parts[_key] += time.perf_counter() - t
+            return out
+        setattr(cls, name, timed)
+    return parts
+
+
 def main(argv):
     case, device = argv[0], argv[1]
     params = {k: _value(v) for k, v in (a.split("=", 1) for a in argv[2:])}
@@ -48,8 +71,10 @@ def main(argv):
     sim = vortexsim.make_case(case, device=device, communicator=comm, progress=False,
                               **params)
     build = time.perf_counter() - t
+    parts = _time_parts(type(sim.model.summation), sync)
     sim.step()                                    # warm-up: kernels, plans, NCCL
     sync()
+    parts.update({k: 0.0 for k in parts})
     t = time.perf_counter()
     sim.step()
     sync()
@@ -61,7 +86,7 @@ def main(argv):
         "elements": int(len(sim.model.elements)),
         "tracers": int(0 if sim.model.tracers is None else len(sim.model.tracers)),
         "comm": type(comm).__name__, "summation": type(sim.model.summation).__name__,
-        "build_s": build, "step_s": step, "pool_GB": pool / 1e9,
+        "build_s": build, "step_s": step, **parts, "pool_GB": pool / 1e9,
         "digest": hashlib.sha256(alpha.tobytes()).hexdigest()[:16]}), flush=True)
     if comm.rank == 0:
         np.save(os.path.join(out, f"alpha_{case}_P{comm.size}.npy"), alpha[::97])

