@@ -21,7 +21,7 @@ import numpy as np
 from ..backend.device import stable_argsort
 from ..kernels.modules import get_function
 
-__all__ = ["periodic_p2m", "periodic_m2p"]
+__all__ = ["periodic_p2m", "periodic_m2p", "m2p_output"]
 
 CUDA_FILE = "m4prime.cu"
 BLOCK = 128
@@ -89,15 +89,23 @@ def periodic_m2p(fields, points, n, h, out=None):
         raise ValueError(f"fields has shape {fields.shape}; expected (3, {n}, {n}, {n}).")
     points = cp.ascontiguousarray(points, dtype=cp.float64)
     count = int(points.shape[0])
-    if out is None:
-        out = cp.empty((count, 3), dtype=cp.float64)
-    if out.shape != (count, 3) or out.dtype != cp.float64 or out.strides[1] != 8:
-        raise ValueError(f"out must be float64 (M, 3) with contiguous rows; got {out.shape}, "
-                         f"{out.dtype}, strides {out.strides}.")
+    out = m2p_output(out, count)
     if count:
         get_function(CUDA_FILE, "m4_m2p")(
             _grid(count), (BLOCK,),
             (points, np.int64(count), np.float64(h), np.int64(n),
              cp.ascontiguousarray(fields, dtype=cp.float64), np.int64(out.strides[0] // 8),
              out))
+    return out
+
+
+def m2p_output(out, count):
+    """The (count, 3) float64 CuPy array an M2P writes (rows may be strided, each row
+    contiguous): ``out`` checked, or a new one."""
+    import cupy as cp  # noqa: PLC0415
+    if out is None:
+        return cp.empty((count, 3), dtype=cp.float64)
+    if out.shape != (count, 3) or out.dtype != cp.float64 or out.strides[1] != 8:
+        raise ValueError(f"out must be float64 (M, 3) with contiguous rows; got {out.shape}, "
+                         f"{out.dtype}, strides {out.strides}.")
     return out

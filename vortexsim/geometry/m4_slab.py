@@ -168,13 +168,10 @@ def _gpu_m2p(fields, points, n, h, i0, width, out):
     import cupy as cp  # noqa: PLC0415
 
     from ..kernels.modules import get_function  # noqa: PLC0415
+    from .m4_gpu import m2p_output  # noqa: PLC0415
     cell, tau = block_cells(points, n, h, i0, cp)
     count = int(points.shape[0])
-    if out is None:
-        out = cp.empty((count, 3), dtype=cp.float64)
-    if out.shape != (count, 3) or out.dtype != cp.float64 or out.strides[1] != 8:
-        raise ValueError(f"out must be float64 (M, 3) with contiguous rows; got {out.shape}, "
-                         f"{out.dtype}, strides {out.strides}.")
+    out = m2p_output(out, count)
     if count:
         get_function(CUDA_FILE, "m4_slab_m2p")(
             _grid(count), (BLOCK,),

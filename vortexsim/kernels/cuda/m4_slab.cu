@@ -80,24 +80,5 @@ __global__ void m4_slab_m2p(const double* __restrict__ tau,
             idx[a][o] = a == 0 ? cx + o - 1 : wrap(cell[3 * p + a] + o - 1, n);
         }
     }
-    double acc0 = 0.0, acc1 = 0.0, acc2 = 0.0;
-    #pragma unroll
-    for (int a = 0; a < 4; ++a) {
-        #pragma unroll
-        for (int b = 0; b < 4; ++b) {
-            const double wab = wt[0][a] * wt[1][b];
-            const long long row = (idx[0][a] * n + idx[1][b]) * n;
-            #pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                const double v = wab * wt[2][c];
-                const long long node = row + idx[2][c];
-                acc0 += v * field[node];
-                acc1 += v * field[plane + node];
-                acc2 += v * field[2 * plane + node];
-            }
-        }
-    }
-    out[p * stride] = acc0;
-    out[p * stride + 1] = acc1;
-    out[p * stride + 2] = acc2;
+    m4_gather3(wt, idx, n, plane, field, out + p * stride);
 }

@@ -81,6 +81,36 @@ __global__ void m4_p2m(const double* __restrict__ tau,
     out[node * node_stride + 2 * comp_stride] = scale * s2;
 }
 
+// Three fields (component planes ``plane`` apart, rows of n nodes) at one point from
+// its 4 × 4 × 4 nodes: the weights w[axis][o] and node indices idx[axis][o] of each
+// axis, summed in a fixed order (the same bits on every run) into out[0], out[1], out[2].
+__device__ __forceinline__ void m4_gather3(const double (&w)[3][4],
+                                           const long long (&idx)[3][4], const long long n,
+                                           const long long plane,
+                                           const double* __restrict__ field,
+                                           double* __restrict__ out) {
+    double acc0 = 0.0, acc1 = 0.0, acc2 = 0.0;
+    #pragma unroll
+    for (int a = 0; a < 4; ++a) {
+        #pragma unroll
+        for (int b = 0; b < 4; ++b) {
+            const double wab = w[0][a] * w[1][b];
+            const long long row = (idx[0][a] * n + idx[1][b]) * n;
+            #pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const double wt = wab * w[2][c];
+                const long long node = row + idx[2][c];
+                acc0 += wt * field[node];
+                acc1 += wt * field[plane + node];
+                acc2 += wt * field[2 * plane + node];
+            }
+        }
+    }
+    out[0] = acc0;
+    out[1] = acc1;
+    out[2] = acc2;
+}
+
 // Three fields (3, n³) (component-major) interpolated at M points x (M, 3) [L]:
 // out[p · stride + m], m = 0, 1, 2 (stride 3: an (M, 3) array; 9: a row of (M, 3, 3)).
 __global__ void m4_m2p(const double* __restrict__ x, const long long M, const double h,
@@ -102,24 +132,5 @@ __global__ void m4_m2p(const double* __restrict__ x, const long long M, const do
             idx[a][o] = wrap((long long)f + o - 1, n);
         }
     }
-    double acc0 = 0.0, acc1 = 0.0, acc2 = 0.0;
-    #pragma unroll
-    for (int a = 0; a < 4; ++a) {
-        #pragma unroll
-        for (int b = 0; b < 4; ++b) {
-            const double wab = w[0][a] * w[1][b];
-            const long long row = (idx[0][a] * n + idx[1][b]) * n;
-            #pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                const double wt = wab * w[2][c];
-                const long long node = row + idx[2][c];
-                acc0 += wt * field[node];
-                acc1 += wt * field[plane + node];
-                acc2 += wt * field[2 * plane + node];
-            }
-        }
-    }
-    out[p * stride] = acc0;
-    out[p * stride + 1] = acc1;
-    out[p * stride + 2] = acc2;
+    m4_gather3(w, idx, n, plane, field, out + p * stride);
 }
