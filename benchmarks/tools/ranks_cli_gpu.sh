@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 37 through the CLI on the GPUs of one machine (from the repository root):
-#   1. leapfrog --preset gpu to T_END on 1 rank and on RANKS ranks (whole runs, timed);
+#   1. CASE_NAME (default leapfrog) --preset gpu to T_END on 1 rank and on RANKS ranks
+#      (whole runs, timed; SET: more --set options, e.g. "--set n=256");
 #   2. the same on RANKS ranks, SIGTERM to mpiexec after its third snapshot; the
 #      interrupted checkpoint restarted on RESTART_RANKS ranks to T_END;
 #   3. the diagnostics at T_END of the continued run against the uninterrupted one.
@@ -14,7 +15,8 @@ PY="$(command -v python3)"
 venv_bin="$(dirname "$PY")"
 MPIEXEC="${MPIEXEC:-$(PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$venv_bin" | paste -sd: -)" command -v mpiexec || echo /usr/bin/mpiexec)}"
 RANKS="${RANKS:-2}"; RESTART_RANKS="${RESTART_RANKS:-1}"; T_END="${T_END:-4}"
-CASE=(leapfrog --preset gpu --device gpu --t-end "$T_END" --set snapshot_interval=0.5 -q)
+CASE=("${CASE_NAME:-leapfrog}" --preset gpu --device gpu --t-end "$T_END"
+      --set "snapshot_interval=${SNAP:-0.5}" ${SET:-} -q)
 W=/tmp/ranks_cli; rm -rf "$W"; mkdir -p "$W"
 LOG="$OUT/ranks_cli.log"
 mpi() { local n=$1; shift; "$MPIEXEC" --allow-run-as-root -x PYTHONPATH -x NCCL_NVLS_ENABLE -n "$n" "$PY" -m vortexsim "$@"; }
@@ -48,13 +50,16 @@ for name in ("one", "full", "part"):
     snaps = sorted(glob.glob(os.path.join(w, name, "snapshot_*.nc")))
     s = read_snapshot(snaps[-1])
     print(name, "t", float(d.t[-1]), "rows", d.sizes, "N", len(s.state["elements"]["x"]),
-          {k: float(d[k][-1]) for k in ("energy", "enstrophy", "helicity")},
-          "ring_centre", d.ring_centre[-1].values.round(5).tolist())
+          {k: float(d[k][-1]) for k in ("energy", "enstrophy", "helicity", "mean_energy",
+                                        "lattice_dissipation") if k in d},
+          *(["ring_centre", d.ring_centre[-1].values.round(5).tolist()]
+            if "ring_centre" in d else []))
 a = xr.open_dataset(os.path.join(w, "full", "diagnostics.nc"))
 part = sorted(glob.glob(os.path.join(w, "part", "branch_*"))) or [os.path.join(w, "part")]
 print("continued in", part[-1])
 b = xr.open_dataset(os.path.join(part[-1], "diagnostics.nc"))
-for k in ("energy", "enstrophy", "ring_centre"):
+for k in [k for k in ("energy", "enstrophy", "ring_centre", "lattice_dissipation",
+                      "skewness") if k in a]:
     x, y = a[k][-1].values, b[k][-1].values
     print(k, "continued vs uninterrupted, relative:",
           float(np.abs(y - x).max() / np.abs(x).max()), "t", float(a.t[-1]), float(b.t[-1]))

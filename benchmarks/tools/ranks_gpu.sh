@@ -24,7 +24,8 @@ LOG="$OUT/ranks_gpu.log"
   echo "mpiexec: $MPIEXEC"
   [ "${SKIP_TESTS:-0}" = 1 ] || timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider -m gpu \
       tests/test_nccl.py tests/summation/test_slab_shares.py tests/summation/test_slab_mesh.py \
-      tests/summation/test_distributed.py tests/fmm/test_target_boxes.py 2>&1 | tail -25
+      tests/summation/test_distributed.py tests/fmm/test_target_boxes.py \
+      tests/summation/test_slab_lend.py tests/physics/test_slab_lattice.py 2>&1 | tail -25
 } 2>&1 | tee "$LOG"
 if [ "${SKIP_FMM:-0}" != 1 ]; then
   RANKS="${RANKS:-1 2}" TIMEOUT="${FMM_TIMEOUT:-240}" VARIANTS="${VARIANTS:-default}" \
@@ -37,10 +38,13 @@ for n in ${MESH_N:-256}; do
         -x OUT -n "$P" "$PY" benchmarks/performance/ranks_step.py isotropic_turbulence gpu n="$n" 2>&1 \
         | grep -E '^\{|Error|error' | tee -a "$OUT/mesh_ranks.jsonl" | tee -a "$LOG"
   done
-  python3 -c "
+  for P in ${MESH_RANKS:-1 2}; do
+    [ "$P" = 1 ] && continue
+    python3 -c "
 import numpy as np, sys
-a=np.load('$OUT/alpha_isotropic_turbulence_P1.npy'); b=np.load('$OUT/alpha_isotropic_turbulence_P2.npy')
-print('mesh n=$n: alpha 2 ranks vs 1, max rel', float(np.abs(a-b).max()/np.abs(a).max()))" 2>&1 | tee -a "$LOG"
+a=np.load('$OUT/alpha_isotropic_turbulence_P1.npy'); b=np.load('$OUT/alpha_isotropic_turbulence_P$P.npy')
+print('mesh n=$n: alpha $P ranks vs 1, max rel', float(np.abs(a-b).max()/np.abs(a).max()))" 2>&1 | tee -a "$LOG"
+  done
 done
 STEP_ARGS="${STEP_ARGS:-leapfrog gpu n_phi=74898 layers=2 tracers_per_ring=8388608 method=fmm integrator=rk4}"
 for P in ${STEP_RANKS:-}; do

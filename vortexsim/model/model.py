@@ -57,6 +57,7 @@ from .checks import SimulationError, check_step
 from .integrators import REAL_AXIS_STABILITY, get_scheme
 from .parameters import RUN_DEFAULTS, check_dt, check_run_names, check_step_bounds
 from .remeshing import Remeshing
+from .slab_partition import SlabPartition, partition_reason
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +151,7 @@ class VortexModel:
             self.remesh()
             n = len(self.elements)
         self._check_viscous_step(cfg, dt)
+        self._init_partition()
         self.planner.observe_box(self._host_box_stats())
         # -- an evaluation at t0: the blow-up bound and the first adaptive dt ---
         speed, grad = self._initial_maxima()
@@ -187,6 +189,47 @@ class VortexModel:
         logger.info("Simulation %s: %d elements, %d tracers, %s on %s, %s dt=%g",
                     case or "", n, m, self.summation.method, self.device.describe(),
                     self.scheme.name, self.dt)
+
+    # -- the state split by slabs over ranks (slab_partition) ----------------------
+    def _init_partition(self):
+        """Split the state by x-slabs over the ranks where it can be
+        (:mod:`.slab_partition`); else every rank keeps the whole state."""
+        self.partition, self._own, self._whole = None, None, None
+        reason = partition_reason(self)
+        if reason is None:
+            self.partition = SlabPartition(self)
+            self._split()
+        elif reason and self.summation.method == "mesh":
+            logger.info("every rank holds the whole state: %s (the split by slabs needs "
+                        "method = 'mesh', remesh_every = 1, no tracers and viscous = "
+                        "'lattice' or none).", reason)
+
+    def _split(self):
+        """Keep this rank's rows of the whole ``elements`` (held as the assembled state
+        until the next step)."""
+        self.partition.check_whole(self.elements)
+        self._whole = self.elements
+        self._own = self.partition.own_rows(self._whole)
+
+    def assemble(self):
+        """Hold the whole state in :attr:`elements` where the ranks hold it split by slabs
+        (:mod:`.slab_partition`; nothing to do otherwise): the strengths gathered from
+        every rank, until the next step.  Collective: every rank calls it together (the
+        simulation does before any output acts)."""
+        if self.partition is not None and self._whole is None:
+            self._whole = self.partition.assemble(self._own)
+            self.elements = self._whole
+
+    @property
+    def assembled(self):
+        """Whether :attr:`elements` holds the whole state (always, on one rank)."""
+        return self.partition is None or self._whole is not None
+
+    def _drop_whole(self):
+        """Back to this rank's own elements, where the whole state is held."""
+        if self.partition is not None and self._whole is not None:
+            self._whole = None
+            self.elements = self._own
 
     def _init_state(self, elements, tracers, groups):
         """The elements, tracers and groups, validated once and put on the device."""
@@ -237,9 +280,20 @@ class VortexModel:
         """Host max |u| (elements and tracers) and max ‖∇u‖_F (elements) at the current
         state, from an evaluation planned like a step's first stage (its depth is kept)."""
         plan, _ = self.planner.step(self.iteration, 0.0)
-        self._rates_with(plan)
+        if self.partition is None:
+            self._rates_with(plan)
+            s = to_host(self.rhs.stage_max)
+        else:                     # this rank's elements, the maxima of every rank
+            own, summation = self._own, self.rhs.summation
+            self.rhs.summation = self.partition.stage_sum
+            try:
+                self.rhs.begin_step(self.t, own.sigma, self.sigma_range, plan=plan,
+                                    volume=own.volume)
+                self.rhs((own.x, own.alpha, self.tracers.x), self.t)
+            finally:
+                self.rhs.summation = summation
+            s = np.max(self.communicator.allgather(to_host(self.rhs.stage_max)), axis=0)
         self.planner.depth = plan.depth
-        s = to_host(self.rhs.stage_max)
         if not np.isfinite(s).all():
             raise ValueError("the initial state gives a non-finite velocity; check that "
                              "sigma > 0 and that no two elements coincide with a singular kernel.")
@@ -258,6 +312,17 @@ class VortexModel:
             raise SimulationError(f"non-finite or non-positive time step dt = {dt} at step "
                                   f"{self.iteration + 1}, t = {self.t}.", self.iteration + 1,
                                   self.t, self.state_dict())
+        if self.partition is None:
+            return self._time_step(dt, during)
+        self._drop_whole()
+        summation, self.rhs.summation = self.rhs.summation, self.partition.stage_sum
+        try:
+            return self._time_step(dt, during)
+        finally:
+            self.rhs.summation = summation
+            self._own = self.elements if self._whole is None else self._own
+
+    def _time_step(self, dt, during):
         xp = self.device.xp
         el, tr = self.elements, self.tracers
         alpha0 = el.alpha
@@ -279,6 +344,8 @@ class VortexModel:
         if during is not None:
             during()
         stats = to_host(stats)
+        if self.partition is not None:             # every rank's maxima and box
+            stats = self.partition.combine(stats)
         check_step(self, stats, dt, margin)
         if self.domain.name == "ground":
             # points within round-off below the plane back onto it (check_step has
@@ -344,12 +411,15 @@ class VortexModel:
         the groups are dropped, and with ``remesh_project`` the lattice strengths are made
         divergence-free with zero sum
         (:func:`vortexsim.physics.projection.project_solenoidal`)."""
+        if self.partition is not None:
+            self._drop_whole()
         return self.remeshing.apply(self)
 
     # -- evaluations of the current state ------------------------------------------
     def rates(self):
         """Time derivatives (dx/dt, dα/dt, dy/dt) of the current state (device arrays):
         one right-hand-side evaluation, as the integrator's first stage sees it."""
+        self.assemble()
         return self._rates_with(self.planner.query(root=self.planner.root(0.0)[0]))
 
     def _rates_with(self, plan):
@@ -362,6 +432,7 @@ class VortexModel:
     def velocity(self, targets=None, gradient=False):
         """u (and ∇u) at ``targets`` (M, 3) (default: the elements, without self pairs),
         including the images of a ground plane; arrays of the model's device."""
+        self.assemble()
         el = self.elements
         n_self = 0
         if targets is None:
@@ -435,8 +506,9 @@ class VortexModel:
             term.reset()
         self.planner.invalidate()
         self.planner.observe_box(self._host_box_stats())
-        self.config.update(n_elements=len(self.elements),
-                           groups=[g.as_dict() for g in self.groups])
+        self.config.update(n_elements=len(self.elements) if getattr(
+            self, "partition", None) is None else self.partition.n ** 3,
+            groups=[g.as_dict() for g in self.groups])
 
     def _replace_elements(self, x, alpha, sigma, volume, group, old_groups):
         """:meth:`replace_elements` with the labels indexing ``old_groups`` (a sequence
@@ -474,7 +546,10 @@ class VortexModel:
 
         float64 arrays copied to the host are bitwise equal to the device ones, so
         :meth:`load_state_dict` of this dict continues bitwise like the original run.
+        Where the ranks hold the state split by slabs it is assembled first
+        (:meth:`assemble`, collective).
         """
+        self.assemble()
         return {"t": self.t, "iteration": self.iteration, "dt": self.dt,
                 "sigma_range": list(self.sigma_range), **self.planner.state_dict(),
                 "elements": self.elements.to_host(), "tracers": self.tracers.to_host(),
@@ -519,6 +594,8 @@ class VortexModel:
         self.step_strain = float(state.get("step_strain", math.nan))   # NaN: not stored
         self.planner.load_state_dict(state)
         self.planner.observe_box(self._host_box_stats())
+        if getattr(self, "partition", None) is not None:
+            self._split()                 # this rank's rows of the state read
         return self
 
     def _check_state_shapes(self, e, tr, n, m, full):

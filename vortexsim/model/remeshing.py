@@ -120,6 +120,11 @@ class Remeshing:
             raise ValueError("remesh() needs the lattice spacing: build the simulation with "
                              "remesh_spacing = h [L].")
         h, overlap = float(cfg["remesh_spacing"]), float(cfg["remesh_overlap"])
+        if isinstance(self.domain, PeriodicBox) and model.partition is not None:
+            # this rank's slab nodes (the state split by slabs over the ranks)
+            alpha = model.partition.remesh(model, bool(cfg["remesh_project"]))
+            return model.onto_lattice(model.partition.own_nodes(el.x.dtype, overlap),
+                                      alpha)
         if isinstance(self.domain, PeriodicBox):
             box, n = self.domain.box, periodic_nodes(self.domain.box, h)
             xp = model.device.xp

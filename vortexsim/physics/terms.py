@@ -22,6 +22,7 @@ from ..kernels.cutoff import stretching as stretching_rhs
 from ..kernels.morton import column_sums
 from ..state import uniform_core_radius
 from .lattice_viscosity import diffuse_lattice
+from .slab_lattice import diffuse_slab, slab_column_mean
 
 __all__ = ["Stage", "Term", "Stretching", "CoreSpreading", "PSE", "LatticeDiffusion",
            "STRETCHING_SCHEMES"]
@@ -101,11 +102,24 @@ class Stretching(Term):
     def __init__(self, scheme="transpose", zero_sum=False):
         self.scheme = choice("stretching scheme", scheme, STRETCHING_SCHEMES)
         self.zero_sum = bool(zero_sum) and self.scheme == "classical"
+        self._ranks = None
+
+    def bind_ranks(self, communicator, n_total):
+        """Each rank holds a part of the ``n_total`` elements (the periodic box split by
+        slabs, :mod:`vortexsim.model.slab_partition`): the mean rate is the whole set's,
+        the ranks' column sums added in rank order (one ``allreduce_sum`` per stage)."""
+        self._ranks = (communicator, int(n_total))
 
     def alpha_rate(self, stage):
         rate = stretching_rhs(stage.alpha, stage.grad_u, self.scheme)
         if self.zero_sum:
-            rate = rate - column_sums(rate) / rate.shape[0]
+            if self._ranks is None:
+                rate = rate - column_sums(rate) / rate.shape[0]
+            else:
+                comm, n_total = self._ranks
+                sums = column_sums(rate) if rate.shape[0] else \
+                    array_namespace(rate).zeros(3, dtype=rate.dtype)
+                rate = rate - comm.allreduce_sum(sums) / n_total
         return rate
 
 
@@ -225,16 +239,27 @@ class LatticeDiffusion(Term):
     def __init__(self, box, nu, n=None):
         self.box, self.nu, self.n = float(box), float(nu), n
         self._on_nodes = None
+        self._slab = None
+
+    def bind_slab(self, fft, row0):
+        """Each rank holds the rows row0 … of its x-slab of the lattice (the periodic box
+        split by slabs, :mod:`vortexsim.model.slab_partition`): diffuse through the slab
+        transforms ``fft`` (:class:`vortexsim.geometry.slab.SlabFFT`) and take out the
+        whole lattice's mean (:mod:`vortexsim.physics.slab_lattice`)."""
+        self._slab = (fft, int(row0))
+        self._on_nodes = None
 
     def _check_start(self, x):
         """Raise ValueError unless the positions ``x`` (n³, 3) [L] are the lattice nodes
         (i, j, k) L/n in the order (i n + j) n + k (one host check per particle set)."""
         if self._on_nodes is None:
             n = self.n
-            ok = tuple(x.shape) == (n ** 3, 3)
+            fft, row0 = self._slab if self._slab is not None else (None, 0)
+            rows = n ** 3 if fft is None else fft.real_shape[0] * n * n
+            ok = tuple(x.shape) == (rows, 3)
             if ok:                  # on the elements' device, one column at a time
                 xp, h = array_namespace(x), self.box / n
-                row = xp.arange(n ** 3, dtype=xp.int64)
+                row = xp.arange(row0, row0 + rows, dtype=xp.int64)
                 worst = xp.zeros((), dtype=xp.float64)
                 for c, stride in enumerate((n * n, n, 1)):
                     node = ((row // stride) % n).astype(xp.float64) * h
@@ -267,6 +292,12 @@ class LatticeDiffusion(Term):
         """Half a step of diffusion; Σα (zero in the box up to the round-off of the field
         before the step, which diffusion keeps) taken out, so that this round-off does not
         outlive a field that decays by many orders of magnitude."""
+        if self._slab is not None:                    # this rank's slab of the lattice
+            fft = self._slab[0]
+            out = diffuse_slab(alpha, fft, self.box, self.nu, 0.5 * dt)
+            if out is not alpha:
+                out -= slab_column_mean(out, self.n, fft.communicator)
+            return out
         out = diffuse_lattice(alpha, self.n, self.box, self.nu, 0.5 * dt)
         if out is not alpha:                          # a new array: in place
             out -= out.mean(axis=0)

@@ -259,6 +259,8 @@ class Simulation:
                 self.output.poll()               # a background write that failed
                 for name, callback in self.callbacks.items():
                     if callback.schedule is None or callback.schedule(self):
+                        if getattr(callback, "reads_state", True):
+                            self.model.assemble()    # the whole state (split by slabs)
                         self.rows.before(callback)   # it acts on the state after them
                         with self.timings.timed(name):
                             callback(self)
@@ -341,8 +343,11 @@ class Simulation:
         is the one to report): failures are logged."""
         self._stop_requested = False      # a request is spent by the run that ends here
         if reason == "error":
+            # (an error may be one rank's alone: no collective; a state split by slabs
+            # then has no checkpoint, the newest snapshot is the one to restart from)
             self.rows.drop()
         else:
+            self.model.assemble()         # the whole state (split by slabs), collective
             self.rows.run()
         self._flush_after(reason)
         for name, comp in (*self.callbacks.items(), *self.output_writers.items()):
@@ -378,6 +383,7 @@ class Simulation:
             return
         before = schedule_state(writer.schedule)
         if writer.schedule(self):
+            self.model.assemble()                 # the whole state (split by slabs)
             self.rows.run()                       # a writer acts on the state after them
             self.rows.context = (name, writer.schedule, before)
             try:
@@ -410,7 +416,9 @@ class Simulation:
 
     def diagnostics(self):
         """The diagnostics row of the current state (host values):
-        :class:`vortexsim.diagnostics.DiagnosticsRow` says what it holds."""
+        :class:`vortexsim.diagnostics.DiagnosticsRow` says what it holds.  Collective
+        where the ranks hold the state split by slabs (it is assembled first)."""
+        self.model.assemble()
         return self.diagnostics_row()
 
     def row_sums(self):

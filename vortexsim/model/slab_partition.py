@@ -1,0 +1,249 @@
+r"""The periodic box's state split by x-slabs over the ranks of a run: each rank holds and
+steps only the elements of its own slab of the remeshing lattice.
+
+A periodic run with the particle-mesh solve (``method = "mesh"``), remeshing every step
+and no tracers keeps its elements on the n³ lattice nodes in remesh order (node (i, j, k)
+in row (i n + j) n + k).  On P ranks, rank r holds the rows [i0 n², i1 n²) of its
+x-planes [i0, i1) (:class:`vortexsim.geometry.slab.Slabs`, the split of the mesh
+solve), and one step is, on every rank together:
+
+* the half step of lattice diffusion on the slab (:func:`.physics.slab_lattice.diffuse_slab`
+  and the whole lattice's mean taken out: :func:`.physics.slab_lattice.slab_column_mean`);
+* each stage's u and ∇u at the rank's elements (:class:`OwnSlabSum`): on the lattice the
+  slab solve alone (:meth:`.summation.slab_mesh.SlabMeshSolve.on_nodes`), elsewhere its
+  P2M and M2P with the elements that moved into a neighbour's slab lent to it for the
+  stage (:func:`.summation.slab_lend.evaluate_lent`: they move less than a cell);
+  classical stretching takes the whole lattice's mean rate out (one ``allreduce_sum``);
+* the step's check on the maxima and boxes of all ranks (:meth:`SlabPartition.combine`:
+  one host allgather of 9 numbers);
+* the remeshing onto the slab (:func:`.summation.slab_lend.remesh_lent`: the lent
+  elements' P2M by their owners, the ghost planes added in rank order) and its projection
+  (:func:`.physics.slab_lattice.project_solenoidal_slab`); the rank's elements are again
+  its slab's nodes;
+* the second half step of diffusion.
+
+No element's u, ∇u or strength leaves its rank in a step but the few lent ones, the ghost
+planes and the slab transforms' alltoalls.  Against one rank the run agrees to round-off
+(the same operations associated differently).
+
+The whole state exists only where something needs it: :meth:`SlabPartition.assemble`
+gathers the strengths (the nodes' positions, cores and volumes are known) into the whole
+(n³) lattice in remesh order on every rank, for the diagnostics rows, snapshots, plots
+and :meth:`VortexModel.state_dict` (the simulation calls it, collectively, before any
+output acts); the next step drops it again.  A restart reads the whole state and keeps
+its rows.  That gather and the replicated diagnostics are what do not scale yet: every
+rank holds the whole strengths (24 B per node) while output acts.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..backend import array_namespace, to_host
+from ..physics.slab_lattice import project_solenoidal_slab
+from ..physics.terms import LatticeDiffusion, Stretching
+from ..state import Elements
+from ..summation.slab_lend import evaluate_lent, remesh_lent
+from ..summation.spectral import self_gradient
+
+__all__ = ["SlabPartition", "OwnSlabSum", "partition_reason"]
+
+
+def partition_reason(model):
+    """None when ``model``'s state can be split by slabs (module docstring), else why
+    not (a sentence; "" for one rank, where there is nothing to split)."""
+    comm = model.communicator
+    if int(comm.size) == 1:
+        return ""
+    if getattr(model.summation, "name", None) != "mesh" or not hasattr(model.summation,
+                                                                       "slab_solve"):
+        return "the summation is not the particle-mesh solve (method = 'mesh')"
+    if model.remeshing.every != 1 or model.remeshing.lattice_nodes() is None:
+        return "the run does not remesh onto the periodic lattice every step"
+    if len(model.tracers):
+        return "the run has tracers"
+    kinds = {type(t) for t in model.rhs.terms}
+    if not kinds <= {Stretching, LatticeDiffusion}:
+        return "its viscous term is not viscous = 'lattice' (or none)"
+    n = model.remeshing.lattice_nodes()
+    if len(model.elements) != n ** 3 or not _on_nodes(model.elements.x, n,
+                                                      model.domain.box, 0):
+        return f"its elements are not the {n}^3 lattice nodes in remesh order"
+    return None
+
+
+def _on_nodes(x, n, box, row0):
+    """Whether the rows ``x`` (m, 3) [L] are the lattice nodes of rows row0 … row0 + m − 1
+    in remesh order, within 1e-9 h (one host transfer)."""
+    xp, h = array_namespace(x), box / n
+    row = xp.arange(row0, row0 + x.shape[0], dtype=xp.int64)
+    worst = xp.zeros((), dtype=xp.float64)
+    for c, stride in enumerate((n * n, n, 1)):
+        node = ((row // stride) % n).astype(xp.float64) * h
+        worst = xp.maximum(worst, xp.abs(x[:, c] - node).max())
+    return bool(to_host(worst) <= 1e-9 * h)
+
+
+class OwnSlabSum:
+    """The stage summation of a rank holding its slab's elements: u (N_r, 3) and ∇u at
+    its own elements of the blobs of all ranks, the self pairs out, in the summation's
+    precision; the call and :meth:`on_lattice` of :class:`vortexsim.summation.Summation`
+    as :class:`vortexsim.physics.rhs.VortexRHS` makes them (the elements their own
+    targets, no images, no tracers).  Collective."""
+
+    def __init__(self, partition):
+        self.partition = partition
+        self.shares = partition.shares
+        self.device = self.shares.device
+
+    def __call__(self, x, alpha, sigma, targets, *, n_self=0, gradient=True,
+                 sigma_range=None, plan=None):
+        if targets is not x:
+            raise ValueError("a rank holding its slab's elements evaluates at them alone "
+                             "(no tracers).")
+        solve = self.shares.slab_solve(sigma, sigma_range)
+        u, grad = evaluate_lent(solve, x, alpha, gradient=bool(gradient))
+        dtype = np.dtype(self.shares.precision)
+        u = u.astype(dtype, copy=False)
+        if grad is None:
+            return u, None
+        grad = grad.astype(dtype, copy=False)
+        if n_self:
+            self.shares.inner.remove_self_pairs(grad, alpha, sigma, 0, n_self,
+                                                reuse=plan is not None)
+        return u, grad
+
+    def on_lattice(self, alpha, n, sigma_range):
+        """u and ∇u at this rank's slab nodes, of strengths ``alpha`` (n_x n², 3) in
+        remesh order: the slab solve without P2M or M2P, each node's own blob out."""
+        solve = self.shares.slab_solve(None, sigma_range)
+        i0, i1 = solve.x_planes
+        xp = self.device.xp
+        if int(n) != solve.n or alpha.shape != ((i1 - i0) * solve.n ** 2, 3):
+            raise ValueError(f"alpha has shape {alpha.shape}; expected this rank's "
+                             f"{(i1 - i0) * solve.n ** 2} slab nodes of the {solve.n}^3 "
+                             "lattice.")
+        alpha = alpha.astype(xp.float64, copy=False)
+        omega = xp.ascontiguousarray(alpha.T).reshape(3, i1 - i0, solve.n, solve.n) \
+            / solve.h ** 3
+        u, grad = solve.on_nodes(omega)
+        del omega
+        grad -= self_gradient(alpha, solve.sigma, solve.order)
+        dtype = np.dtype(self.shares.precision)
+        return u.astype(dtype, copy=False), grad.astype(dtype, copy=False)
+
+
+class SlabPartition:
+    """The split of ``model``'s state by slabs (module docstring); made by
+    :class:`vortexsim.model.VortexModel` when :func:`partition_reason` is None.
+
+    Attributes
+    ----------
+    n : lattice nodes per side; rows : (r0, r1), this rank's rows of the whole lattice;
+    counts : the rows of every rank; stage_sum : :class:`OwnSlabSum`
+    """
+
+    def __init__(self, model):
+        self.communicator = model.communicator
+        self.shares = model.summation
+        self.n = int(model.remeshing.lattice_nodes())
+        self.box = float(model.domain.box)
+        self.solve = self.shares.slab_solve(None, model.sigma_range)
+        plane = self.n * self.n
+        self.rows = tuple(int(i) * plane for i in self.solve.x_planes)
+        self.counts = tuple((b - a) * plane for a, b in self.solve.slabs.bounds)
+        self.stage_sum = OwnSlabSum(self)
+        self._nodes = None
+        for term in model.rhs.terms:
+            if isinstance(term, LatticeDiffusion):
+                term.bind_slab(self.solve.fft, self.rows[0])
+            elif isinstance(term, Stretching):
+                term.bind_ranks(self.communicator, self.n ** 3)
+
+    # -- the rank's part and the whole ----------------------------------------------
+    def own_rows(self, elements):
+        """This rank's rows of the whole ``elements`` (n³ nodes in remesh order)."""
+        r0, r1 = self.rows
+        cut = (lambda a: None if a is None else a[r0:r1].copy())
+        return Elements(*(cut(getattr(elements, f.name))
+                          for f in dataclasses.fields(elements)))
+
+    def check_whole(self, elements, what="the state"):
+        """ValueError unless ``elements`` are the n³ lattice nodes in remesh order."""
+        n = self.n
+        if len(elements) != n ** 3 or not _on_nodes(elements.x, n, self.box, 0):
+            raise ValueError(f"{what} does not hold the {n}^3 lattice nodes in remesh "
+                             "order that a periodic run split over ranks needs (the "
+                             "periodic cases' elements, remeshed every step).")
+
+    def own_nodes(self, dtype, overlap):
+        """x (rows, 3), σ = ``overlap`` h and V = h³ of this rank's slab nodes in remesh
+        order (as :func:`vortexsim.geometry.remesh.remesh` makes the whole lattice's), of
+        ``dtype`` on the device, made once: the remeshing's target."""
+        key = (np.dtype(dtype), float(overlap))
+        if self._nodes is None or self._nodes[0] != key:
+            xp, dtype = self.shares.device.xp, np.dtype(dtype)
+            n, h = self.n, self.box / self.n
+            row = xp.arange(*self.rows, dtype=xp.int64)
+            index = xp.stack([row // (n * n), (row // n) % n, row % n], axis=1)
+            x = index.astype(dtype) * dtype.type(h)
+            m = x.shape[0]
+            self._nodes = (key, _Nodes(x=x, sigma=xp.full(m, overlap * h, dtype=dtype),
+                                       volume=xp.full(m, h ** 3, dtype=dtype)))
+        return self._nodes[1]
+
+    def assemble(self, own):
+        """The whole state (n³ nodes in remesh order) from every rank's ``own`` slab
+        elements: the strengths gathered in rank order, the nodes' x, σ, V made here.
+        Collective; the same bits on every rank."""
+        xp, dtype = self.shares.device.xp, own.x.dtype
+        alpha = self.shares._gather(own.alpha, self.counts)
+        n, h = self.n, self.box / self.n
+        row = xp.arange(n ** 3, dtype=xp.int64)
+        index = xp.stack([row // (n * n), (row // n) % n, row % n], axis=1)
+        del row
+        x = index.astype(dtype) * dtype.type(h)
+        del index
+        # one σ on the lattice (every rank holds at least 2 planes of it)
+        sigma = xp.broadcast_to(own.sigma[:1], (n ** 3,)).copy()
+        volume = xp.full(n ** 3, h ** 3, dtype=dtype)
+        group = xp.full(n ** 3, -1, dtype=xp.int64)
+        return Elements(x=x, alpha=alpha, sigma=sigma, volume=volume, group=group)
+
+    # -- the step -----------------------------------------------------------------------
+    def combine(self, stats):
+        """The step's host stats [finite, max|u|², max‖∇u‖², lo (3), hi (3)] of every
+        rank combined: all finite, the largest maxima, the box of all (one allgather).
+        A rank without elements contributes its finite flag and maxima alone."""
+        parts = self.communicator.allgather(np.asarray(stats, dtype=np.float64))
+        out = np.array(parts[0], dtype=np.float64)
+        out[0] = min(p[0] for p in parts)
+        with np.errstate(invalid="ignore"):
+            out[1:3] = np.max([p[1:3] for p in parts], axis=0)
+            if len(out) >= 9:
+                boxes = [p for p in parts if len(p) >= 9]
+                out[3:6] = np.min([p[3:6] for p in boxes], axis=0)
+                out[6:9] = np.max([p[6:9] for p in boxes], axis=0)
+        return out
+
+    def remesh(self, model, project):
+        """This rank's slab strengths after remeshing ``model``'s own elements (the lent
+        ones remeshed by their owners), projected when ``project``: (rows, 3)."""
+        el = model.elements
+        alpha = remesh_lent(self.solve, el.x, el.alpha)
+        if project:
+            alpha = project_solenoidal_slab(alpha, self.solve.fft)
+        return alpha
+
+
+@dataclasses.dataclass
+class _Nodes:
+    """This rank's slab nodes: the ``x``, ``sigma`` and ``volume`` of a remeshing."""
+    x: object
+    sigma: object
+    volume: object
+
+    def __len__(self):
+        return int(self.x.shape[0])
+
