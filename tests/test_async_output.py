@@ -533,7 +533,7 @@ def test_rows_run_inside_the_next_step_and_give_the_files_of_rows_run_at_once(
     diagnostics = vortexsim.Simulation.diagnostics
 
     def spy(sim):
-        frames = [f.function for f in __import__("inspect").stack()[1:8]]
+        frames = [f.function for f in __import__("inspect").stack()[1:12]]
         seen.append((sim.iteration, "step" in frames))
         return diagnostics(sim)
     monkeypatch.setattr(vortexsim.Simulation, "diagnostics", spy)

@@ -272,3 +272,30 @@ def test_signals_before_the_first_snapshot_say_what_is_on_disk(driver, tmp_path,
                       "--out", str(out)])
     err = _check(result, SEQUENCES[name], out)
     assert "the last snapshot of the run directory is a checkpoint" not in err
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_a_signal_while_the_ranks_meet_at_the_end_is_let_go(tmp_path, installed):
+    """The ranks of an MPI run meet before MPI_Finalize while rank 0 may still be writing
+    the run's last file; a launcher forwards SIGTERM to every rank then.  A rank that
+    exited at once would make the launcher end rank 0 in its write: the signal is taken
+    and let go, the command's outcome stands (the command process and a library one)."""
+    script = tmp_path / "meet.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "import vortexsim.cli.command as command\n"
+        "from vortexsim.cli import signals\n"
+        f"if {installed}:\n"
+        "    signals.install()\n"
+        "def meet():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    for _ in range(100000):\n"
+        "        pass\n"
+        "    print('met', flush=True)\n"
+        "command.finalize_mpi = meet\n"
+        "sys.exit(command.main(['cases']))\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=TIMEOUT, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().endswith("met")
+    assert proc.stderr == ""

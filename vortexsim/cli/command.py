@@ -243,9 +243,18 @@ def run_command(argv=None):
         return 128 + signals.first()
     finally:
         remove_handlers()
-        finalize_mpi()
+        # the ranks meet before MPI_Finalize (rank 0 may still be writing the run's last
+        # file): a signal now is taken and let go, since a rank that exited at once would
+        # make the launcher end rank 0 in its write; a second one still ends the process
+        with signals.during("finalizing", signals.taken() + 1, _let_go):
+            finalize_mpi()
         if signals.installed():
             signals.exiting()
+
+
+def _let_go(signum, seen):
+    """A signal while the ranks meet at the end: the command's outcome is decided."""
+    del signum, seen
 
 
 def _dispatch(argv):

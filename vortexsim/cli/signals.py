@@ -14,6 +14,8 @@ thread (:attr:`allowed`), and any signal beyond them ends the process at once
                          ``main`` says one line
     run        2         the handler of the run (:class:`~vortexsim.cli.execute.StopOnSignal`):
                          the first asks for a checkpoint, a second SIGINT aborts
+    finalizing one more  (the ranks of an MPI run meet before MPI_Finalize while rank 0
+                         may still write) let go; one beyond it ends the process
     exiting    0         (``main`` has returned; its line is said)
 
 Python runs signal handlers only in the main thread, between bytecodes: a main thread
@@ -37,7 +39,7 @@ import sys
 import threading
 
 __all__ = ["Terminated", "GRACE", "raise_for", "install", "installed", "during", "exit_now", "first",
-           "say_line", "said", "exiting", "finish", "interrupted_line", "reset"]
+           "say_line", "said", "exiting", "finish", "interrupted_line", "reset", "taken"]
 
 #: [s] how long the main thread may take to act on a first signal outside a run before
 #: the watcher ends the process (it is then blocked in C code)
@@ -225,6 +227,11 @@ def install():
 def installed():
     """True in the command process (:func:`install` ran)."""
     return _st.installed
+
+
+def taken():
+    """How many signals the main thread has taken so far."""
+    return _st.seen
 
 
 def first():

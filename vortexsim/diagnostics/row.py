@@ -68,9 +68,11 @@ class DiagnosticsRow:
         viscous loss: :meth:`vortexsim.summation.spectral.SpectralSum.field_sums`), and with
         remeshing the turbulence statistics and energy spectrum of the lattice's
         vorticity (:meth:`lattice_statistics`); and the numerical-health measures of
-        :meth:`health`.
+        :meth:`health`.  Where the ranks hold the state split by slabs it is assembled
+        first (:meth:`vortexsim.model.VortexModel.assemble`: collective).
         """
         model = self.model
+        model.assemble()
         el = model.elements
         fields, direct = self._quadratic()
         sums = self.row_sums()

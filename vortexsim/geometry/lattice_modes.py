@@ -44,12 +44,26 @@ def half_spectrum_weight(n, xp=np):
     return xp.asarray(weight)
 
 
+#: the alignment [B] of cuFFT's real-to-complex input: a double-complex element
+CUFFT_ALIGNMENT = 16
+
+
+def fft_input(field, xp):
+    """``field`` ready for a real-to-complex transform: on CuPy a copy where its start is
+    not aligned to :data:`CUFFT_ALIGNMENT` bytes (cuFFT then fails with
+    CUFFT_INVALID_VALUE), e.g. the second of three components (c, m) of an odd count m
+    of float64; else ``field`` itself."""
+    if xp is not np and field.data.ptr % CUFFT_ALIGNMENT:
+        return field.copy()
+    return field
+
+
 def rfft3(field, xp):
     """The half spectrum (n, n, n//2 + 1) of a real (n, n, n) field."""
     if xp is np:
         import scipy.fft  # noqa: PLC0415
         return scipy.fft.rfftn(field, workers=cpu_threads())
-    return xp.fft.rfftn(field)
+    return xp.fft.rfftn(fft_input(field, xp))
 
 
 def irfft3(modes, n, xp):

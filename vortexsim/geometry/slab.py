@@ -45,6 +45,7 @@ import numpy as np
 
 from ..backend import SingleProcess, array_namespace
 from ..backend.threads import cpu_threads
+from .lattice_modes import fft_input
 from .lattice_modes import wavenumbers as lattice_wavenumbers
 from .remesh import STENCIL
 
@@ -169,7 +170,7 @@ class SlabFFT:
         if xp is np:
             modes = _scipy_fft().rfftn(field, axes=(1, 2), workers=cpu_threads())
         else:
-            modes = xp.fft.rfftn(field, axes=(1, 2))
+            modes = xp.fft.rfftn(fft_input(field, xp), axes=(1, 2))
         parts = [xp.ascontiguousarray(modes[:, j0:j1, :]) for j0, j1 in self.slabs.bounds]
         del modes
         modes = xp.concatenate(self.communicator.alltoall(parts), axis=0)

@@ -110,6 +110,8 @@ class VortexModel:
                  case_params=None, communicator=None, **run):
         check_run_names(run)
         check_limits(run)        # every number within the range of the parameter table
+        # the state split by slabs over ranks: set up by _init_partition (none until then)
+        self.partition, self._own, self._whole = None, None, None
         cfg = {**RUN_DEFAULTS, **run}
         self.device: Device = resolve_device(cfg["device"])
         self._init_state(elements, tracers, groups)
@@ -194,7 +196,6 @@ class VortexModel:
     def _init_partition(self):
         """Split the state by x-slabs over the ranks where it can be
         (:mod:`.slab_partition`); else every rank keeps the whole state."""
-        self.partition, self._own, self._whole = None, None, None
         reason = partition_reason(self)
         if reason is None:
             self.partition = SlabPartition(self)
@@ -207,7 +208,7 @@ class VortexModel:
     def _split(self):
         """Keep this rank's rows of the whole ``elements`` (held as the assembled state
         until the next step)."""
-        self.partition.check_whole(self.elements)
+        self.partition.check_whole(self.elements.x)
         self._whole = self.elements
         self._own = self.partition.own_rows(self._whole)
 
@@ -284,14 +285,11 @@ class VortexModel:
             self._rates_with(plan)
             s = to_host(self.rhs.stage_max)
         else:                     # this rank's elements, the maxima of every rank
-            own, summation = self._own, self.rhs.summation
-            self.rhs.summation = self.partition.stage_sum
-            try:
+            own = self._own
+            with self.partition.own_stages(self.rhs):
                 self.rhs.begin_step(self.t, own.sigma, self.sigma_range, plan=plan,
                                     volume=own.volume)
                 self.rhs((own.x, own.alpha, self.tracers.x), self.t)
-            finally:
-                self.rhs.summation = summation
             s = np.max(self.communicator.allgather(to_host(self.rhs.stage_max)), axis=0)
         self.planner.depth = plan.depth
         if not np.isfinite(s).all():
@@ -315,11 +313,10 @@ class VortexModel:
         if self.partition is None:
             return self._time_step(dt, during)
         self._drop_whole()
-        summation, self.rhs.summation = self.rhs.summation, self.partition.stage_sum
         try:
-            return self._time_step(dt, during)
+            with self.partition.own_stages(self.rhs):
+                return self._time_step(dt, during)
         finally:
-            self.rhs.summation = summation
             self._own = self.elements if self._whole is None else self._own
 
     def _time_step(self, dt, during):
@@ -506,13 +503,17 @@ class VortexModel:
             term.reset()
         self.planner.invalidate()
         self.planner.observe_box(self._host_box_stats())
-        self.config.update(n_elements=len(self.elements) if getattr(
-            self, "partition", None) is None else self.partition.n ** 3,
+        self.config.update(n_elements=len(self.elements) if self.partition is None else self.partition.n ** 3,
             groups=[g.as_dict() for g in self.groups])
 
     def _replace_elements(self, x, alpha, sigma, volume, group, old_groups):
         """:meth:`replace_elements` with the labels indexing ``old_groups`` (a sequence
-        of :class:`ElementGroup`; their ranges are rebuilt from the labels)."""
+        of :class:`ElementGroup`; their ranges are rebuilt from the labels).  Where the
+        ranks hold the state split by slabs, the new set must be the whole lattice (the
+        same on every rank), of which this rank then keeps its rows."""
+        partition = self.partition
+        if partition is not None:
+            partition.check_whole(x, "the new set of elements")
         self._lattice_nodes = None
         elements = make_elements(x, alpha, sigma, self.device, self.elements.x.dtype,
                                  volume=volume, group=group)
@@ -536,6 +537,8 @@ class VortexModel:
         self.groups = tuple(groups)
         self.elements.group = self.device.xp.asarray(remap[labels])   # (-1 stays -1)
         self._new_set()
+        if partition is not None:
+            self._split()                 # this rank's rows of the new set
         return self
 
     # -- state for checkpoints and restarts ---------------------------------------
@@ -594,7 +597,7 @@ class VortexModel:
         self.step_strain = float(state.get("step_strain", math.nan))   # NaN: not stored
         self.planner.load_state_dict(state)
         self.planner.observe_box(self._host_box_stats())
-        if getattr(self, "partition", None) is not None:
+        if self.partition is not None and not full:
             self._split()                 # this rank's rows of the state read
         return self
 

@@ -36,6 +36,7 @@ rank holds the whole strengths (24 B per node) while output acts.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -155,11 +156,28 @@ class SlabPartition:
         self.counts = tuple((b - a) * plane for a, b in self.solve.slabs.bounds)
         self.stage_sum = OwnSlabSum(self)
         self._nodes = None
-        for term in model.rhs.terms:
+
+    @contextlib.contextmanager
+    def own_stages(self, rhs):
+        """Within it, ``rhs`` (:class:`vortexsim.physics.rhs.VortexRHS`) acts on this rank's
+        elements alone: its summation is :attr:`stage_sum`, classical stretching takes
+        the whole lattice's mean rate out, lattice diffusion runs on the slab.  Outside
+        it (an evaluation of the assembled whole state) they are one rank's again."""
+        summation, rhs.summation = rhs.summation, self.stage_sum
+        for term in rhs.terms:
             if isinstance(term, LatticeDiffusion):
                 term.bind_slab(self.solve.fft, self.rows[0])
             elif isinstance(term, Stretching):
                 term.bind_ranks(self.communicator, self.n ** 3)
+        try:
+            yield
+        finally:
+            rhs.summation = summation
+            for term in rhs.terms:
+                if isinstance(term, LatticeDiffusion):
+                    term.bind_slab(None, 0)
+                elif isinstance(term, Stretching):
+                    term.bind_ranks(None, 0)
 
     # -- the rank's part and the whole ----------------------------------------------
     def own_rows(self, elements):
@@ -169,10 +187,11 @@ class SlabPartition:
         return Elements(*(cut(getattr(elements, f.name))
                           for f in dataclasses.fields(elements)))
 
-    def check_whole(self, elements, what="the state"):
-        """ValueError unless ``elements`` are the n³ lattice nodes in remesh order."""
+    def check_whole(self, x, what="the state"):
+        """ValueError unless the positions ``x`` (host or device) are the n³ lattice nodes
+        in remesh order."""
         n = self.n
-        if len(elements) != n ** 3 or not _on_nodes(elements.x, n, self.box, 0):
+        if x.shape[0] != n ** 3 or not _on_nodes(x, n, self.box, 0):
             raise ValueError(f"{what} does not hold the {n}^3 lattice nodes in remesh "
                              "order that a periodic run split over ranks needs (the "
                              "periodic cases' elements, remeshed every step).")
@@ -217,7 +236,7 @@ class SlabPartition:
         rank combined: all finite, the largest maxima, the box of all (one allgather).
         A rank without elements contributes its finite flag and maxima alone."""
         parts = self.communicator.allgather(np.asarray(stats, dtype=np.float64))
-        out = np.array(parts[0], dtype=np.float64)
+        out = np.array(max(parts, key=len), dtype=np.float64)
         out[0] = min(p[0] for p in parts)
         with np.errstate(invalid="ignore"):
             out[1:3] = np.max([p[1:3] for p in parts], axis=0)

@@ -107,8 +107,9 @@ class Stretching(Term):
     def bind_ranks(self, communicator, n_total):
         """Each rank holds a part of the ``n_total`` elements (the periodic box split by
         slabs, :mod:`vortexsim.model.slab_partition`): the mean rate is the whole set's,
-        the ranks' column sums added in rank order (one ``allreduce_sum`` per stage)."""
-        self._ranks = (communicator, int(n_total))
+        the ranks' column sums added in rank order (one ``allreduce_sum`` per stage).
+        ``communicator`` None: this process holds the whole set again."""
+        self._ranks = None if communicator is None else (communicator, int(n_total))
 
     def alpha_rate(self, stage):
         rate = stretching_rhs(stage.alpha, stage.grad_u, self.scheme)
@@ -245,9 +246,9 @@ class LatticeDiffusion(Term):
         """Each rank holds the rows row0 … of its x-slab of the lattice (the periodic box
         split by slabs, :mod:`vortexsim.model.slab_partition`): diffuse through the slab
         transforms ``fft`` (:class:`vortexsim.geometry.slab.SlabFFT`) and take out the
-        whole lattice's mean (:mod:`vortexsim.physics.slab_lattice`)."""
-        self._slab = (fft, int(row0))
-        self._on_nodes = None
+        whole lattice's mean (:mod:`vortexsim.physics.slab_lattice`).  ``fft`` None: the
+        whole lattice again."""
+        self._slab = None if fft is None else (fft, int(row0))
 
     def _check_start(self, x):
         """Raise ValueError unless the positions ``x`` (n³, 3) [L] are the lattice nodes

@@ -56,7 +56,7 @@ class RowsInSteps:
         step's evaluations could be read on the second stream before the step's stream
         made it."""
         model = self.sim.model
-        if getattr(model, "partition", None) is not None:
+        if model.partition is not None:
             return False          # the next step drops the whole state the row reads
         if not model.device.is_gpu:
             return True
@@ -86,6 +86,13 @@ class RowsInSteps:
             if window:
                 self.sim.timings.window_seconds += time.perf_counter() - t0
 
+    def settle(self):
+        """The state that output acts on: the whole state where the ranks hold it split
+        by slabs (:meth:`vortexsim.model.VortexModel.assemble`, collective), after the
+        rows waiting for it."""
+        self.sim.model.assemble()
+        self.run()
+
     def run_in_step(self):
         """:meth:`run` inside a step (the ``during`` of the model's time step)."""
         self.run(window=True)
@@ -93,9 +100,10 @@ class RowsInSteps:
     def before(self, callback):
         """Run the waiting rows before ``callback`` acts on the state after them, unless
         it says it does not read the state (``reads_state = False``: it looks at a file
-        or the process), so that the rows still run beside the next step."""
+        or the process), so that the rows still run beside the next step.  A state split
+        by slabs over ranks is assembled for it (collective)."""
         if getattr(callback, "reads_state", True):
-            self.run()
+            self.settle()
 
     def drop(self):
         """Give up the rows waiting for a step (the run fails or is cut short): their

@@ -259,8 +259,6 @@ class Simulation:
                 self.output.poll()               # a background write that failed
                 for name, callback in self.callbacks.items():
                     if callback.schedule is None or callback.schedule(self):
-                        if getattr(callback, "reads_state", True):
-                            self.model.assemble()    # the whole state (split by slabs)
                         self.rows.before(callback)   # it acts on the state after them
                         with self.timings.timed(name):
                             callback(self)
@@ -342,13 +340,10 @@ class Simulation:
         flush again.  With ``reason == "error"`` nothing raises (the run's own exception
         is the one to report): failures are logged."""
         self._stop_requested = False      # a request is spent by the run that ends here
-        if reason == "error":
-            # (an error may be one rank's alone: no collective; a state split by slabs
-            # then has no checkpoint, the newest snapshot is the one to restart from)
+        if reason == "error":             # (maybe one rank's: no collective assemble())
             self.rows.drop()
         else:
-            self.model.assemble()         # the whole state (split by slabs), collective
-            self.rows.run()
+            self.rows.settle()
         self._flush_after(reason)
         for name, comp in (*self.callbacks.items(), *self.output_writers.items()):
             finalize = getattr(comp, "finalize", None)
@@ -383,8 +378,7 @@ class Simulation:
             return
         before = schedule_state(writer.schedule)
         if writer.schedule(self):
-            self.model.assemble()                 # the whole state (split by slabs)
-            self.rows.run()                       # a writer acts on the state after them
+            self.rows.settle()                    # a writer acts on the state after them
             self.rows.context = (name, writer.schedule, before)
             try:
                 self.output.writer_call(name, writer.schedule, before,
@@ -416,9 +410,7 @@ class Simulation:
 
     def diagnostics(self):
         """The diagnostics row of the current state (host values):
-        :class:`vortexsim.diagnostics.DiagnosticsRow` says what it holds.  Collective
-        where the ranks hold the state split by slabs (it is assembled first)."""
-        self.model.assemble()
+        :class:`vortexsim.diagnostics.DiagnosticsRow` says what it holds (collective)."""
         return self.diagnostics_row()
 
     def row_sums(self):

@@ -43,18 +43,15 @@ derivative's spectrum 8 B; the Green's function 4 B; a transform's transpose buf
 12 B × 64 per target, and per particle when they are not the targets) or P2M's sort
 (CuPy, 64 B per particle).
 
-Its use in a run: with the state replicated on every rank,
-:class:`.slab_shares.SlabShares` (``make_summation("mesh", ..., communicator=)``) gives
-each rank its own particles and targets by :meth:`SlabMeshSolve.owner_of`, evaluates, and
-gathers the targets' values; at the lattice nodes it solves on the slabs alone
-(:meth:`SlabMeshSolve.on_nodes`).  What is left for the model: to hold the elements and
-tracers partitioned by slab (:meth:`SlabMeshSolve.owner_of` after each step and remesh:
-elements move less than a cell per step, so only neighbouring ranks exchange), remesh
-onto its slab (this P2M with the ghost add), sum its diagnostics over the ranks
-(``allreduce_sum``) and gather or write its snapshots by rank; the other lattice terms
-(projection, lattice diffusion, field sums) need their slab versions on
-:class:`.geometry.slab.SlabFFT`.  On GPU ranks the alltoalls move device buffers where
-the communicator is :class:`vortexsim.backend.nccl.NCCLCommunicator` (NCCL send/recv);
+Its use in a run: a periodic run split by slabs
+(:mod:`vortexsim.model.slab_partition`) calls it with each rank's own elements, those
+that moved into a neighbour's slab lent to it for the stage
+(:mod:`.slab_lend`), and solves on the slab's nodes alone
+(:meth:`SlabMeshSolve.on_nodes`); a run whose state stays whole on every rank goes
+through :class:`.slab_shares.SlabShares`, which gives each rank its own particles and
+targets by :meth:`SlabMeshSolve.owner_of` and gathers the targets' values.  On GPU
+ranks the alltoalls move device buffers where the communicator is
+:class:`vortexsim.backend.nccl.NCCLCommunicator` (NCCL send/recv);
 :class:`vortexsim.backend.mpi.MPICommunicator` copies them through the host.
 """
 from __future__ import annotations

@@ -35,10 +35,11 @@ one transfer to the host of 2P counts (the shapes of the shares); the gathers of
 (replicated, O(n_self)).  Memory: the slab solve's (per owned lattice point) and the
 whole u and ∇u.
 
-What it does not do yet: the diagnostics' field sums (:meth:`SlabShares.field_sums`) stay
-the inner summation's, replicated on every rank (its whole-lattice P2M and three
-transforms); the lattice terms of the model (projection, lattice diffusion) stay
-replicated too; and the elements are not partitioned by slab (``docs/parallel.md``).
+Where it serves: the runs whose state stays whole on every rank (a periodic run with
+tracers or PSE); the periodic cases split their state by slabs instead
+(:mod:`vortexsim.model.slab_partition`), which uses :meth:`SlabShares.slab_solve` and,
+for the whole state assembled at output, :meth:`SlabShares.field_sums` (the inner
+summation's, replicated on every rank: its whole-lattice P2M and three transforms).
 """
 from __future__ import annotations
 
