@@ -17,6 +17,7 @@ import pytest
 from thread_ranks import on_ranks  # tests/thread_ranks.py
 
 import vortexsim
+from vortexsim.backend import to_host
 from vortexsim import SimulationError
 from vortexsim.model.slab_partition import SlabPartition, partition_reason
 from vortexsim.physics.terms import LatticeDiffusion, Stretching
@@ -29,8 +30,8 @@ FIELDS = ("x", "alpha", "sigma", "volume")
 
 
 def _case(comm=None, case="taylor_green", n=12, **overrides):
-    return vortexsim.make_case(case, communicator=comm, n=n, device="cpu", progress=False,
-                               **overrides)
+    overrides.setdefault("device", "cpu")
+    return vortexsim.make_case(case, communicator=comm, n=n, progress=False, **overrides)
 
 
 def _one_rank(case, n, steps, **overrides):
@@ -44,7 +45,7 @@ def _one_rank(case, n, steps, **overrides):
 def _state(sim):
     """Host copies of the whole state's arrays, t and iteration."""
     el = sim.model.elements
-    return ({f: np.array(getattr(el, f)) for f in FIELDS}, sim.t, sim.iteration)
+    return ({f: to_host(getattr(el, f)) for f in FIELDS}, sim.t, sim.iteration)
 
 
 def _relative(got, want):
@@ -96,7 +97,7 @@ def _split_run(size, case, n, steps, **overrides):
             h = model.domain.box / n
             rows = np.arange(r0, r1)
             nodes = np.stack([rows // (n * n), (rows // n) % n, rows % n], axis=1) * h
-            assert np.abs(np.asarray(model.elements.x) - nodes).max() <= 1e-9 * h
+            assert np.abs(to_host(model.elements.x) - nodes).max() <= 1e-9 * h
         model.assemble()
         assert model.assembled and len(model.elements) == n ** 3
         assert model.config["n_elements"] == n ** 3
@@ -409,3 +410,14 @@ def test_replaced_elements_of_a_split_model_are_stepped():
     change_and_step(want)
     states = on_ranks(2, lambda comm: change_and_step(_case(comm, n=n)))
     _matches(states[0], want, n)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case, n", [("taylor_green", 12), ("isotropic_turbulence", 9)])
+def test_a_case_split_by_slabs_on_cupy_follows_one_rank(case, n):
+    """The split step on CuPy arrays (2 thread ranks on one GPU; n = 9: slabs of 5 and 4
+    planes, odd counts of float64 per component): 3 steps match one rank."""
+    one = _one_rank(case, n, 3, device="gpu")
+    states = _split_run(2, case, n, 3, device="gpu")
+    _same_bits(states)
+    _matches(states[0], one, n)
