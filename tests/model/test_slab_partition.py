@@ -191,11 +191,13 @@ def test_one_rank_has_nothing_to_split():
 
 
 # -- 4. the diagnostics ------------------------------------------------------------------
-def test_the_diagnostics_row_of_two_ranks_is_the_one_rank_row():
-    """Every value to 1e-10 relative; those that are zero up to round-off (Σα, the
-    impulses, the helicity) to 1e-10 of their natural scale (Σ|α| L^p, √(E Ω))."""
+@pytest.mark.parametrize("case, size", [("taylor_green", 2), ("isotropic_turbulence", 3)])
+def test_the_diagnostics_row_of_the_ranks_is_the_one_rank_row(case, size):
+    """The row computed on the slabs (no whole state assembled): every value to 1e-10
+    relative; those that are zero up to round-off (Σα, the impulses, the helicity) to
+    1e-10 of their natural scale (Σ|α| L^p, √(E Ω))."""
     n = 12
-    one = _one_rank("taylor_green", n, 2)
+    one = _one_rank(case, n, 2)
     want = one.diagnostics()
     total = np.abs(np.asarray(one.model.elements.alpha)).sum()
     box = one.model.domain.box
@@ -204,12 +206,14 @@ def test_the_diagnostics_row_of_two_ranks_is_the_one_rank_row():
               "helicity": np.sqrt(want["energy"] * want["enstrophy"])}
 
     def work(comm):
-        sim = _case(comm, n=n)
+        sim = _case(comm, case, n=n)
         for _ in range(2):
             sim.step()
         assert not sim.model.assembled
-        return sim.diagnostics()                   # collective: it assembles the state
-    rows = on_ranks(2, work)
+        row = sim.diagnostics()                    # collective, on the slabs
+        assert not sim.model.assembled
+        return row
+    rows = on_ranks(size, work)
     floats = [k for k, v in want.items()
               if np.asarray(v).dtype.kind == "f" and np.asarray(v).size]
     assert {"energy", "enstrophy", "mean_energy", "dissipation", "lattice_energy",

@@ -21,6 +21,7 @@ from ..geometry.remesh import remesh
 from ..summation.spectral import FIELD_SUMS
 from . import integrals as D
 from .health import line_spacing, ring_escaped
+from .slab_row import split_row_parts
 from .turbulence import vorticity_statistics
 
 logger = logging.getLogger(__name__)
@@ -68,15 +69,19 @@ class DiagnosticsRow:
         viscous loss: :meth:`vortexsim.summation.spectral.SpectralSum.field_sums`), and with
         remeshing the turbulence statistics and energy spectrum of the lattice's
         vorticity (:meth:`lattice_statistics`); and the numerical-health measures of
-        :meth:`health`.  Where the ranks hold the state split by slabs it is assembled
-        first (:meth:`vortexsim.model.VortexModel.assemble`: collective).
+        :meth:`health`.  Where the ranks hold the state split by slabs the row is
+        computed on the slabs (:mod:`.slab_row`; collective).
         """
         model = self.model
-        model.assemble()
-        el = model.elements
-        fields, direct = self._quadratic()
-        sums = self.row_sums()
-        v = sums.finish(to_host(sums(el.x, el.alpha, fields, extra=direct or ())))
+        lattice = None
+        if model.partition is not None and not model.assembled:
+            fields = None
+            v, lattice = split_row_parts(model, LATTICE_STATISTICS)
+        else:
+            el = model.elements
+            fields, direct = self._quadratic()
+            sums = self.row_sums()
+            v = sums.finish(to_host(sums(el.x, el.alpha, fields, extra=direct or ())))
         energy, enstrophy, helicity = v["field_sums"] if fields is not None else v["extra"][:3]
         if fields is not None and fields.omega is None:
             enstrophy = math.nan                       # the kernel has no ζ
@@ -92,7 +97,7 @@ class DiagnosticsRow:
             out.update(mean_energy=kinetic / volume, dissipation=model.rhs.nu * curl / volume,
                        particle_energy=e_p / volume,
                        particle_dissipation=model.rhs.nu * z_p / volume)
-            out.update(self.lattice_statistics())
+            out.update(lattice if lattice is not None else self.lattice_statistics())
         rings = [g for g in model.groups if g.is_ring]
         if rings:
             out.update(ring_names=[g.name for g in rings],

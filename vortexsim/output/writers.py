@@ -351,20 +351,20 @@ class DiagnosticsWriter:
     min_rewrite_interval : float [s] >= 0, the least wall time between two rewrites of
         the file during a run (default ``MIN_REWRITE_INTERVAL``; 0: at every row)
 
-    The file is rewritten whole, with every row so far.  During a run a row that comes
-    sooner than ``min_rewrite_interval`` after the last rewrite is kept in memory and
-    its rewrite deferred (``sim.submit_output(..., defer=True)``): the next row's
-    rewrite replaces it, and any other output — a snapshot (each a checkpoint), the
-    plot read from the files — and the end of the run, whatever its reason, write it
-    first.  So the file
-    holds every row that a snapshot counts, and all rows when the run ends.  A rewrite
-    that fails forgets the rows it held and owes the newest, as a failed row did.
+    The file is rewritten whole, with every row so far.  During a run a row sooner than
+    ``min_rewrite_interval`` after the last rewrite is kept in memory and its rewrite
+    deferred (``sim.submit_output(..., defer=True)``): the next row's rewrite replaces
+    it, and any other output (a snapshot, the plot read from the files) and the end of
+    the run, whatever its reason, write it first.  So the file holds every row that a snapshot counts, and all rows when the
+    run ends.  A rewrite that fails forgets the rows it held and owes the newest.
 
     The state is the schedule's and the number of rows.  After
     :meth:`load_state_dict` (a pickup) :meth:`initialize` resumes the file: it keeps the
     rows up to the current iteration (there must be as many as the state says) and
     drops later ones, so the file continues without duplicated or missing rows.
     """
+
+    whole_state = False      # it reads the row alone (on the slabs of a split state)
 
     def __init__(self, path, schedule=None, meta=None, history="",
                  min_rewrite_interval=MIN_REWRITE_INTERVAL):

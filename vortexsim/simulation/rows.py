@@ -86,11 +86,14 @@ class RowsInSteps:
             if window:
                 self.sim.timings.window_seconds += time.perf_counter() - t0
 
-    def settle(self):
-        """The state that output acts on: the whole state where the ranks hold it split
-        by slabs (:meth:`vortexsim.model.VortexModel.assemble`, collective), after the
-        rows waiting for it."""
-        self.sim.model.assemble()
+    def settle(self, component=None):
+        """The state that output (``component``: a writer or callback) acts on: the
+        whole state where the ranks hold it split by slabs
+        (:meth:`vortexsim.model.VortexModel.assemble`, collective; not for a component
+        whose ``whole_state`` is False, which reads the diagnostics row alone), after
+        the rows waiting for it."""
+        if getattr(component, "whole_state", True):
+            self.sim.model.assemble()
         self.run()
 
     def run_in_step(self):

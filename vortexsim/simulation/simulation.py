@@ -378,7 +378,7 @@ class Simulation:
             return
         before = schedule_state(writer.schedule)
         if writer.schedule(self):
-            self.rows.settle()                    # a writer acts on the state after them
+            self.rows.settle(writer)              # a writer acts on the state after them
             self.rows.context = (name, writer.schedule, before)
             try:
                 self.output.writer_call(name, writer.schedule, before,

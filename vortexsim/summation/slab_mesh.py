@@ -68,7 +68,10 @@ from ..geometry.slab import (
     add_ghost_planes,
     with_ghost_planes,
 )
+from ..geometry.lattice_modes import half_spectrum_weight
+from ..kernels.cutoff import gaussian_blob_transform
 from .mesh import green_function, velocity_at, velocity_on_nodes, velocity_spectra
+from .spectral import FIELD_SUMS, mode_sums
 
 __all__ = ["SlabMeshSolve"]
 
@@ -220,3 +223,21 @@ class SlabMeshSolve:
         P2M and M2P (:meth:`.mesh.MeshSolve.on_nodes` on the slab), three fields at a
         time.  Collective."""
         return velocity_on_nodes(self, self.spectra(omega))
+
+    def field_sums(self, omega):
+        """The seven quadratic field sums of :meth:`.mesh.MeshSolve.field_sums` (a dict of
+        host floats, the same on every rank) of the lattice vorticity whose slab is
+        ``omega`` (3, n_x, n, n) [1/T]: each rank's modes (three slab transforms) summed
+        as the whole lattice's are, the ranks' sums added in rank order (one allgather
+        of seven numbers).  Collective."""
+        xp = self.xp
+        f = xp.stack([self.fft.forward(omega[c]) for c in range(3)]) * self.h ** 3
+        k = self.fft.wavenumbers(self.box)
+        k2 = k[0] ** 2 + k[1] ** 2 + k[2] ** 2
+        inv_k2 = xp.where(k2 > 0, 1.0 / xp.where(k2 > 0, k2, 1.0), 0.0)
+        g1 = gaussian_blob_transform(0.5 * self.sigma ** 2 * k2, self.order, xp) \
+            / self.box ** 3
+        part = mode_sums(f, k, inv_k2, g1, self.box, self.green / self.box ** 3,
+                         half_spectrum_weight(self.n, xp), xp)
+        parts = self.communicator.allgather(part)
+        return {key: float(sum(p[key] for p in parts)) for key in FIELD_SUMS}
