@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Whole CLI runs of a case on 1 and P GPUs of one machine (from the repository root), the
+# GPU tests of the split periodic box first; the run logs' time lines and the largest
+# difference of the diagnostics between the runs.  Environment: RANKS (default "1 4"),
+# ARGS (default: isotropic_turbulence --preset gpu at 256^3 to t = 0.75, snapshots every
+# 0.25), SKIP_TESTS=1.  Results under $OUT (runs_gpu.log).
+set -u
+OUT="${OUT:-benchmarks/results/runs_$(date +%F_%H%M%S)}"; mkdir -p "$OUT"
+source "$(dirname "$0")/wheels.sh"
+export PYTHONPATH="$SITE$PWD" NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+PY="$(command -v python3)"
+venv_bin="$(dirname "$PY")"
+MPIEXEC="${MPIEXEC:-$(PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$venv_bin" | paste -sd: -)" command -v mpiexec || echo /usr/bin/mpiexec)}"
+ARGS="${ARGS:-isotropic_turbulence --preset gpu --device gpu --set n=256 --t-end 0.75 --set snapshot_interval=0.25}"
+{
+  nvidia-smi --query-gpu=index,name --format=csv,noheader
+  [ "${SKIP_TESTS:-0}" = 1 ] || timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider \
+      tests/test_turbulence_slab.py tests/model/test_slab_partition.py 2>&1 | tail -3
+  for P in ${RANKS:-1 4}; do
+    rm -rf "/tmp/runs/P$P"; mkdir -p /tmp/runs
+    t0=$(date +%s%N)
+    timeout 200 "$MPIEXEC" --allow-run-as-root -x PYTHONPATH -x NCCL_NVLS_ENABLE -n "$P" "$PY" \
+        -m vortexsim run $ARGS --out "/tmp/runs/P$P" -q
+    echo "== $P GPU(s): rc=$? wall=$(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    grep -E "time:|ran [0-9]+ steps|output thread|GPU memory" "/tmp/runs/P$P/run.log" | cut -c1-600
+  done
+  "$PY" - ${RANKS:-1 4} <<'PY'
+import sys, numpy as np, xarray as xr
+ranks = sys.argv[1:]
+a = xr.open_dataset(f"/tmp/runs/P{ranks[0]}/diagnostics.nc")
+for p in ranks[1:]:
+    b = xr.open_dataset(f"/tmp/runs/P{p}/diagnostics.nc")
+    worst = max((float(np.abs(a[k].values - b[k].values).max() / max(np.abs(a[k].values).max(), 1e-300)), k)
+                for k in ("energy", "enstrophy", "lattice_dissipation", "skewness", "flatness"))
+    print(f"diagnostics {p} GPUs vs {ranks[0]}: largest relative difference {worst[0]:.2e} ({worst[1]})")
+PY
+} 2>&1 | tee "$OUT/runs_gpu.log"
