@@ -71,18 +71,27 @@ def test_two_ranks_follow_one_rank(tmp_path, case, steps, rtol):
     assert "on 2 MPI ranks" in run_log and "[rank 1]" not in done.stderr
 
 
-@pytest.mark.parametrize("first, then", [(2, 1), (1, 2)])
-def test_a_checkpoint_restarts_on_another_rank_count(tmp_path, first, then):
+@pytest.mark.parametrize("case, first, then, rtol", [(RING, 2, 1, 1e-5), (RING, 1, 2, 1e-5),
+                                                     (BOX, 2, 1, 1e-12)],
+                         ids=["leapfrog-2-1", "leapfrog-1-2", "taylor_green-2-1"])
+def test_a_checkpoint_restarts_on_another_rank_count(tmp_path, case, first, then, rtol):
     """3 steps on ``first`` ranks, 3 more from its snapshot on ``then`` ranks: the state
-    of 6 steps on one rank (the FMM's tolerance)."""
+    and the diagnostics of 6 steps on one rank (the FMM's tolerance; the periodic box,
+    its state split by slabs on 2 ranks: 1e-12)."""
     whole, part = tmp_path / "whole", tmp_path / "part"
-    assert vortexsim(1, "run", *RING, "--steps", "6", "--out", str(whole)).returncode == 0
-    assert vortexsim(first, "run", *RING, "--steps", "3", "--out", str(part)).returncode == 0
+    assert vortexsim(1, "run", *case, "--steps", "6", "--out", str(whole)).returncode == 0
+    assert vortexsim(first, "run", *case, "--steps", "3", "--out", str(part)).returncode == 0
     done = vortexsim(then, "restart", str(part / "snapshot_00000003.nc"), "--steps", "3", "-q")
     assert done.returncode == 0, done.stderr
     (a, _), (b, n) = _state(whole / "snapshot_00000006.nc"), _state(part / "snapshot_00000006.nc")
     assert n == 6
-    _close(a, b, 1e-5)
+    _close(a, b, rtol)
+    import xarray as xr
+    with xr.open_dataset(whole / "diagnostics.nc") as d1, \
+            xr.open_dataset(part / "diagnostics.nc") as d2:
+        assert float(d1.t[-1]) == float(d2.t[-1])          # the last rows: t = 6 dt
+        _close({"energy": d1.energy.values[-1:]}, {"energy": d2.energy.values[-1:]},
+               10 * rtol)
 
 
 def test_a_rank_that_raises_ends_every_rank_with_its_message(tmp_path):
