@@ -35,6 +35,11 @@ of every array; :meth:`VortexModel.load_state_dict` restores them, so that a run
 from a saved state is bitwise identical to an uninterrupted one (same config, same
 device).  :attr:`VortexModel.config` holds every resolved parameter (plain JSON-able
 values); :func:`vortexsim.cases.from_config` rebuilds a case from it.
+
+Several ranks (``communicator``): a periodic run with the particle-mesh solve, remeshed
+every step, splits its state by x-slabs (:mod:`.slab_partition`: each rank steps its
+slab's elements; :meth:`VortexModel.assemble` gathers the whole state for output);
+any other run keeps the whole state on every rank and shares the summation's targets.
 """
 from __future__ import annotations
 
