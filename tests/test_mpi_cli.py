@@ -94,33 +94,36 @@ def test_a_checkpoint_restarts_on_another_rank_count(tmp_path, case, first, then
                10 * rtol)
 
 
-def test_a_rank_that_raises_ends_every_rank_with_its_message(tmp_path):
-    """Rank 1 raises in its third step: both ranks end within 30 s, rank 1's message on
-    stderr, a failed exit."""
+@pytest.mark.parametrize("case, rank", [(RING, 1), (BOX, 0)],
+                         ids=["leapfrog-rank-1", "taylor_green-rank-0"])
+def test_a_rank_that_raises_ends_every_rank_with_its_message(tmp_path, case, rank):
+    """One rank raises in its third step: both ranks end within 30 s, that rank's message
+    on stderr, a failed exit (rank 0 of a state split by slabs, too: its error
+    checkpoint must not wait for the other rank)."""
     script = tmp_path / "fail.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(textwrap.dedent(f"""
         import sys
         from vortexsim.backend.mpi import make_communicator
         from vortexsim.model import VortexModel
         from vortexsim.cli import main
 
-        if make_communicator().rank == 1:
+        if make_communicator().rank == {rank}:
             step = VortexModel.time_step
 
             def failing(self, *args, **kwargs):
                 if self.iteration == 2:
-                    raise RuntimeError("rank 1 lost its device")
+                    raise RuntimeError("rank {rank} lost its device")
                 return step(self, *args, **kwargs)
             VortexModel.time_step = failing
         sys.exit(main(sys.argv[1:]))
     """))
     start = time.monotonic()
-    done = subprocess.run([mpiexec(), "-n", "2", sys.executable, str(script), "run", *RING,
+    done = subprocess.run([mpiexec(), "-n", "2", sys.executable, str(script), "run", *case,
                            "--steps", "50", "--out", str(tmp_path / "run")], env=mpi_env(),
                           capture_output=True, text=True, timeout=120)
     assert time.monotonic() - start < 30
     assert done.returncode != 0
-    assert "rank 1 of 2" in done.stderr and "rank 1 lost its device" in done.stderr
+    assert f"rank {rank} of 2" in done.stderr and f"rank {rank} lost its device" in done.stderr
 
 
 def _start_long_run(run):

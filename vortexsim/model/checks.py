@@ -67,4 +67,4 @@ def check_step(model, stats, dt, margin):
                f"{cause} The simulation keeps the last good state (t = {t:.6g}); "
                "SimulationError.state holds it for a checkpoint.")
         logger.error(msg)
-        raise SimulationError(msg, step, t, model.state_dict())
+        raise SimulationError(msg, step, t, model.whole_state_dict())

@@ -311,10 +311,10 @@ class VortexModel:
         the step started from).  Raises :class:`SimulationError` (state unchanged) when a
         safety check fails.
         """
-        if not (math.isfinite(dt) and dt > 0):
+        if not (math.isfinite(dt) and dt > 0):    # (the same dt on every rank)
             raise SimulationError(f"non-finite or non-positive time step dt = {dt} at step "
                                   f"{self.iteration + 1}, t = {self.t}.", self.iteration + 1,
-                                  self.t, self.state_dict())
+                                  self.t, self.whole_state_dict())
         if self.partition is None:
             return self._time_step(dt, during)
         self._drop_whole()
@@ -554,14 +554,25 @@ class VortexModel:
 
         float64 arrays copied to the host are bitwise equal to the device ones, so
         :meth:`load_state_dict` of this dict continues bitwise like the original run.
-        Where the ranks hold the state split by slabs it is assembled first
-        (:meth:`assemble`, collective).
+        Where the ranks hold the state split by slabs it needs the whole state
+        (:meth:`assemble`, collective: RuntimeError before it; never a collective here,
+        which a rank that failed alone would wait in for ever).
         """
-        self.assemble()
+        if not self.assembled:
+            raise RuntimeError("the state is split by slabs over the ranks: call "
+                               "assemble() on every rank together before state_dict().")
         return {"t": self.t, "iteration": self.iteration, "dt": self.dt,
                 "sigma_range": list(self.sigma_range), **self.planner.state_dict(),
                 "elements": self.elements.to_host(), "tracers": self.tracers.to_host(),
                 "groups": [g.as_dict() for g in self.groups], "step_strain": self.step_strain}
+
+    def whole_state_dict(self):
+        """:meth:`state_dict` with the whole state assembled first where the ranks hold
+        it split by slabs (collective): for the callers that every rank reaches together
+        (a checkpoint; a step that failed on every rank alike, whose check uses the
+        maxima of all ranks; a bad dt, which is every rank's)."""
+        self.assemble()
+        return self.state_dict()
 
     def load_state_dict(self, state):
         """Restore a :meth:`state_dict`.

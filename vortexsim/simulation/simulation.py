@@ -464,7 +464,7 @@ class Simulation:
 
     def checkpoint_state(self):
         """Everything a restart needs: ``{"state": state_dict(), "run": run_state_dict()}``."""
-        return {"state": self.model.state_dict(), "run": self.run_state_dict()}
+        return {"state": self.model.whole_state_dict(), "run": self.run_state_dict()}
 
     def run_state_dict(self):
         """The run loop's state: the stop criteria and ``state_dict()`` of every callback and
