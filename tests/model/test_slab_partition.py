@@ -267,7 +267,9 @@ def test_a_checkpoint_of_one_rank_continues_on_three_ranks(n):
         sim.step()
         assert len(sim.model.elements) == r1 - r0    # the rows of the state read
         sim.run(steps=1)
-        assert sim.iteration == 4 and sim.model.assembled   # the run ends assembled
+        # no writer needs the whole state: the run ends with each rank's slab
+        assert sim.iteration == 4 and not sim.model.assembled
+        sim.model.assemble()
         return _state(sim)
     states = on_ranks(3, work)
     _same_bits(states)
@@ -425,3 +427,35 @@ def test_a_case_split_by_slabs_on_cupy_follows_one_rank(case, n):
     states = _split_run(2, case, n, 3, device="gpu")
     _same_bits(states)
     _matches(states[0], one, n)
+
+
+def test_the_whole_state_on_rank_zero_alone_is_the_assembled_state(monkeypatch):
+    """assemble_on_root (what snapshots and the plot use): on rank 0 the whole state on
+    the host, bit for bit the state that assemble() gathers on every rank, sent in
+    messages of at most ROOT_CHUNK_ROWS rows (made small here: several rounds, a last
+    partial one); the other ranks keep their slabs.  A later assemble() gathers it on
+    every rank."""
+    from vortexsim.model import slab_partition
+    monkeypatch.setattr(slab_partition, "ROOT_CHUNK_ROWS", 100)   # 576 rows a rank: 6
+    n = 12
+
+    def work(comm):
+        sim = _case(comm, n=n)
+        sim.run(steps=2)
+        model = sim.model
+        own = len(model.elements)
+        model.assemble_on_root()
+        if comm.rank == 0:
+            assert model.assembled and isinstance(model.elements.alpha, np.ndarray)
+            root = {f: np.array(getattr(model.elements, f)) for f in FIELDS}
+        else:
+            assert not model.assembled and len(model.elements) == own
+            root = None
+        model.assemble()                          # everywhere now
+        assert model.assembled and len(model.elements) == n ** 3
+        return root, _state(sim)
+    out = on_ranks(3, work)
+    _same_bits([state for _, state in out])
+    root, (whole, _, _) = out[0]
+    for f in FIELDS:
+        assert root[f].dtype == whole[f].dtype and root[f].tobytes() == whole[f].tobytes(), f

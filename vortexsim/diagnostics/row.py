@@ -74,7 +74,7 @@ class DiagnosticsRow:
         """
         model = self.model
         lattice = None
-        if model.partition is not None and not model.assembled:
+        if model.partition is not None:           # on the slabs, whatever is assembled
             fields = None
             v, lattice = split_row_parts(model, LATTICE_STATISTICS)
         else:

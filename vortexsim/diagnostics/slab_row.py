@@ -40,7 +40,7 @@ def split_row_parts(model, statistics_keys):
     as its ``extra``, ``lattice`` the row's lattice statistics (``lattice_energy``, …,
     the ``statistics_keys`` of :func:`.turbulence.flow_statistics`, ``wavenumber`` and
     ``energy_spectrum``).  Collective; the same host values on every rank."""
-    part, el, xp = model.partition, model.elements, model.device.xp
+    part, el, xp = model.partition, model.own_elements, model.device.xp
     solve, comm = part.solve, model.communicator
     sums = D.RowSums([], [], [], len(el), xp)
     local = np.asarray(to_host(sums(el.x, el.alpha)), dtype=np.float64)

@@ -116,7 +116,7 @@ class VortexModel:
         check_run_names(run)
         check_limits(run)        # every number within the range of the parameter table
         # the state split by slabs over ranks: set up by _init_partition (none until then)
-        self.partition, self._own, self._whole = None, None, None
+        self.partition = None
         cfg = {**RUN_DEFAULTS, **run}
         self.device: Device = resolve_device(cfg["device"])
         self._init_state(elements, tracers, groups)
@@ -204,38 +204,39 @@ class VortexModel:
         reason = partition_reason(self)
         if reason is None:
             self.partition = SlabPartition(self)
-            self._split()
+            self.partition.split(self)
         elif reason and self.summation.method == "mesh":
             logger.info("every rank holds the whole state: %s (the split by slabs needs "
                         "method = 'mesh', remesh_every = 1, no tracers and viscous = "
                         "'lattice' or none).", reason)
 
-    def _split(self):
-        """Keep this rank's rows of the whole ``elements`` (held as the assembled state
-        until the next step)."""
-        self.partition.check_whole(self.elements.x)
-        self._whole = self.elements
-        self._own = self.partition.own_rows(self._whole)
-
     def assemble(self):
         """Hold the whole state in :attr:`elements` where the ranks hold it split by slabs
-        (:mod:`.slab_partition`; nothing to do otherwise): the strengths gathered from
-        every rank, until the next step.  Collective: every rank calls it together (the
-        simulation does before any output acts)."""
-        if self.partition is not None and self._whole is None:
-            self._whole = self.partition.assemble(self._own)
-            self.elements = self._whole
+        (:meth:`.slab_partition.SlabPartition.hold_all`; nothing to do otherwise), until
+        the next step.  Collective: every rank calls it together."""
+        if self.partition is not None:
+            self.partition.hold_all(self)
+
+    def assemble_on_root(self):
+        """:meth:`assemble` on rank 0's host alone (NumPy arrays in :attr:`elements`
+        there), for what rank 0 alone writes (:meth:`SlabPartition.hold_on_root`)."""
+        if self.partition is not None:
+            self.partition.hold_on_root(self)
 
     @property
     def assembled(self):
         """Whether :attr:`elements` holds the whole state (always, on one rank)."""
-        return self.partition is None or self._whole is not None
+        return self.partition is None or self.partition.whole is not None
+
+    @property
+    def own_elements(self):
+        """This rank's elements: its slab's where the state is split, else all."""
+        return self.elements if self.partition is None else self.partition.own
 
     def _drop_whole(self):
         """Back to this rank's own elements, where the whole state is held."""
-        if self.partition is not None and self._whole is not None:
-            self._whole = None
-            self.elements = self._own
+        if self.partition is not None:
+            self.partition.drop(self)
 
     def _init_state(self, elements, tracers, groups):
         """The elements, tracers and groups, validated once and put on the device."""
@@ -290,7 +291,7 @@ class VortexModel:
             self._rates_with(plan)
             s = to_host(self.rhs.stage_max)
         else:                     # this rank's elements, the maxima of every rank
-            own = self._own
+            own = self.partition.own
             with self.partition.own_stages(self.rhs):
                 self.rhs.begin_step(self.t, own.sigma, self.sigma_range, plan=plan,
                                     volume=own.volume)
@@ -322,7 +323,7 @@ class VortexModel:
             with self.partition.own_stages(self.rhs):
                 return self._time_step(dt, during)
         finally:
-            self._own = self.elements if self._whole is None else self._own
+            self.partition.keep(self)
 
     def _time_step(self, dt, during):
         xp = self.device.xp
@@ -543,7 +544,7 @@ class VortexModel:
         self.elements.group = self.device.xp.asarray(remap[labels])   # (-1 stays -1)
         self._new_set()
         if partition is not None:
-            self._split()                 # this rank's rows of the new set
+            self.partition.split(self)                 # this rank's rows of the new set
         return self
 
     # -- state for checkpoints and restarts ---------------------------------------
@@ -614,7 +615,7 @@ class VortexModel:
         self.planner.load_state_dict(state)
         self.planner.observe_box(self._host_box_stats())
         if self.partition is not None and not full:
-            self._split()                 # this rank's rows of the state read
+            self.partition.split(self)                 # this rank's rows of the state read
         return self
 
     def _check_state_shapes(self, e, tr, n, m, full):

@@ -48,7 +48,11 @@ from ..state import Elements
 from ..summation.slab_lend import evaluate_lent, remesh_lent
 from ..summation.spectral import self_gradient
 
-__all__ = ["SlabPartition", "OwnSlabSum", "partition_reason"]
+__all__ = ["SlabPartition", "OwnSlabSum", "partition_reason", "ROOT_CHUNK_ROWS"]
+
+#: rows of strengths (24 B each) a rank sends to rank 0 in one message of
+#: :meth:`SlabPartition.assemble_on_root` (192 MiB: far below MPI's 2 GiB counts)
+ROOT_CHUNK_ROWS = 1 << 23
 
 
 def partition_reason(model):
@@ -156,6 +160,45 @@ class SlabPartition:
         self.counts = tuple((b - a) * plane for a, b in self.solve.slabs.bounds)
         self.stage_sum = OwnSlabSum(self)
         self._nodes = None
+        #: this rank's elements; the whole state held (or None) and where: "all" ranks,
+        #: "root" (rank 0's host), or None
+        self.own, self.whole, self.whole_on = None, None, None
+
+    # -- the model's elements: its own and the whole ------------------------------------
+    def split(self, model):
+        """Keep this rank's rows of ``model``'s whole elements (which stay held as the
+        assembled state until the next step)."""
+        self.check_whole(model.elements.x)
+        self.whole, self.whole_on = model.elements, "all"
+        self.own = self.own_rows(self.whole)
+
+    def hold_all(self, model):
+        """``model.elements`` the whole state on every rank (:meth:`assemble`), until
+        :meth:`drop`.  Collective."""
+        if self.whole_on != "all":
+            self.whole, self.whole_on = self.assemble(self.own), "all"
+            model.elements = self.whole
+
+    def hold_on_root(self, model):
+        """``model.elements`` the whole state on rank 0's host alone
+        (:meth:`assemble_on_root`); the other ranks keep their slabs.  Collective;
+        nothing to do where the whole state is held already."""
+        if self.whole_on is None:
+            self.whole, self.whole_on = self.assemble_on_root(self.own), "root"
+            if self.whole is not None:
+                model.elements = self.whole
+
+    def drop(self, model):
+        """``model.elements`` this rank's own again (the start of a step)."""
+        if self.whole_on is not None:
+            self.whole = self.whole_on = None
+            model.elements = self.own
+
+    def keep(self, model):
+        """After a step: ``model.elements`` are this rank's own (a failed step that
+        assembled the state keeps the own elements it started from)."""
+        if self.whole is None:
+            self.own = model.elements
 
     @contextlib.contextmanager
     def own_stages(self, rhs):
@@ -229,6 +272,37 @@ class SlabPartition:
         volume = xp.full(n ** 3, h ** 3, dtype=dtype)
         group = xp.full(n ** 3, -1, dtype=xp.int64)
         return Elements(x=x, alpha=alpha, sigma=sigma, volume=volume, group=group)
+
+    def assemble_on_root(self, own):
+        """The whole state on rank 0's host (NumPy arrays; None on the other ranks), for
+        the output that rank 0 alone writes (snapshots, the plot): each rank's strengths
+        copied to its host and sent to rank 0 in messages of at most
+        :data:`ROOT_CHUNK_ROWS` rows (an alltoall whose parts for other ranks are
+        empty), the nodes' x, σ, V made there.  No GPU holds more than its slab.
+        Collective."""
+        comm, rank = self.communicator, int(self.communicator.rank)
+        alpha = np.asarray(to_host(own.alpha), dtype=np.float64)
+        rounds = max(-(-c // ROOT_CHUNK_ROWS) for c in self.counts)
+        whole = np.empty((sum(self.counts), 3)) if rank == 0 else None
+        starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(int)
+        empty = np.empty((0, 3))
+        for k in range(rounds):
+            chunk = alpha[k * ROOT_CHUNK_ROWS:(k + 1) * ROOT_CHUNK_ROWS]
+            got = comm.alltoall([chunk if q == 0 else empty for q in range(comm.size)])
+            if rank == 0:
+                for q, part in enumerate(got):
+                    at = starts[q] + k * ROOT_CHUNK_ROWS
+                    whole[at:at + part.shape[0]] = part
+        if rank != 0:
+            return None
+        n, h, dtype = self.n, self.box / self.n, np.dtype(own.x.dtype)
+        row = np.arange(n ** 3, dtype=np.int64)
+        x = np.stack([row // (n * n), (row // n) % n, row % n], axis=1).astype(dtype) \
+            * dtype.type(h)
+        sigma = np.full(n ** 3, to_host(own.sigma[:1])[0], dtype=dtype)
+        return Elements(x=x, alpha=whole.astype(dtype, copy=False), sigma=sigma,
+                        volume=np.full(n ** 3, h ** 3, dtype=dtype),
+                        group=np.full(n ** 3, -1, dtype=np.int64))
 
     # -- the step -----------------------------------------------------------------------
     def combine(self, stats):

@@ -238,12 +238,12 @@ class SnapshotWriter:
     ``"done"`` → ``final`` (unless this iteration's is written and its run state is still
     current: a final diagnostics row after it makes it rewritten), ``"interrupted"`` →
     ``interrupted``, ``"failed"`` → ``last_good_state``, ``"error"`` → ``error``.
-    :attr:`last_path` is the newest file written; :meth:`read_checkpoint` reads one
-    back for :meth:`vortexsim.Simulation.pickup`.
+    :attr:`last_path` is the newest file; :meth:`read_checkpoint` reads one back.
     """
 
     _KINDS = {"done": "final", "interrupted": "interrupted", "failed": "last_good_state",
               "error": "error"}
+    whole_state = "root"     # rank 0 alone writes it: the whole state on its host alone
 
     def __init__(self, run_dir, schedule=None, meta=None, history=""):
         self.run_dir = os.fspath(run_dir)
@@ -468,12 +468,12 @@ class PlotWriter:
     (:func:`vortexsim.output.plot.plot_rows`), while the output thread writes the final
     snapshot: neither waits for the other, and no file is read back (on an H100 machine
     the end of the leapfrog GPU run waited 0.38–0.58 s for the plot drawn from the
-    files).  Without it the plot reads the run's files
-    (:func:`vortexsim.output.plot.plot_run`) on the output thread, after the final
-    snapshot.  Drawn beside the final writes, the plot is on disk even when one of them
-    then fails (the run then ends with that error, its checkpoint written)."""
+    files).  Without it the plot reads the run's files (:func:`.plot.plot_run`) on the
+    output thread, after the final snapshot.  Drawn beside the final writes, the plot is
+    on disk even when one of them fails (the run ends with that error, checkpointed)."""
 
     schedule = None
+    whole_state = "root"     # rank 0 alone draws it
 
     def __init__(self, run_dir, path=None, diagnostics=None):
         self.run_dir, self.path_ = os.fspath(run_dir), path

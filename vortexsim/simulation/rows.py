@@ -87,12 +87,17 @@ class RowsInSteps:
                 self.sim.timings.window_seconds += time.perf_counter() - t0
 
     def settle(self, component=None):
-        """The state that output (``component``: a writer or callback) acts on: the
-        whole state where the ranks hold it split by slabs
-        (:meth:`vortexsim.model.VortexModel.assemble`, collective; not for a component
-        whose ``whole_state`` is False, which reads the diagnostics row alone), after
-        the rows waiting for it."""
-        if getattr(component, "whole_state", True):
+        """The state that output (``component``: a writer or callback) acts on, after the
+        rows waiting for it.  Where the ranks hold it split by slabs, by the component's
+        ``whole_state`` (default: its ``reads_state``, else True): True the whole state
+        on every rank (:meth:`vortexsim.model.VortexModel.assemble`), "root" on rank 0's
+        host alone (:meth:`~vortexsim.model.VortexModel.assemble_on_root`: what rank 0
+        alone writes), False none (it reads the diagnostics row, computed on the slabs,
+        or no state).  Collective."""
+        mode = getattr(component, "whole_state", getattr(component, "reads_state", True))
+        if mode == "root":
+            self.sim.model.assemble_on_root()
+        elif mode:
             self.sim.model.assemble()
         self.run()
 

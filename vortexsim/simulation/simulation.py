@@ -340,16 +340,15 @@ class Simulation:
         flush again.  With ``reason == "error"`` nothing raises (the run's own exception
         is the one to report): failures are logged."""
         self._stop_requested = False      # a request is spent by the run that ends here
-        if reason == "error":             # (maybe one rank's: no collective assemble())
-            self.rows.drop()
-        else:
-            self.rows.settle()
+        # (an error may be one rank's: no collective then)
+        (self.rows.drop if reason == "error" else self.rows.run)()
         self._flush_after(reason)
         for name, comp in (*self.callbacks.items(), *self.output_writers.items()):
             finalize = getattr(comp, "finalize", None)
             if finalize is None:
                 continue
             if reason != "error":
+                self.rows.settle(comp)    # the state it acts on (collective)
                 with self.timings.timed(name), self.output.calling(name):
                     finalize(self, reason)
                 continue
