@@ -34,5 +34,11 @@ for p in ranks[1:]:
     worst = max((float(np.abs(a[k].values - b[k].values).max() / max(np.abs(a[k].values).max(), 1e-300)), k)
                 for k in ("energy", "enstrophy", "lattice_dissipation", "skewness", "flatness"))
     print(f"diagnostics {p} GPUs vs {ranks[0]}: largest relative difference {worst[0]:.2e} ({worst[1]})")
+    import glob
+    from vortexsim.output import read_snapshot
+    last = [sorted(glob.glob(f"/tmp/runs/P{q}/snapshot_*.nc"))[-1] for q in (ranks[0], p)]
+    s, t = (read_snapshot(f).state["elements"] for f in last)
+    print(f"last snapshot {p} GPUs vs {ranks[0]}:", {k: float(np.abs(np.asarray(s[k]) - np.asarray(t[k])).max())
+                                                    for k in ("x", "alpha", "sigma", "volume")})
 PY
 } 2>&1 | tee "$OUT/runs_gpu.log"
