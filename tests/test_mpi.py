@@ -9,7 +9,8 @@ import pytest
 from mpi_ranks import run_ranks  # tests/mpi_ranks.py
 
 from vortexsim.backend import SingleProcess
-from vortexsim.backend.mpi import launched_ranks, local_rank, make_communicator
+from vortexsim.backend import make_communicator
+from vortexsim.backend.launch import launched_ranks, local_rank
 from vortexsim.cli import main
 
 
@@ -54,7 +55,7 @@ def test_two_ranks_sum_gather_and_broadcast_alike(tmp_path):
     script.write_text(textwrap.dedent("""
         import sys
         import numpy as np
-        from vortexsim.backend.mpi import MPICommunicator, make_communicator
+        from vortexsim.backend import MPICommunicator, make_communicator
         comm = make_communicator()
         assert isinstance(comm, MPICommunicator) and comm.size == 2, comm.describe()
         def part(rank):      # values over 16 decades
@@ -82,7 +83,7 @@ def test_two_ranks_share_the_targets_of_an_fmm_sum(tmp_path):
     script.write_text(textwrap.dedent("""
         import hashlib
         import numpy as np
-        from vortexsim.backend.mpi import make_communicator
+        from vortexsim.backend import make_communicator
         from vortexsim.summation import make_summation
         rng = np.random.default_rng(3)
         x, alpha = rng.random((2000, 3)), 1e-3 * rng.standard_normal((2000, 3))
@@ -115,7 +116,7 @@ def test_a_case_stepped_on_two_ranks_follows_the_one_rank_run(tmp_path):
         import hashlib
         import numpy as np
         import vortexsim
-        from vortexsim.backend.mpi import make_communicator
+        from vortexsim.backend import make_communicator
         comm = make_communicator()
         args = dict(n_phi=24, tracers_per_ring=64, method="fmm", tol=1e-8, progress=False)
         one = vortexsim.make_case("leapfrog", **args)
@@ -158,7 +159,7 @@ def test_two_ranks_gather_arrays_of_unequal_length(tmp_path):
     every rank; make_communicator(device="cpu") is the MPI communicator."""
     done = _run_script(tmp_path, "gather.py", """
         import numpy as np
-        from vortexsim.backend.mpi import MPICommunicator, make_communicator
+        from vortexsim.backend import MPICommunicator, make_communicator
         comm = make_communicator(device="cpu")
         assert type(comm) is MPICommunicator and comm.size == 2, comm.describe()
         def part(rank, rows):
@@ -189,7 +190,7 @@ def test_two_ranks_exchange_parts_alltoall(tmp_path):
     different lengths (one empty) and Python objects alike, in sender order."""
     done = _run_script(tmp_path, "alltoall.py", """
         import numpy as np
-        from vortexsim.backend.mpi import make_communicator
+        from vortexsim.backend import make_communicator
         comm = make_communicator()
         r = comm.rank
         parts = [np.full((2 * r + dest, 3), 10 * r + dest, dtype=np.float64)
@@ -214,7 +215,7 @@ def test_two_ranks_share_direct_sums_along_the_morton_curve(tmp_path):
     done = _run_script(tmp_path, "shared_direct.py", """
         import hashlib
         import numpy as np
-        from vortexsim.backend.mpi import make_communicator
+        from vortexsim.backend import make_communicator
         from vortexsim.summation import make_summation
         rng = np.random.default_rng(5)
         x, alpha = rng.random((400, 3)), 1e-3 * rng.standard_normal((400, 3))

@@ -103,7 +103,7 @@ def test_a_rank_that_raises_ends_every_rank_with_its_message(tmp_path, case, ran
     script = tmp_path / "fail.py"
     script.write_text(textwrap.dedent(f"""
         import sys
-        from vortexsim.backend.mpi import make_communicator
+        from vortexsim.backend import make_communicator
         from vortexsim.model import VortexModel
         from vortexsim.cli import main
 

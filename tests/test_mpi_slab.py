@@ -12,7 +12,7 @@ def test_two_ranks_solve_as_one_process(tmp_path):
     script = tmp_path / "slab_mesh.py"
     script.write_text(textwrap.dedent("""
         import numpy as np
-        from vortexsim.backend.mpi import MPICommunicator, make_communicator
+        from vortexsim.backend import MPICommunicator, make_communicator
         from vortexsim.geometry.lattice_modes import rfft3
         from vortexsim.geometry.slab import SlabFFT
         from vortexsim.summation.mesh import MeshSolve

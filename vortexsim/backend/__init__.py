@@ -9,7 +9,8 @@ from .communicator import Communicator, SingleProcess
 from .device import (DEVICE_NAMES, PRECISIONS, Device, array_namespace, check_precision,
                      device_kind, gpu_available, import_cupy, is_cupy_array, resolve_device,
                      host_copy, select_gpu, stable_argsort, to_device, to_host)
-from .mpi import MPICommunicator, make_communicator
+from .mpi import MPICommunicator
+from .world import make_communicator
 from .nccl import NCCLCommunicator
 
 __all__ = ["PRECISIONS", "DEVICE_NAMES", "check_precision", "Device", "resolve_device",

