@@ -8,12 +8,7 @@
 # Results under $OUT (ranks_cli.log, the run directories' diagnostics and logs).
 set -u
 OUT="${OUT:-benchmarks/results/ranks_cli_$(date +%F_%H%M%S)}"; mkdir -p "$OUT"
-source "$(dirname "$0")/wheels.sh"
-export PYTHONPATH="$SITE$PWD" NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-PY="$(command -v python3)"
-venv_bin="$(dirname "$PY")"
-MPIEXEC="${MPIEXEC:-$(PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$venv_bin" | paste -sd: -)" command -v mpiexec || echo /usr/bin/mpiexec)}"
+source "$(dirname "$0")/mpi_env.sh"      # PYTHONPATH, PY, MPIEXEC, the MPI/NCCL settings
 RANKS="${RANKS:-2}"; RESTART_RANKS="${RESTART_RANKS:-1}"; T_END="${T_END:-4}"
 CASE=("${CASE_NAME:-leapfrog}" --preset gpu --device gpu --t-end "$T_END"
       --set "snapshot_interval=${SNAP:-0.5}" ${SET:-} -q)

@@ -10,14 +10,7 @@
 # Results under $OUT (ranks_gpu.log, scaling_fmm.jsonl, mesh_ranks.jsonl).
 set -u
 OUT="${OUT:-benchmarks/results/ranks_$(date +%F_%H%M%S)}"; mkdir -p "$OUT"
-source "$(dirname "$0")/wheels.sh"
-export PYTHONPATH="$SITE$PWD" NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-PY="$(command -v python3)"            # by its path: mpiexec's ranks find another python3 first
-export PYTHON="$PY"
-venv_bin="$(dirname "$PY")"
-MPIEXEC="${MPIEXEC:-$(PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$venv_bin" | paste -sd: -)" command -v mpiexec || echo /usr/bin/mpiexec)}"
-export MPIEXEC
+source "$(dirname "$0")/mpi_env.sh"      # PYTHONPATH, PY, MPIEXEC, the MPI/NCCL settings
 LOG="$OUT/ranks_gpu.log"
 {
   nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader

@@ -6,12 +6,7 @@
 # 0.25), SKIP_TESTS=1.  Results under $OUT (runs_gpu.log).
 set -u
 OUT="${OUT:-benchmarks/results/runs_$(date +%F_%H%M%S)}"; mkdir -p "$OUT"
-source "$(dirname "$0")/wheels.sh"
-export PYTHONPATH="$SITE$PWD" NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-PY="$(command -v python3)"
-venv_bin="$(dirname "$PY")"
-MPIEXEC="${MPIEXEC:-$(PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$venv_bin" | paste -sd: -)" command -v mpiexec || echo /usr/bin/mpiexec)}"
+source "$(dirname "$0")/mpi_env.sh"      # PYTHONPATH, PY, MPIEXEC, the MPI/NCCL settings
 ARGS="${ARGS:-isotropic_turbulence --preset gpu --device gpu --set n=256 --t-end 0.75 --set snapshot_interval=0.25}"
 {
   nvidia-smi --query-gpu=index,name --format=csv,noheader
