@@ -45,9 +45,7 @@ def split_row_parts(model, statistics_keys):
     sums = D.RowSums([], [], [], len(el), xp)
     local = np.asarray(to_host(sums(el.x, el.alpha)), dtype=np.float64)
     total = np.sum(np.stack(comm.allgather(local)), axis=0)     # rank order
-    (i0, i1), n = solve.x_planes, solve.n
-    alpha = el.alpha.astype(xp.float64, copy=False)
-    omega = xp.ascontiguousarray(alpha.T).reshape(3, i1 - i0, n, n) / solve.h ** 3
+    omega = solve.node_vorticity(el.alpha)
     field = solve.field_sums(omega)
     v = sums.finish(np.concatenate([total, [field[k] for k in FIELD_SUMS]]))
     stats, k, e = slab_vorticity_statistics(omega, solve.fft, model.domain.box,

@@ -46,7 +46,6 @@ from ..physics.slab_lattice import project_solenoidal_slab
 from ..physics.terms import LatticeDiffusion, Stretching
 from ..state import Elements
 from ..summation.slab_lend import evaluate_lent, remesh_lent
-from ..summation.spectral import self_gradient
 
 __all__ = ["SlabPartition", "OwnSlabSum", "partition_reason", "ROOT_CHUNK_ROWS"]
 
@@ -121,20 +120,11 @@ class OwnSlabSum:
 
     def on_lattice(self, alpha, n, sigma_range):
         """u and ∇u at this rank's slab nodes, of strengths ``alpha`` (n_x n², 3) in
-        remesh order: the slab solve without P2M or M2P, each node's own blob out."""
-        solve = self.shares.slab_solve(None, sigma_range)
-        i0, i1 = solve.x_planes
-        xp = self.device.xp
-        if int(n) != solve.n or alpha.shape != ((i1 - i0) * solve.n ** 2, 3):
-            raise ValueError(f"alpha has shape {alpha.shape}; expected this rank's "
-                             f"{(i1 - i0) * solve.n ** 2} slab nodes of the {solve.n}^3 "
-                             "lattice.")
-        alpha = alpha.astype(xp.float64, copy=False)
-        omega = xp.ascontiguousarray(alpha.T).reshape(3, i1 - i0, solve.n, solve.n) \
-            / solve.h ** 3
-        u, grad = solve.on_nodes(omega)
-        del omega
-        grad -= self_gradient(alpha, solve.sigma, solve.order)
+        remesh order (:meth:`.summation.slab_shares.SlabShares.on_slab_nodes`)."""
+        if int(n) != self.partition.n:
+            raise ValueError(f"the elements sit on a {n}^3 lattice but the split's is "
+                             f"{self.partition.n}^3.")
+        u, grad = self.shares.on_slab_nodes(alpha, sigma_range)
         dtype = np.dtype(self.shares.precision)
         return u.astype(dtype, copy=False), grad.astype(dtype, copy=False)
 

@@ -216,6 +216,19 @@ class SlabMeshSolve:
         del omega
         return velocity_at(self, u_hat, targets, gradient, weights)
 
+    def node_vorticity(self, alpha):
+        """ω = α/h³ on this rank's slab, (3, n_x, n, n) float64 [1/T], of the strengths
+        ``alpha`` (n_x n², 3) [L³/T] of its slab's nodes in remesh order (the rows
+        [i0 n², i1 n²) of the whole lattice's)."""
+        i0, i1 = self.x_planes
+        if alpha.shape != ((i1 - i0) * self.n ** 2, 3):
+            raise ValueError(f"alpha has shape {alpha.shape}; expected this rank's "
+                             f"{(i1 - i0) * self.n ** 2} slab nodes of the {self.n}^3 "
+                             "lattice, in remesh order.")
+        alpha = alpha.astype(self.xp.float64, copy=False)
+        return self.xp.ascontiguousarray(alpha.T).reshape(3, i1 - i0, self.n, self.n) \
+            / self.h ** 3
+
     def on_nodes(self, omega):
         """u (m, 3) and ∇u (m, 3, 3) at the nodes of this rank's slab themselves, m = n_x n²
         (rows in remesh order: the rows [i0 n², i1 n²) of the whole lattice's), of the

@@ -197,18 +197,23 @@ class SlabShares:
         if alpha.shape != (n ** 3, 3):
             raise ValueError(f"alpha has shape {alpha.shape}; expected ({n ** 3}, 3): the "
                              f"strengths of the {n}^3 lattice nodes in remesh order.")
-        xp = self.inner.device.xp
         (i0, i1), plane = solve.x_planes, n * n
-        alpha = alpha[i0 * plane:i1 * plane].astype(xp.float64, copy=False)
-        omega = xp.ascontiguousarray(alpha.T).reshape(3, i1 - i0, n, n) / solve.h ** 3
-        u, grad_u = solve.on_nodes(omega)
-        del omega
-        grad_u -= self_gradient(alpha, solve.sigma, solve.order)
+        u, grad_u = self.on_slab_nodes(alpha[i0 * plane:i1 * plane], sigma_range)
         dtype = np.dtype(self.inner.precision)
         counts = tuple(width * plane for width in
                        (b - a for a, b in solve.slabs.bounds))
         return (self._gather(u.astype(dtype, copy=False), counts),
                 self._gather(grad_u.astype(dtype, copy=False), counts))
+
+    def on_slab_nodes(self, alpha, sigma_range):
+        """u (m, 3) and ∇u (m, 3, 3), float64, at this rank's slab nodes themselves, m =
+        n_x n², of their strengths ``alpha`` (m, 3) in remesh order, each node's own blob
+        out: the slab solve alone (no P2M or M2P).  Collective."""
+        solve = self.slab_solve(None, sigma_range)
+        u, grad_u = solve.on_nodes(solve.node_vorticity(alpha))
+        grad_u -= self_gradient(alpha.astype(self.inner.device.xp.float64, copy=False),
+                                solve.sigma, solve.order)
+        return u, grad_u
 
     def field_sums(self, x, alpha, sigma, sigma_range=None, lattice=None):
         """The diagnostics' field sums: the inner summation's
