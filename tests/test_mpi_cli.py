@@ -126,9 +126,10 @@ def test_a_rank_that_raises_ends_every_rank_with_its_message(tmp_path, case, ran
     assert f"rank {rank} of 2" in done.stderr and f"rank {rank} lost its device" in done.stderr
 
 
-def _start_long_run(run):
-    """A 2-rank leapfrog that would run for minutes, once it has written snapshot 10."""
-    proc = subprocess.Popen(_command(2, ["run", *RING, "--set", "snapshot_interval=0.5",
+def _start_long_run(run, case=RING):
+    """A 2-rank run of ``case`` that would run for minutes, once it has written
+    snapshot 10."""
+    proc = subprocess.Popen(_command(2, ["run", *case, "--set", "snapshot_interval=0.5",
                                          "--t-end", "1000", "--out", str(run)]),
                             env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -168,11 +169,13 @@ def test_sigint_to_the_ranks_leaves_a_checkpoint_that_restarts(tmp_path):
     _ends_with_a_checkpoint_that_restarts(proc, run, "SIGINT")
 
 
-def test_a_stop_file_stops_every_rank_with_a_checkpoint(tmp_path):
+@pytest.mark.parametrize("case", [RING, BOX], ids=["leapfrog", "taylor_green-split"])
+def test_a_stop_file_stops_every_rank_with_a_checkpoint(tmp_path, case):
     """``touch RUN_DIR/STOP``: the same, whatever the launcher does with signals; the
-    file is gone afterwards."""
+    file is gone afterwards (also for a state split by slabs, whose checkpoint rank 0
+    writes from the whole state on its host)."""
     run = tmp_path / "run"
-    proc = _start_long_run(run)
+    proc = _start_long_run(run, case)
     (run / "STOP").touch()
     _ends_with_a_checkpoint_that_restarts(proc, run, str(run / "STOP"))
     assert not (run / "STOP").exists()
