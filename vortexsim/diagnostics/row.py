@@ -49,6 +49,7 @@ class DiagnosticsRow:
     def __init__(self, model):
         self.model = model
         self._row_sums = None
+        self._split_sums = None
         self._warned_direct = False
 
     def __call__(self):
@@ -76,7 +77,10 @@ class DiagnosticsRow:
         lattice = None
         if model.partition is not None:           # on the slabs, whatever is assembled
             fields = None
-            v, lattice = split_row_parts(model, LATTICE_STATISTICS)
+            own = len(model.own_elements)          # one RowSums per slab size
+            if self._split_sums is None or self._split_sums[0] != own:
+                self._split_sums = (own, D.RowSums([], [], [], own, model.device.xp))
+            v, lattice = split_row_parts(model, LATTICE_STATISTICS, self._split_sums[1])
         else:
             el = model.elements
             fields, direct = self._quadratic()

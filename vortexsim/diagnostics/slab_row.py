@@ -25,7 +25,6 @@ import numpy as np
 
 from ..backend import to_host
 from ..summation.spectral import FIELD_SUMS
-from . import integrals as D
 from .turbulence import slab_vorticity_statistics
 
 __all__ = ["split_row_parts", "LATTICE_KEYS"]
@@ -34,15 +33,14 @@ __all__ = ["split_row_parts", "LATTICE_KEYS"]
 LATTICE_KEYS = ("energy", "dissipation", "enstrophy")
 
 
-def split_row_parts(model, statistics_keys):
-    """(``v``, ``lattice``) of ``model``'s row: ``v`` the dict of
+def split_row_parts(model, statistics_keys, sums):
+    """(``v``, ``lattice``) of ``model``'s row, ``sums`` the
+    :class:`.integrals.RowSums` of this rank's elements (no rings): ``v`` the dict of
     :meth:`.integrals.RowSums.finish` of the whole element sums with the seven field sums
     as its ``extra``, ``lattice`` the row's lattice statistics (``lattice_energy``, …,
     the ``statistics_keys`` of :func:`.turbulence.flow_statistics`, ``wavenumber`` and
     ``energy_spectrum``).  Collective; the same host values on every rank."""
-    part, el, xp = model.partition, model.own_elements, model.device.xp
-    solve, comm = part.solve, model.communicator
-    sums = D.RowSums([], [], [], len(el), xp)
+    el, solve, comm = model.own_elements, model.partition.solve, model.communicator
     local = np.asarray(to_host(sums(el.x, el.alpha)), dtype=np.float64)
     total = np.sum(np.stack(comm.allgather(local)), axis=0)     # rank order
     omega = solve.node_vorticity(el.alpha)

@@ -17,7 +17,7 @@ import numpy as np
 from ..backend import array_namespace, to_host
 from ..kernels.morton import column_sums
 
-__all__ = ["wrap", "check_periodic_sources", "NET_VORTICITY_TOL", "periodic_nodes",
+__all__ = ["lattice_node_positions", "are_lattice_nodes", "wrap", "check_periodic_sources", "NET_VORTICITY_TOL", "periodic_nodes",
            "MAX_PERIODIC_NODES",
            "MIN_PERIODIC_NODES", "positive_finite"]
 
@@ -103,3 +103,27 @@ def periodic_nodes(box_length, h):
             "nodes per axis and would wrap onto itself in a narrower box. Use h <= "
             f"L/{MIN_PERIODIC_NODES}.")
     return n
+
+
+def lattice_node_positions(r0, r1, n, h, dtype, xp):
+    """x (r1 − r0, 3) [L] of the periodic lattice's nodes of rows r0 … r1 − 1 in remesh
+    order (node (i, j, k) in row (i n + j) n + k at (i, j, k) h, computed as
+    :func:`vortexsim.geometry.remesh.remesh` places them), of ``dtype`` in ``xp``."""
+    dtype = np.dtype(dtype)
+    row = xp.arange(r0, r1, dtype=xp.int64)
+    index = xp.stack([row // (n * n), (row // n) % n, row % n], axis=1)
+    del row
+    return index.astype(dtype) * dtype.type(h)
+
+
+def are_lattice_nodes(x, n, box, row0=0, rtol=1e-9):
+    """Whether the positions ``x`` (m, 3) [L] are the nodes of rows row0 … row0 + m − 1
+    of the periodic n³ lattice of edge ``box`` in remesh order, within ``rtol`` h: on
+    the points' device, one column at a time, one host transfer."""
+    xp, h = array_namespace(x), box / n
+    row = xp.arange(row0, row0 + x.shape[0], dtype=xp.int64)
+    worst = xp.zeros((), dtype=xp.float64)
+    for c, stride in enumerate((n * n, n, 1)):
+        node = ((row // stride) % n).astype(xp.float64) * h
+        worst = xp.maximum(worst, xp.abs(x[:, c] - node).max())
+    return bool(to_host(worst) <= rtol * h)

@@ -41,7 +41,8 @@ import dataclasses
 
 import numpy as np
 
-from ..backend import array_namespace, to_host
+from ..backend import to_host
+from ..geometry.periodic import are_lattice_nodes, lattice_node_positions
 from ..physics.slab_lattice import project_solenoidal_slab
 from ..physics.terms import LatticeDiffusion, Stretching
 from ..state import Elements
@@ -71,22 +72,11 @@ def partition_reason(model):
     if not kinds <= {Stretching, LatticeDiffusion}:
         return "its viscous term is not viscous = 'lattice' (or none)"
     n = model.remeshing.lattice_nodes()
-    if len(model.elements) != n ** 3 or not _on_nodes(model.elements.x, n,
-                                                      model.domain.box, 0):
+    if len(model.elements) != n ** 3 or not are_lattice_nodes(model.elements.x, n,
+                                                              model.domain.box):
         return f"its elements are not the {n}^3 lattice nodes in remesh order"
     return None
 
-
-def _on_nodes(x, n, box, row0):
-    """Whether the rows ``x`` (m, 3) [L] are the lattice nodes of rows row0 … row0 + m − 1
-    in remesh order, within 1e-9 h (one host transfer)."""
-    xp, h = array_namespace(x), box / n
-    row = xp.arange(row0, row0 + x.shape[0], dtype=xp.int64)
-    worst = xp.zeros((), dtype=xp.float64)
-    for c, stride in enumerate((n * n, n, 1)):
-        node = ((row // stride) % n).astype(xp.float64) * h
-        worst = xp.maximum(worst, xp.abs(x[:, c] - node).max())
-    return bool(to_host(worst) <= 1e-9 * h)
 
 
 class OwnSlabSum:
@@ -224,7 +214,7 @@ class SlabPartition:
         """ValueError unless the positions ``x`` (host or device) are the n³ lattice nodes
         in remesh order."""
         n = self.n
-        if x.shape[0] != n ** 3 or not _on_nodes(x, n, self.box, 0):
+        if x.shape[0] != n ** 3 or not are_lattice_nodes(x, n, self.box):
             raise ValueError(f"{what} does not hold the {n}^3 lattice nodes in remesh "
                              "order that a periodic run split over ranks needs (the "
                              "periodic cases' elements, remeshed every step).")
@@ -236,10 +226,8 @@ class SlabPartition:
         key = (np.dtype(dtype), float(overlap))
         if self._nodes is None or self._nodes[0] != key:
             xp, dtype = self.shares.device.xp, np.dtype(dtype)
-            n, h = self.n, self.box / self.n
-            row = xp.arange(*self.rows, dtype=xp.int64)
-            index = xp.stack([row // (n * n), (row // n) % n, row % n], axis=1)
-            x = index.astype(dtype) * dtype.type(h)
+            h = self.box / self.n
+            x = lattice_node_positions(*self.rows, self.n, h, dtype, xp)
             m = x.shape[0]
             self._nodes = (key, _Nodes(x=x, sigma=xp.full(m, overlap * h, dtype=dtype),
                                        volume=xp.full(m, h ** 3, dtype=dtype)))
@@ -252,11 +240,7 @@ class SlabPartition:
         xp, dtype = self.shares.device.xp, own.x.dtype
         alpha = self.shares._gather(own.alpha, self.counts)
         n, h = self.n, self.box / self.n
-        row = xp.arange(n ** 3, dtype=xp.int64)
-        index = xp.stack([row // (n * n), (row // n) % n, row % n], axis=1)
-        del row
-        x = index.astype(dtype) * dtype.type(h)
-        del index
+        x = lattice_node_positions(0, n ** 3, n, h, dtype, xp)
         # one σ on the lattice (every rank holds at least 2 planes of it)
         sigma = xp.broadcast_to(own.sigma[:1], (n ** 3,)).copy()
         volume = xp.full(n ** 3, h ** 3, dtype=dtype)
@@ -286,9 +270,7 @@ class SlabPartition:
         if rank != 0:
             return None
         n, h, dtype = self.n, self.box / self.n, np.dtype(own.x.dtype)
-        row = np.arange(n ** 3, dtype=np.int64)
-        x = np.stack([row // (n * n), (row // n) % n, row % n], axis=1).astype(dtype) \
-            * dtype.type(h)
+        x = lattice_node_positions(0, n ** 3, n, h, dtype, np)
         sigma = np.full(n ** 3, to_host(own.sigma[:1])[0], dtype=dtype)
         return Elements(x=x, alpha=whole.astype(dtype, copy=False), sigma=sigma,
                         volume=np.full(n ** 3, h ** 3, dtype=dtype),

@@ -17,7 +17,8 @@ import dataclasses
 import numpy as np
 
 from .._names import choice
-from ..backend import array_namespace, to_host
+from ..backend import array_namespace
+from ..geometry.periodic import are_lattice_nodes
 from ..kernels.cutoff import stretching as stretching_rhs
 from ..kernels.morton import column_sums
 from ..state import uniform_core_radius
@@ -257,16 +258,8 @@ class LatticeDiffusion(Term):
             n = self.n
             fft, row0 = self._slab if self._slab is not None else (None, 0)
             rows = n ** 3 if fft is None else fft.real_shape[0] * n * n
-            ok = tuple(x.shape) == (rows, 3)
-            if ok:                  # on the elements' device, one column at a time
-                xp, h = array_namespace(x), self.box / n
-                row = xp.arange(row0, row0 + rows, dtype=xp.int64)
-                worst = xp.zeros((), dtype=xp.float64)
-                for c, stride in enumerate((n * n, n, 1)):
-                    node = ((row // stride) % n).astype(xp.float64) * h
-                    worst = xp.maximum(worst, xp.abs(x[:, c] - node).max())
-                ok = bool(to_host(worst) <= 1e-9 * h)
-            self._on_nodes = ok
+            self._on_nodes = tuple(x.shape) == (rows, 3) and \
+                are_lattice_nodes(x, n, self.box, row0)
         if not self._on_nodes:
             raise ValueError(
                 "viscous='lattice' needs the elements on the remeshing lattice at the start "
