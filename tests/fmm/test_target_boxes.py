@@ -78,14 +78,17 @@ def test_share_equals_all_targets_selected_dense_m2l(device, size):
 
 
 @pytest.mark.parametrize("device", [pytest.param("gpu", marks=pytest.mark.gpu)])
-@pytest.mark.parametrize("pairs", [False, True])
-def test_share_equals_all_targets_selected_sparse_m2l(device, pairs):
-    """The sparse M2L (GPU only): every level sparse, by class or by offset."""
+@pytest.mark.parametrize("pairs, ratio", [(False, 0.0), (True, 0.0), (False, 1.0)])
+def test_share_equals_all_targets_selected_sparse_m2l(device, pairs, ratio):
+    """The sparse M2L (GPU only): every level sparse, by class or by offset (ratio 0:
+    kept for the share); or the share's levels moved to the dense M2L into its target
+    boxes (ratio 1: fewer target boxes than source boxes)."""
     n = 4000
     x, alpha = _points(n)
     sigma = np.full(n, 0.15 * n ** (-1 / 3))
     fmm = FMM("gaussian", tol=1e-6, device=device)
     fmm.SPARSE_M2L_FRACTION, fmm.SPARSE_M2L_PAIRS = 2.0, pairs
+    fmm.TARGET_DENSE_RATIO = ratio
     assert _share_vs_all(fmm, x, alpha, sigma, 2, depth=3) <= 1e-12
 
 

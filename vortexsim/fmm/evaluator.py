@@ -230,6 +230,10 @@ class FMM:
     SPARSE_M2L_UNIFIED = _m2l_setting(
         "sparse_unified", "None (cost model), True or False: the sparse M2L's variant "
         "(:attr:`M2L.sparse_unified`).")
+    TARGET_DENSE_RATIO = _m2l_setting(
+        "target_dense_ratio", "Levels with fewer boxes leading to targets than this times "
+        "their non-empty source boxes take the dense M2L into them "
+        "(:attr:`M2L.target_dense_ratio`).")
     SPARSE_M2L_PAIRS = _m2l_setting(
         "sparse_pairs", "None (cost model), True or False: the sparse M2L by offset "
         "(:attr:`M2L.sparse_pairs`).")
@@ -530,6 +534,16 @@ class FMM:
             src_leaves, tgt_leaves = leaf_counts(step, depth, plan.sync_free)
             multipoles = stages.upward(tree, xs, alpha_s, P, clock, green.harmonic, src_leaves,
                                        top=top)
+            # Separate targets (a rank's Morton share, tracers): the dense M2L and the
+            # L2L translate only into boxes whose subtrees hold targets
+            # (targets.target_boxes; half the boxes for half of a uniform cube), and a
+            # level with fewer such boxes than source boxes takes the dense M2L into them
+            # rather than the sparse one over its sources (M2L.sparsity).  Its counts
+            # cross to the host in one small transfer (GPU: after the upward pass is
+            # queued, next to the sparse lists' transfer); sync-free calls make none and
+            # compute every box; the sources as targets fill the cube anyway.
+            targets = (target_boxes(far_tree.tgt_start, depth, xp, top=max(top, 1))
+                       if not exclude_self and not plan.sync_free else None)
             # the sparse-M2L lists after the upward pass is queued: their one transfer
             # then waits on it instead of leaving the GPU idle
             capacity = step[1] if step is not None else None
@@ -538,18 +552,10 @@ class FMM:
                         else None)
             # (the sparse M2L's tables are those of the standard separation; the
             # periodic box uses the dense M2L)
-            sparse = (stages.m2l.sparsity(far_tree, P, capacity, counts, prepared)
+            sparse = (stages.m2l.sparsity(far_tree, P, capacity, counts, prepared, targets)
                       if green.harmonic and stages.m2l.sparse_capable and self.separation == 1
                       and box is None and (not plan.sync_free or capacity is not None)
                       else None)
-            # Separate targets (a rank's Morton share, tracers): the dense M2L and the
-            # L2L translate only into boxes whose subtrees hold targets
-            # (targets.target_boxes; half the boxes for half of a uniform cube).  Its counts
-            # cross to the host in one small transfer (GPU: after the upward pass is
-            # queued, next to the sparse lists' transfer); sync-free calls make none and
-            # compute every box; the sources as targets fill the cube anyway.
-            targets = (target_boxes(far_tree.tgt_start, depth, xp, top=max(top, 1))
-                       if not exclude_self and not plan.sync_free else None)
             clock.lap("m2l_lists")
             locals_ = stages.m2l(far_tree, multipoles, green, P, clock, sparse,
                                  periodic=box is not None, targets=targets)

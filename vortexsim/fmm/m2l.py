@@ -99,6 +99,9 @@ class M2L:
     CORE_GROUP = 256
     #: levels whose fraction of non-empty source boxes is below this use the sparse M2L
     SPARSE_FRACTION = 0.5
+    #: a level whose boxes leading to targets are fewer than this times its non-empty
+    #: source boxes takes the dense M2L into those boxes (:meth:`sparsity`)
+    TARGET_DENSE_RATIO = 1.0
     #: whether this backend has the sparse M2L by offset (:class:`PairLists`)
     pairs_capable = False
     #: deepest level of the sparse M2L by offset: its slot map holds an int32 per
@@ -116,6 +119,7 @@ class M2L:
         self.chunk_bytes = chunk_bytes
         self.core_group = self.CORE_GROUP
         self.sparse_fraction = self.SPARSE_FRACTION
+        self.target_dense_ratio = self.TARGET_DENSE_RATIO
         #: None: the sparse M2L picks per level between one GEMM per source class and
         #: one GEMM against all 343 cores by a cost model; True / False force one (tests)
         self.sparse_unified = None
@@ -441,7 +445,7 @@ class M2L:
         """Compressed locals (r, B, 3) from the non-empty source boxes only (GPU)."""
         raise RuntimeError("the sparse M2L runs on the GPU only (vortexsim.fmm.cuda.CudaM2L).")
 
-    def sparsity(self, tree, P, capacity=None, counts=None, prepared=None):
+    def sparsity(self, tree, P, capacity=None, counts=None, prepared=None, targets=None):
         """Per level: None (dense M2L), (per class: (n_active, active list), colmap, tgt
         counts, GEMM output layout) or a :class:`PairLists` (the sparse M2L by offset).
 
@@ -458,6 +462,13 @@ class M2L:
         and device tables, so that the call copies nothing to the device.  Without
         ``capacity``, the pair counts of the sparse M2L by offset (GPU) come in the same
         transfer; with it, only ``prepared`` layouts (a plan's) can hold that variant.
+
+        ``targets``: :func:`~vortexsim.fmm.targets.target_boxes` of the tree, or None.  A
+        level whose boxes leading to targets are fewer than :attr:`target_dense_ratio`
+        times its non-empty source boxes takes the dense M2L into those boxes instead
+        of the sparse M2L: the dense class GEMMs then run over the target boxes, the
+        sparse ones over every source box (a rank's Morton share of a run whose sources
+        fill a quarter of the root cube: half or a quarter of the sparse M2L's work).
         """
         xp = self.device.xp
         L = tree.depth
@@ -493,7 +504,9 @@ class M2L:
                                             pair_caps.get(level))
                 tables = None if layout is None else tuple(xp.asarray(a)
                                                            for a in layout["tables"])
-            if layout is None:
+            listed = None if targets is None else targets.get(level)
+            if layout is None or (listed is not None and listed.boxes.shape[0]
+                                  < self.target_dense_ratio * int(active[row].sum())):
                 out[level] = None
                 continue
             if layout.get("pairs"):
