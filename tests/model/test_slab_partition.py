@@ -11,6 +11,7 @@ row on 2 ranks is the one-rank row; a checkpoint of 2 ranks continues on 1 rank 
 1 rank on 3 ranks as the one-rank run; a failed step raises SimulationError on every rank
 with the whole last good state; SlabPartition.combine joins the ranks' step stats."""
 import copy
+import os
 
 import numpy as np
 import pytest
@@ -429,12 +430,16 @@ def test_a_case_split_by_slabs_on_cupy_follows_one_rank(case, n):
     _matches(states[0], one, n)
 
 
-def test_the_whole_state_on_rank_zero_alone_is_the_assembled_state(monkeypatch):
+@pytest.mark.parametrize("spill", [False, True])
+def test_the_whole_state_on_rank_zero_alone_is_the_assembled_state(monkeypatch, tmp_path,
+                                                                   spill):
     """assemble_on_root (what snapshots and the plot use): on rank 0 the whole state on
     the host, bit for bit the state that assemble() gathers on every rank, sent in
     messages of at most ROOT_CHUNK_ROWS rows (made small here: several rounds, a last
     partial one); the other ranks keep their slabs.  A later assemble() gathers it on
-    every rank."""
+    every rank.  With a spill directory (the snapshot writer's run directory) rank 0's
+    arrays are read-only memory maps of files already unlinked (none left there), which
+    a state_dict() hands on without a copy."""
     from vortexsim.model import slab_partition
     monkeypatch.setattr(slab_partition, "ROOT_CHUNK_ROWS", 100)   # 576 rows a rank: 6
     n = 12
@@ -444,10 +449,16 @@ def test_the_whole_state_on_rank_zero_alone_is_the_assembled_state(monkeypatch):
         sim.run(steps=2)
         model = sim.model
         own = len(model.elements)
-        model.assemble_on_root()
+        model.assemble_on_root(str(tmp_path) if spill else None)
         if comm.rank == 0:
             assert model.assembled and isinstance(model.elements.alpha, np.ndarray)
             root = {f: np.array(getattr(model.elements, f)) for f in FIELDS}
+            for f in FIELDS:
+                a = getattr(model.elements, f)
+                assert isinstance(a, np.memmap) == spill and a.flags.writeable != spill, f
+            if spill:
+                assert sim.model.state_dict()["elements"]["alpha"] is model.elements.alpha
+                assert os.listdir(tmp_path) == []
         else:
             assert not model.assembled and len(model.elements) == own
             root = None

@@ -23,6 +23,8 @@ import logging
 
 import numpy as np
 
+from .spill import is_frozen_spill
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["PRECISIONS", "DEVICE_NAMES", "check_precision", "Device", "resolve_device",
@@ -214,7 +216,11 @@ def host_copy(a):
     """A NumPy copy of ``a`` that owns its data: a host array copied; a CuPy array
     through page-locked memory of CuPy's pinned pool (the transfer at the bus's speed,
     no pages touched for the first time; the buffer goes back to the pool with the
-    array)."""
+    array).  A read-only memory map (a whole state spilled to a file,
+    :mod:`vortexsim.backend.spill`) is returned as it is: nothing can change it, and a
+    copy would pull the whole file into memory."""
+    if is_frozen_spill(a):
+        return a
     if is_cupy_array(a):
         import cupyx  # noqa: PLC0415
         a = a if a.flags.c_contiguous else import_cupy().ascontiguousarray(a)

@@ -217,11 +217,12 @@ class VortexModel:
         if self.partition is not None:
             self.partition.hold_all(self)
 
-    def assemble_on_root(self):
+    def assemble_on_root(self, spill_dir=None):
         """:meth:`assemble` on rank 0's host alone (NumPy arrays in :attr:`elements`
-        there), for what rank 0 alone writes (:meth:`SlabPartition.hold_on_root`)."""
+        there, memory maps of files in ``spill_dir`` where given), for what rank 0 alone
+        writes (:meth:`SlabPartition.hold_on_root`)."""
         if self.partition is not None:
-            self.partition.hold_on_root(self)
+            self.partition.hold_on_root(self, spill_dir)
 
     @property
     def assembled(self):

@@ -42,6 +42,7 @@ import dataclasses
 import numpy as np
 
 from ..backend import to_host
+from ..backend.spill import frozen, spill_array
 from ..geometry.periodic import are_lattice_nodes, lattice_node_positions
 from ..physics.slab_lattice import project_solenoidal_slab
 from ..physics.terms import LatticeDiffusion, Stretching
@@ -159,12 +160,13 @@ class SlabPartition:
             self.whole, self.whole_on = self.assemble(self.own), "all"
             model.elements = self.whole
 
-    def hold_on_root(self, model):
+    def hold_on_root(self, model, spill_dir=None):
         """``model.elements`` the whole state on rank 0's host alone
-        (:meth:`assemble_on_root`); the other ranks keep their slabs.  Collective;
-        nothing to do where the whole state is held already."""
+        (:meth:`assemble_on_root`, in files of ``spill_dir`` where given); the other
+        ranks keep their slabs.  Collective; nothing to do where the whole state is held
+        already."""
         if self.whole_on is None:
-            self.whole, self.whole_on = self.assemble_on_root(self.own), "root"
+            self.whole, self.whole_on = self.assemble_on_root(self.own, spill_dir), "root"
             if self.whole is not None:
                 model.elements = self.whole
 
@@ -247,17 +249,28 @@ class SlabPartition:
         group = xp.full(n ** 3, -1, dtype=xp.int64)
         return Elements(x=x, alpha=alpha, sigma=sigma, volume=volume, group=group)
 
-    def assemble_on_root(self, own):
+    def assemble_on_root(self, own, spill_dir=None):
         """The whole state on rank 0's host (NumPy arrays; None on the other ranks), for
         the output that rank 0 alone writes (snapshots, the plot): each rank's strengths
         copied to its host and sent to rank 0 in messages of at most
         :data:`ROOT_CHUNK_ROWS` rows (an alltoall whose parts for other ranks are
         empty), the nodes' x, σ, V made there.  No GPU holds more than its slab.
-        Collective."""
+
+        ``spill_dir`` (a directory, e.g. the run's): rank 0 writes each message, and the
+        nodes' x, σ, V and labels a block of rows at a time, into read-only memory maps
+        of unlinked files there (:mod:`vortexsim.backend.spill`), so that its memory
+        holds one message at a time and the snapshot's writer reads the state from the
+        files (72 B a node on disk).  Without it, in memory arrays.  Collective."""
         comm, rank = self.communicator, int(self.communicator.rank)
         alpha = np.asarray(to_host(own.alpha), dtype=np.float64)
         rounds = max(-(-c // ROOT_CHUNK_ROWS) for c in self.counts)
-        whole = np.empty((sum(self.counts), 3)) if rank == 0 else None
+        n, h, dtype = self.n, self.box / self.n, np.dtype(own.x.dtype)
+        rows = n ** 3
+
+        def array(shape, dt):
+            return (spill_array(shape, dt, spill_dir) if spill_dir is not None
+                    else np.empty(shape, dt))
+        whole = array((rows, 3), dtype) if rank == 0 else None
         starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(int)
         empty = np.empty((0, 3))
         for k in range(rounds):
@@ -269,12 +282,19 @@ class SlabPartition:
                     whole[at:at + part.shape[0]] = part
         if rank != 0:
             return None
-        n, h, dtype = self.n, self.box / self.n, np.dtype(own.x.dtype)
-        x = lattice_node_positions(0, n ** 3, n, h, dtype, np)
-        sigma = np.full(n ** 3, to_host(own.sigma[:1])[0], dtype=dtype)
-        return Elements(x=x, alpha=whole.astype(dtype, copy=False), sigma=sigma,
-                        volume=np.full(n ** 3, h ** 3, dtype=dtype),
-                        group=np.full(n ** 3, -1, dtype=np.int64))
+        sigma0 = to_host(own.sigma[:1])[0]
+        fields = {"x": array((rows, 3), dtype), "sigma": array(rows, dtype),
+                  "volume": array(rows, dtype), "group": array(rows, np.int64)}
+        for r0 in range(0, rows, ROOT_CHUNK_ROWS):
+            r1 = min(rows, r0 + ROOT_CHUNK_ROWS)
+            fields["x"][r0:r1] = lattice_node_positions(r0, r1, n, h, dtype, np)
+            fields["sigma"][r0:r1] = sigma0
+            fields["volume"][r0:r1] = h ** 3
+            fields["group"][r0:r1] = -1
+        if spill_dir is not None:
+            whole = frozen(whole)
+            fields = {k: frozen(v) for k, v in fields.items()}
+        return Elements(alpha=whole, **fields)
 
     # -- the step -----------------------------------------------------------------------
     def combine(self, stats):

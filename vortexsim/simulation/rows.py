@@ -92,11 +92,12 @@ class RowsInSteps:
         ``whole_state`` (default: its ``reads_state``, else True): True the whole state
         on every rank (:meth:`vortexsim.model.VortexModel.assemble`), "root" on rank 0's
         host alone (:meth:`~vortexsim.model.VortexModel.assemble_on_root`: what rank 0
-        alone writes), False none (it reads the diagnostics row, computed on the slabs,
+        alone writes; in files of the component's ``run_dir``, where it has one, so
+        that rank 0's memory holds one part of it at a time), False none (it reads the diagnostics row, computed on the slabs,
         or no state).  Collective."""
         mode = getattr(component, "whole_state", getattr(component, "reads_state", True))
         if mode == "root":
-            self.sim.model.assemble_on_root()
+            self.sim.model.assemble_on_root(getattr(component, "run_dir", None))
         elif mode:
             self.sim.model.assemble()
         self.run()

@@ -1,0 +1,51 @@
+"""Host arrays backed by a file instead of memory: where a large whole state is put
+together on one rank (the snapshot of a state split by slabs over the ranks,
+:meth:`vortexsim.model.slab_partition.SlabPartition.assemble_on_root`), its parts go
+into such arrays as they arrive, so that the rank holds one part at a time in memory
+and the operating system pages the rest in and out as the snapshot's writer reads it.
+
+:func:`spill_array` makes a writable memory map of a temporary file that is unlinked at
+once (it disappears when the last array of it is freed, also when the process dies);
+:func:`frozen` gives the read-only array that the state holds once it is filled, which
+:func:`vortexsim.backend.device.host_copy` returns as it is (nothing can change it, and a
+copy would pull the whole file into memory).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+__all__ = ["spill_array", "frozen", "is_frozen_spill"]
+
+
+def spill_array(shape, dtype, directory):
+    """A writable :class:`numpy.memmap` of ``shape`` and ``dtype`` in a temporary file of
+    ``directory``, the file unlinked already (an empty array: a plain one)."""
+    shape = tuple(int(s) for s in np.atleast_1d(shape))
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape)) * dtype.itemsize
+    if size == 0:
+        return np.empty(shape, dtype)
+    fd, path = tempfile.mkstemp(prefix=".vortexsim_spill_", suffix=".tmp", dir=directory)
+    try:
+        os.ftruncate(fd, size)
+        return np.memmap(path, dtype=dtype, mode="r+", shape=shape)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+def frozen(array):
+    """A read-only view of a filled :func:`spill_array` (its pages flushed to the file)."""
+    if isinstance(array, np.memmap):
+        array.flush()
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def is_frozen_spill(array):
+    """Whether ``array`` is a read-only memory map (:func:`frozen`)."""
+    return isinstance(array, np.memmap) and not array.flags.writeable
