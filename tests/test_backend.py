@@ -208,3 +208,24 @@ def test_cupy_namespace_and_roundtrip(rng):
     with pytest.raises(TypeError, match="mix of NumPy and CuPy"):
         array_namespace(a, d)
     assert gpu.describe().startswith("gpu:")
+
+
+def test_a_spilled_array_lives_in_an_unlinked_file_and_is_handed_on_without_a_copy(tmp_path):
+    """backend.spill: a memory map of a file already gone from the directory; filled and
+    frozen it is read-only, and host_copy returns it as it is (no pull into memory); a
+    state larger than the spill fraction of the available memory spills, a small one
+    does not."""
+    from vortexsim.backend.device import host_copy
+    from vortexsim.backend.spill import frozen, should_spill, spill_array
+    a = spill_array((1000, 3), np.float64, str(tmp_path))
+    assert isinstance(a, np.memmap) and os.listdir(tmp_path) == []
+    a[:] = np.arange(3000.0).reshape(1000, 3)
+    b = frozen(a)
+    assert not b.flags.writeable and host_copy(b) is b
+    assert np.array_equal(b, np.arange(3000.0).reshape(1000, 3))
+    with pytest.raises(ValueError):
+        b[0, 0] = 1.0
+    plain = np.ones(3)
+    assert host_copy(plain) is not plain                 # any other array is copied
+    assert spill_array((0, 3), np.float64, str(tmp_path)).shape == (0, 3)
+    assert not should_spill(1 << 20) and should_spill(1 << 50)

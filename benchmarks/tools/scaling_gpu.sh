@@ -18,7 +18,8 @@
 #                    --m2l-pairs: the sparse M2L by offset, which skips boxes without
 #                    targets), e.g. VARIANTS="default pairs"
 #   TIMEOUT=900      seconds per run
-#   PYTHON=python3   the Python with CuPy and mpi4py
+#   PYTHON           the Python with CuPy and mpi4py (default: python3 by its path, as
+#                    mpiexec's ranks would find another python3 first; mpi_env.sh)
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, the lent machines' setting).
 # Wheels in .whl/ (carried to the device machine) are installed into /tmp/site first.
 set -u
@@ -28,16 +29,12 @@ shift $(( $# < 2 ? $# : 2 ))
 RANKS="${RANKS:-1 2 4}"
 VARIANTS="${VARIANTS:-default}"
 TIMEOUT="${TIMEOUT:-900}"
-PYTHON="${PYTHON:-python3}"
 OUTDIR="${OUT:-benchmarks/results/scaling_fmm_$(date +%F_%H%M%S)}"
 mkdir -p "$OUTDIR"
 JSONL="$OUTDIR/scaling_fmm.jsonl"
 LOG="$OUTDIR/scaling_fmm.log"
-export PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-source "$(dirname "$0")/wheels.sh"
-export PYTHONPATH="$SITE${PYTHONPATH:-$PWD}"
+# the wheels, PYTHONPATH, NCCL and Open MPI settings, PYTHON by its path and MPIEXEC
+source "$(dirname "$0")/mpi_env.sh"
 
 if [ -z "${MPIEXEC:-}" ]; then
     venv_bin="$(dirname "$(command -v "$PYTHON")")"

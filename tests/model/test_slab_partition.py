@@ -437,11 +437,13 @@ def test_the_whole_state_on_rank_zero_alone_is_the_assembled_state(monkeypatch, 
     the host, bit for bit the state that assemble() gathers on every rank, sent in
     messages of at most ROOT_CHUNK_ROWS rows (made small here: several rounds, a last
     partial one); the other ranks keep their slabs.  A later assemble() gathers it on
-    every rank.  With a spill directory (the snapshot writer's run directory) rank 0's
-    arrays are read-only memory maps of files already unlinked (none left there), which
+    every rank.  With a spill directory (the snapshot writer's run directory) and a state
+    larger than the spill threshold (made 0 here) rank 0's arrays are read-only memory maps of files already unlinked (none left there), which
     a state_dict() hands on without a copy."""
+    from vortexsim.backend import spill as spill_module
     from vortexsim.model import slab_partition
     monkeypatch.setattr(slab_partition, "ROOT_CHUNK_ROWS", 100)   # 576 rows a rank: 6
+    monkeypatch.setattr(spill_module, "SPILL_FRACTION", 0.0)      # any state to files
     n = 12
 
     def work(comm):

@@ -42,7 +42,7 @@ import dataclasses
 import numpy as np
 
 from ..backend import to_host
-from ..backend.spill import frozen, spill_array
+from ..backend.spill import frozen, should_spill, spill_array
 from ..geometry.periodic import are_lattice_nodes, lattice_node_positions
 from ..physics.slab_lattice import project_solenoidal_slab
 from ..physics.terms import LatticeDiffusion, Stretching
@@ -256,16 +256,20 @@ class SlabPartition:
         :data:`ROOT_CHUNK_ROWS` rows (an alltoall whose parts for other ranks are
         empty), the nodes' x, σ, V made there.  No GPU holds more than its slab.
 
-        ``spill_dir`` (a directory, e.g. the run's): rank 0 writes each message, and the
-        nodes' x, σ, V and labels a block of rows at a time, into read-only memory maps
-        of unlinked files there (:mod:`vortexsim.backend.spill`), so that its memory
-        holds one message at a time and the snapshot's writer reads the state from the
-        files (72 B a node on disk).  Without it, in memory arrays.  Collective."""
+        ``spill_dir`` (a directory, e.g. the run's): where the whole state (72 B a node)
+        exceeds a quarter of the memory available (:func:`~vortexsim.backend.spill
+        .should_spill`), rank 0 writes each message, and the nodes' x, σ, V and labels
+        a block of rows at a time, into read-only memory maps of unlinked files there
+        (:mod:`vortexsim.backend.spill`), so that its memory holds one message at a
+        time and the snapshot's writer reads the state from the files.  Otherwise in
+        memory arrays.  Collective."""
         comm, rank = self.communicator, int(self.communicator.rank)
         alpha = np.asarray(to_host(own.alpha), dtype=np.float64)
         rounds = max(-(-c // ROOT_CHUNK_ROWS) for c in self.counts)
         n, h, dtype = self.n, self.box / self.n, np.dtype(own.x.dtype)
         rows = n ** 3
+        if spill_dir is not None and not should_spill(72 * rows):
+            spill_dir = None
 
         def array(shape, dt):
             return (spill_array(shape, dt, spill_dir) if spill_dir is not None
