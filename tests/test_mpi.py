@@ -207,6 +207,32 @@ def test_two_ranks_exchange_parts_alltoall(tmp_path):
     assert sorted(done.stdout.split()) == ["0", "1", "ok", "ok"]
 
 
+def test_two_ranks_gather_rows_on_rank_zero_in_messages(tmp_path):
+    """gather_rows_on_root on 2 ranks (what a split state's snapshot uses): rank 0 gets
+    both ranks' rows in rank order in its array (a memory map here), in messages of at
+    most chunk_rows rows (several, a last partial one; an empty part too); the base
+    class's alltoall rounds give the same rows."""
+    done = _run_script(tmp_path, "rows.py", """
+        import numpy as np
+        from vortexsim.backend import Communicator, make_communicator
+        from vortexsim.backend.spill import spill_array
+        comm = make_communicator(device="cpu")
+        for counts in ([7, 11], [0, 5], [4, 0]):
+            part = np.arange(3.0 * counts[comm.rank]).reshape(-1, 3) + 1000 * comm.rank
+            want = np.concatenate([np.arange(3.0 * c).reshape(-1, 3) + 1000 * q
+                                   for q, c in enumerate(counts)])
+            for gather in (type(comm).gather_rows_on_root, Communicator.gather_rows_on_root):
+                out = spill_array((sum(counts), 3), np.float64, ".") if comm.rank == 0 \
+                    else None
+                gather(comm, part, counts, out, chunk_rows=3)
+                if comm.rank == 0:
+                    assert np.array_equal(out, want), (counts, out, want)
+        print("ok", comm.rank)
+    """)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(done.stdout.split()) == ["0", "1", "ok", "ok"]
+
+
 def test_two_ranks_share_direct_sums_along_the_morton_curve(tmp_path):
     """make_summation("direct", ..., communicator=) on 2 real ranks (the shares gathered
     by Allgatherv): elements and tracers, ∇u at the elements and the first 30 tracers,

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import abc
 
+import numpy as np
+
 __all__ = ["Communicator", "SingleProcess"]
 
 
@@ -68,6 +70,25 @@ class Communicator(abc.ABC):
             raise ValueError(f"alltoall needs one part per rank ({self.size}), got "
                              f"{len(parts)}.")
         return [sent[self.rank] for sent in self.allgather(list(parts))]
+
+    def gather_rows_on_root(self, part, counts, out=None, chunk_rows=1 << 23):
+        """Every rank's host rows ``part`` (counts[r], ...) into ``out`` on rank 0, in
+        rank order (``out``: an array of sum(counts) rows there, e.g. a memory map; None
+        on the other ranks), in messages of at most ``chunk_rows`` rows, so that no
+        message and no buffer of rank 0 holds more.  Collective.  The default goes
+        through :meth:`alltoall` rounds; the MPI communicators send each message from
+        its rank's buffer into its place in ``out`` (no pickling, no copy)."""
+        counts = [int(c) for c in counts]
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        rounds = max(-(-c // chunk_rows) for c in counts) if counts else 0
+        empty = part[:0]
+        for k in range(rounds):
+            chunk = part[k * chunk_rows:(k + 1) * chunk_rows]
+            got = self.alltoall([chunk if q == 0 else empty for q in range(self.size)])
+            if self.rank == 0:
+                for q, rows in enumerate(got):
+                    at = int(starts[q]) + k * chunk_rows
+                    out[at:at + rows.shape[0]] = rows
 
     def any(self, flag):
         """True on every rank when ``flag`` is true on any rank (the ranks' agreement on

@@ -127,6 +127,23 @@ class MPICommunicator(Communicator):
         return [back.asarray(g) if back is not None and hasattr(g, "shape") else g
                 for g in got]
 
+    def gather_rows_on_root(self, part, counts, out=None, chunk_rows=1 << 23):
+        """:meth:`Communicator.gather_rows_on_root` by ``Send`` / ``Recv`` of host buffers:
+        rank 0 receives each rank's messages, in rank order, straight into their rows of
+        ``out``."""
+        counts = [int(c) for c in counts]
+        part = np.ascontiguousarray(part)
+        if self.rank != 0:
+            for k, r0 in enumerate(range(0, counts[self.rank], chunk_rows)):
+                self.comm.Send(part[r0:r0 + chunk_rows], dest=0, tag=k)
+            return
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        out[:counts[0]] = part
+        for q in range(1, self.size):
+            for k, r0 in enumerate(range(0, counts[q], chunk_rows)):
+                at = int(starts[q]) + r0
+                self.comm.Recv(out[at:at + min(chunk_rows, counts[q] - r0)], source=q, tag=k)
+
     def any(self, flag):
         return bool(self.comm.allreduce(1 if flag else 0))
 

@@ -253,8 +253,9 @@ class SlabPartition:
         """The whole state on rank 0's host (NumPy arrays; None on the other ranks), for
         the output that rank 0 alone writes (snapshots, the plot): each rank's strengths
         copied to its host and sent to rank 0 in messages of at most
-        :data:`ROOT_CHUNK_ROWS` rows (an alltoall whose parts for other ranks are
-        empty), the nodes' x, σ, V made there.  No GPU holds more than its slab.
+        :data:`ROOT_CHUNK_ROWS` rows (:meth:`~vortexsim.backend.communicator.Communicator
+        .gather_rows_on_root`: over MPI into their rows of the whole), the nodes' x, σ, V
+        made there.  No GPU holds more than its slab.
 
         ``spill_dir`` (a directory, e.g. the run's): where the whole state (72 B a node)
         exceeds a quarter of the memory available (:func:`~vortexsim.backend.spill
@@ -264,9 +265,8 @@ class SlabPartition:
         time and the snapshot's writer reads the state from the files.  Otherwise in
         memory arrays.  Collective."""
         comm, rank = self.communicator, int(self.communicator.rank)
-        alpha = np.asarray(to_host(own.alpha), dtype=np.float64)
-        rounds = max(-(-c // ROOT_CHUNK_ROWS) for c in self.counts)
         n, h, dtype = self.n, self.box / self.n, np.dtype(own.x.dtype)
+        alpha = np.ascontiguousarray(to_host(own.alpha), dtype=dtype)   # as rank 0 holds it
         rows = n ** 3
         if spill_dir is not None and not should_spill(72 * rows):
             spill_dir = None
@@ -275,15 +275,7 @@ class SlabPartition:
             return (spill_array(shape, dt, spill_dir) if spill_dir is not None
                     else np.empty(shape, dt))
         whole = array((rows, 3), dtype) if rank == 0 else None
-        starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(int)
-        empty = np.empty((0, 3))
-        for k in range(rounds):
-            chunk = alpha[k * ROOT_CHUNK_ROWS:(k + 1) * ROOT_CHUNK_ROWS]
-            got = comm.alltoall([chunk if q == 0 else empty for q in range(comm.size)])
-            if rank == 0:
-                for q, part in enumerate(got):
-                    at = starts[q] + k * ROOT_CHUNK_ROWS
-                    whole[at:at + part.shape[0]] = part
+        comm.gather_rows_on_root(alpha, self.counts, whole, ROOT_CHUNK_ROWS)
         if rank != 0:
             return None
         sigma0 = to_host(own.sigma[:1])[0]
