@@ -216,12 +216,15 @@ def test_a_spilled_array_lives_in_an_unlinked_file_and_is_handed_on_without_a_co
     state larger than the spill fraction of the available memory spills, a small one
     does not."""
     from vortexsim.backend.device import host_copy
-    from vortexsim.backend.spill import frozen, should_spill, spill_array
+    from vortexsim.backend.spill import frozen, is_frozen, should_spill, spill_array
     a = spill_array((1000, 3), np.float64, str(tmp_path))
     assert isinstance(a, np.memmap) and os.listdir(tmp_path) == []
     a[:] = np.arange(3000.0).reshape(1000, 3)
     b = frozen(a)
-    assert not b.flags.writeable and host_copy(b) is b
+    assert is_frozen(b) and not b.flags.writeable and host_copy(b) is b
+    assert not is_frozen(b + 1.0) and host_copy(b + 1.0) is not b   # results are copied
+    c = frozen(np.zeros(4))                              # in memory alike
+    assert host_copy(c) is c
     assert np.array_equal(b, np.arange(3000.0).reshape(1000, 3))
     with pytest.raises(ValueError):
         b[0, 0] = 1.0

@@ -23,7 +23,7 @@ import logging
 
 import numpy as np
 
-from .spill import is_frozen_spill
+from .spill import is_frozen
 
 logger = logging.getLogger(__name__)
 
@@ -216,10 +216,10 @@ def host_copy(a):
     """A NumPy copy of ``a`` that owns its data: a host array copied; a CuPy array
     through page-locked memory of CuPy's pinned pool (the transfer at the bus's speed,
     no pages touched for the first time; the buffer goes back to the pool with the
-    array).  A read-only memory map (a whole state spilled to a file,
-    :mod:`vortexsim.backend.spill`) is returned as it is: nothing can change it, and a
-    copy would pull the whole file into memory."""
-    if is_frozen_spill(a):
+    array).  A frozen array (:func:`vortexsim.backend.spill.frozen`: a whole state put
+    together for a snapshot, in memory or in a file) is returned as it is: nothing
+    changes it, and a copy would pull a file into memory."""
+    if is_frozen(a):
         return a
     if is_cupy_array(a):
         import cupyx  # noqa: PLC0415

@@ -6,9 +6,10 @@ and the operating system pages the rest in and out as the snapshot's writer read
 
 :func:`spill_array` makes a writable memory map of a temporary file that is unlinked at
 once (it disappears when the last array of it is freed, also when the process dies);
-:func:`frozen` gives the read-only array that the state holds once it is filled, which
-:func:`vortexsim.backend.device.host_copy` returns as it is (nothing can change it, and a
-copy would pull the whole file into memory).
+:func:`frozen` gives the read-only array that the state holds once it is filled (in a
+file or in memory), which :func:`vortexsim.backend.device.host_copy` returns as it is:
+nothing changes it, and a copy would pull a file into memory, or cost a fresh
+allocation of the whole state at every snapshot.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["spill_array", "frozen", "is_frozen_spill", "should_spill", "SPILL_FRACTION"]
+__all__ = ["spill_array", "Frozen", "frozen", "is_frozen", "should_spill", "SPILL_FRACTION"]
 
 #: a whole state larger than this fraction of the memory available now goes to files
 #: (:func:`should_spill`): the output thread may hold a few captured states at once, and
@@ -51,14 +52,20 @@ def spill_array(shape, dtype, directory):
         os.unlink(path)
 
 
+class Frozen(np.ndarray):
+    """A read-only array whose data nothing changes any more (:func:`frozen`)."""
+
+
 def frozen(array):
-    """A read-only view of a filled :func:`spill_array` (not flushed: no other process
-    reads the file, and the system writes its pages back only as memory needs)."""
-    view = array.view()
+    """A read-only view of a filled array (a :func:`spill_array` or one in memory) that
+    :func:`vortexsim.backend.device.host_copy` hands on as it is; the caller keeps no
+    writable reference.  A memory map is not flushed: no other process reads the file,
+    and the system writes its pages back only as memory needs."""
+    view = array.view(Frozen)
     view.flags.writeable = False
     return view
 
 
-def is_frozen_spill(array):
-    """Whether ``array`` is a read-only memory map (:func:`frozen`)."""
-    return isinstance(array, np.memmap) and not array.flags.writeable
+def is_frozen(array):
+    """Whether ``array`` is a :func:`frozen` array (read-only: its data stays as is)."""
+    return isinstance(array, Frozen) and not array.flags.writeable

@@ -136,6 +136,7 @@ class SlabPartition:
         self.n = int(model.remeshing.lattice_nodes())
         self.box = float(model.domain.box)
         self.solve = self.shares.slab_solve(None, model.sigma_range)
+        self._nodes_on_root = None      # ((σ, dtype, spilled), rank 0's node arrays)
         plane = self.n * self.n
         self.rows = tuple(int(i) * plane for i in self.solve.x_planes)
         self.counts = tuple((b - a) * plane for a, b in self.solve.slabs.bounds)
@@ -255,30 +256,45 @@ class SlabPartition:
         copied to its host and sent to rank 0 in messages of at most
         :data:`ROOT_CHUNK_ROWS` rows (:meth:`~vortexsim.backend.communicator.Communicator
         .gather_rows_on_root`: over MPI into their rows of the whole), the nodes' x, σ, V
-        made there.  No GPU holds more than its slab.
+        made there once and kept (they stay the same while σ does).  No GPU holds more
+        than its slab.  The arrays are :func:`~vortexsim.backend.spill.frozen`: a
+        ``state_dict()`` hands them on without a copy (the next step drops them).
 
         ``spill_dir`` (a directory, e.g. the run's): where the whole state (72 B a node)
         exceeds a quarter of the memory available (:func:`~vortexsim.backend.spill
         .should_spill`), rank 0 writes each message, and the nodes' x, σ, V and labels
-        a block of rows at a time, into read-only memory maps of unlinked files there
+        a block of rows at a time, into memory maps of unlinked files there
         (:mod:`vortexsim.backend.spill`), so that its memory holds one message at a
         time and the snapshot's writer reads the state from the files.  Otherwise in
-        memory arrays.  Collective."""
+        memory.  Collective."""
         comm, rank = self.communicator, int(self.communicator.rank)
-        n, h, dtype = self.n, self.box / self.n, np.dtype(own.x.dtype)
+        n, dtype = self.n, np.dtype(own.x.dtype)
         alpha = np.ascontiguousarray(to_host(own.alpha), dtype=dtype)   # as rank 0 holds it
-        rows = n ** 3
-        if spill_dir is not None and not should_spill(72 * rows):
+        if spill_dir is not None and not should_spill(72 * n ** 3):
             spill_dir = None
+        whole = None
+        if rank == 0:
+            whole = (spill_array((n ** 3, 3), dtype, spill_dir) if spill_dir is not None
+                     else np.empty((n ** 3, 3), dtype))
+        comm.gather_rows_on_root(alpha, self.counts, whole, ROOT_CHUNK_ROWS)
+        if rank != 0:
+            return None
+        return Elements(alpha=frozen(whole), **self._root_nodes(own, dtype, spill_dir))
+
+    def _root_nodes(self, own, dtype, spill_dir):
+        """Rank 0's frozen host x, σ, V and labels of every node (:meth:`assemble_on_root`),
+        made a block of rows at a time the first time and kept while σ and the dtype
+        stay the same."""
+        sigma0 = to_host(own.sigma[:1])[0]
+        key = (float(sigma0), dtype.str, spill_dir is not None)
+        if self._nodes_on_root is not None and self._nodes_on_root[0] == key:
+            return self._nodes_on_root[1]
+        self._nodes_on_root = None                     # the old ones freed first
+        n, h, rows = self.n, self.box / self.n, self.n ** 3
 
         def array(shape, dt):
             return (spill_array(shape, dt, spill_dir) if spill_dir is not None
                     else np.empty(shape, dt))
-        whole = array((rows, 3), dtype) if rank == 0 else None
-        comm.gather_rows_on_root(alpha, self.counts, whole, ROOT_CHUNK_ROWS)
-        if rank != 0:
-            return None
-        sigma0 = to_host(own.sigma[:1])[0]
         fields = {"x": array((rows, 3), dtype), "sigma": array(rows, dtype),
                   "volume": array(rows, dtype), "group": array(rows, np.int64)}
         for r0 in range(0, rows, ROOT_CHUNK_ROWS):
@@ -287,10 +303,9 @@ class SlabPartition:
             fields["sigma"][r0:r1] = sigma0
             fields["volume"][r0:r1] = h ** 3
             fields["group"][r0:r1] = -1
-        if spill_dir is not None:
-            whole = frozen(whole)
-            fields = {k: frozen(v) for k, v in fields.items()}
-        return Elements(alpha=whole, **fields)
+        fields = {k: frozen(v) for k, v in fields.items()}
+        self._nodes_on_root = (key, fields)
+        return fields
 
     # -- the step -----------------------------------------------------------------------
     def combine(self, stats):
