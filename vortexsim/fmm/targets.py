@@ -11,7 +11,11 @@ For half (a quarter) of a uniform cube that is about half (a quarter) of every l
 so the M2L's and the L2L's cost follow the targets.  The listed boxes get the same
 sums as before, up to round-off (GEMMs of other widths); the others get zero locals,
 which no L2L carries to a target.  Targets in every box list nothing, and the
-evaluation is the unrestricted one.
+evaluation is the unrestricted one.  A level that would take the GPU's sparse M2L (few
+boxes hold sources: the blobs of a run fill part of the root cube, whose leaves are as
+wide as the near field's reach) takes the dense M2L into its listed boxes instead where
+they are fewer than its source boxes (:meth:`vortexsim.fmm.m2l.M2L.sparsity`): the
+sparse M2L translates from every source box whatever the targets.
 """
 from __future__ import annotations
 

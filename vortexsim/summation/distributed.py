@@ -11,12 +11,13 @@ round-off.
 
 The shares are runs of the Morton (Z-order) curve (:func:`share_targets`), so that each
 rank's targets fill a compact part of space: its FMM's target tree holds targets in the
-leaves of its part only, and the near field and L2P shrink with the number of ranks.
-The source tree and the upward pass are repeated on every rank, and so is the dense
-M2L, which translates into every box of a level whether it holds targets or not (the
-GPU's sparse M2L by offset skips those without, but runs only on levels where few boxes
-hold sources; ``benchmarks/performance/scaling_fmm.py --m2l-pairs`` forces it).  Shares hold equal target counts (a uniform cost per target;
-weighting by measured cost is the next step, ``docs/parallel.md``).
+leaves of its part only, and the near field and L2P shrink with the number of ranks,
+and so do the M2L and L2L, which translate only into the boxes leading to the rank's
+targets (:mod:`vortexsim.fmm.targets`; a level with fewer such boxes than source boxes
+takes the dense M2L into them rather than the sparse M2L over every source box).  The
+source tree and the upward pass are repeated on every rank.  Shares hold equal target
+counts (a uniform cost per target; weighting by cost is a next step,
+``docs/parallel.md``).
 
 The gather stays on the device where the communicator can (``allgather_array``: NCCL on
 GPU ranks, :class:`vortexsim.backend.nccl.NCCLCommunicator`; mpi4py's Allgatherv of host
