@@ -88,7 +88,7 @@ def test_share_equals_all_targets_selected_sparse_m2l(device, pairs, ratio):
     sigma = np.full(n, 0.15 * n ** (-1 / 3))
     fmm = FMM("gaussian", tol=1e-6, device=device)
     fmm.SPARSE_M2L_FRACTION, fmm.SPARSE_M2L_PAIRS = 2.0, pairs
-    fmm.TARGET_DENSE_RATIO = ratio
+    fmm.TARGET_DENSE_RATIO, fmm.TARGET_DENSE_MIN_BOXES = ratio, 0
     assert _share_vs_all(fmm, x, alpha, sigma, 2, depth=3) <= 1e-12
 
 

@@ -234,6 +234,9 @@ class FMM:
         "target_dense_ratio", "Levels with fewer boxes leading to targets than this times "
         "their non-empty source boxes take the dense M2L into them "
         "(:attr:`M2L.target_dense_ratio`).")
+    TARGET_DENSE_MIN_BOXES = _m2l_setting(
+        "target_dense_min_boxes", "The fewest boxes leading to targets with which a level "
+        "takes that dense M2L (:attr:`M2L.target_dense_min_boxes`).")
     SPARSE_M2L_PAIRS = _m2l_setting(
         "sparse_pairs", "None (cost model), True or False: the sparse M2L by offset "
         "(:attr:`M2L.sparse_pairs`).")

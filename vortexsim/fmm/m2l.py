@@ -102,6 +102,10 @@ class M2L:
     #: a level whose boxes leading to targets are fewer than this times its non-empty
     #: source boxes takes the dense M2L into those boxes (:meth:`sparsity`)
     TARGET_DENSE_RATIO = 1.0
+    #: the fewest boxes leading to targets with which a level takes that dense M2L
+    #: (fewer: launch-bound, the sparse M2L is faster; one H200: a half share's level 5,
+    #: 4826 boxes, 19.5 ms dense and 24.0 sparse; a quarter's, 2508 boxes, 12.8 and 12.2)
+    TARGET_DENSE_MIN_BOXES = 4096
     #: whether this backend has the sparse M2L by offset (:class:`PairLists`)
     pairs_capable = False
     #: deepest level of the sparse M2L by offset: its slot map holds an int32 per
@@ -120,6 +124,7 @@ class M2L:
         self.core_group = self.CORE_GROUP
         self.sparse_fraction = self.SPARSE_FRACTION
         self.target_dense_ratio = self.TARGET_DENSE_RATIO
+        self.target_dense_min_boxes = self.TARGET_DENSE_MIN_BOXES
         #: None: the sparse M2L picks per level between one GEMM per source class and
         #: one GEMM against all 343 cores by a cost model; True / False force one (tests)
         self.sparse_unified = None
@@ -465,10 +470,13 @@ class M2L:
 
         ``targets``: :func:`~vortexsim.fmm.targets.target_boxes` of the tree, or None.  A
         level whose boxes leading to targets are fewer than :attr:`target_dense_ratio`
-        times its non-empty source boxes takes the dense M2L into those boxes instead
-        of the sparse M2L: the dense class GEMMs then run over the target boxes, the
-        sparse ones over every source box (a rank's Morton share of a run whose sources
-        fill a quarter of the root cube: half or a quarter of the sparse M2L's work).
+        times its non-empty source boxes, and at least :attr:`target_dense_min_boxes`,
+        takes the dense M2L into those boxes instead of the sparse M2L: the dense class
+        GEMMs then run over the target boxes, the sparse ones over every source box (a
+        rank's Morton share of a run whose sources fill a quarter of the root cube: half
+        or a quarter of the sparse M2L's work).  Fewer boxes stay sparse: there the
+        dense path's launches per class cost more than its work saves (one H200,
+        2^24 blobs: a quarter share's levels 2–4 took 11.2 ms dense, 3.5 ms sparse).
         """
         xp = self.device.xp
         L = tree.depth
@@ -505,8 +513,9 @@ class M2L:
                 tables = None if layout is None else tuple(xp.asarray(a)
                                                            for a in layout["tables"])
             listed = None if targets is None else targets.get(level)
-            if layout is None or (listed is not None and listed.boxes.shape[0]
-                                  < self.target_dense_ratio * int(active[row].sum())):
+            k = None if listed is None else listed.boxes.shape[0]
+            if layout is None or (k is not None and k >= self.target_dense_min_boxes
+                                  and k < self.target_dense_ratio * int(active[row].sum())):
                 out[level] = None
                 continue
             if layout.get("pairs"):
