@@ -18,6 +18,7 @@ import numpy as np
 
 from .._names import did_you_mean
 from ..output.cf import GENERIC_UNITS
+from ..output.checksum import has_groups
 from ..config import RUN_DEFAULTS, check_limits
 from ..simulation import Simulation
 
@@ -129,7 +130,7 @@ def _jsonable(v):
     return v
 
 
-def make_case(name, *, communicator=None, **overrides) -> Simulation:
+def make_case(name, *, communicator=None, state=None, **overrides) -> Simulation:
     """Build the simulation of case ``name`` with parameter ``overrides``.
 
     Parameters are the case's own (``case_defaults(name)`` lists them with the run
@@ -138,6 +139,12 @@ def make_case(name, *, communicator=None, **overrides) -> Simulation:
         sim = vortexsim.make_case("leapfrog", n_phi=64, dt=0.05, device="gpu", method="fmm")
 
     ``communicator``: the processes that run it together (the model's; default one).
+    ``state``: a snapshot's state (``Snapshot.state`` of format 3: with the element
+    volumes, labels and groups) to build the model from instead of the case's initial
+    state, for a restart that picks that state up next (:func:`from_config`); the case
+    is then not built (an isotropic turbulence field at 512³ takes minutes and tens of
+    GB on every rank), so ``overrides`` must hold its resolved run parameters, as a
+    snapshot's config does.
     """
     case = get_case(name)
     case_params = case.params()
@@ -149,6 +156,8 @@ def make_case(name, *, communicator=None, **overrides) -> Simulation:
                          f"expected some of {known}.")
     check_limits(overrides)          # every number within its range, before any build
     params = {k: overrides.get(k, v) for k, v in case_params.items()}
+    if state is not None and has_groups(state):
+        return _from_state(name, case, params, state, communicator, overrides)
     setup = case.builder(**params)
     # the case's derived run parameters, unless the caller gives them ("auto", None:
     # not given)
@@ -165,10 +174,26 @@ def make_case(name, *, communicator=None, **overrides) -> Simulation:
     return sim
 
 
-def from_config(config, *, communicator=None) -> Simulation:
+def _from_state(name, case, params, state, communicator, overrides):
+    """:func:`make_case` of a snapshot's ``state`` (format 3): its elements, tracers and
+    groups, the run parameters of ``overrides`` over the case's defaults."""
+    el = state["elements"]
+    run = {**case.run_defaults, **{k: v for k, v in overrides.items() if k in RUN_DEFAULTS}}
+    params = {k: _jsonable(v) for k, v in params.items()}
+    sim = Simulation((el["x"], el["alpha"], el["sigma"], el["volume"]),
+                     np.asarray(state["tracers"]["x"]).reshape(-1, 3),
+                     groups=list(state["groups"]), case=name, case_params=params,
+                     communicator=communicator, **run)
+    sim.case_files = {}                  # the case's files belong to the first run
+    return sim
+
+
+def from_config(config, *, communicator=None, state=None) -> Simulation:
     """Rebuild a simulation from a config dict (``sim.config``, or a hand-written one with
     at least ``"case"``; a JSON string is accepted too).  Derived entries (t0, groups,
-    n_elements, n_tracers) are ignored, except ``t0``, which sets the initial time."""
+    n_elements, n_tracers) are ignored, except ``t0``, which sets the initial time.
+    ``state``: a snapshot's state to build it from, for a restart that picks it up
+    (:func:`make_case`)."""
     if isinstance(config, str):
         config = json.loads(config)
     if "case" not in config or config["case"] is None:
@@ -176,7 +201,7 @@ def from_config(config, *, communicator=None) -> Simulation:
                          f"(one of {sorted(CASES)}). Build others with vortexsim.Simulation.")
     overrides = {k: v for k, v in config.items() if k not in _DERIVED}
     # resolved summation details that are not inputs
-    sim = make_case(config["case"], communicator=communicator, **overrides)
+    sim = make_case(config["case"], communicator=communicator, state=state, **overrides)
     if config.get("t0") is not None and float(config["t0"]) != sim.t:
         sim.t = float(config["t0"])
         sim.config["t0"] = sim.t

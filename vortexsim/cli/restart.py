@@ -133,7 +133,7 @@ def _continue(ranks, args, argv, snap, config, s, stop, mode, run_dir, later, br
     if ranks.is_root:
         add_file_log(run_dir)
     try:
-        sim = ranks.agree(_rebuild, config, args.snapshot, ranks.comm)
+        sim = ranks.agree(_rebuild, config, args.snapshot, ranks.comm, snap.state)
         meta = {k: snap.attrs.get(k) for k in ("case", "config", "vortexsim_version",
                                                "precision", "kernel", "method", "tolerance",
                                                "integrator")}
@@ -187,10 +187,13 @@ def _continue(ranks, args, argv, snap, config, s, stop, mode, run_dir, later, br
     return run_simulation(sim, args.quiet == 0 and ranks.is_root, ranks, **stop)
 
 
-def _rebuild(config, snapshot, communicator):
+def _rebuild(config, snapshot, communicator, state):
+    """The simulation of ``config`` built from the snapshot's ``state`` (which the pickup
+    then restores): the case's initial state is not made again."""
     from ..cases import from_config  # noqa: PLC0415
     try:
-        return from_config({**config, "progress": False}, communicator=communicator)
+        return from_config({**config, "progress": False}, communicator=communicator,
+                           state=state)
     except (ValueError, TypeError) as exc:
         raise UsageError(f"cannot restart from {snapshot}: {first_line(exc)}") from None
 
