@@ -192,6 +192,39 @@ def test_the_memory_check_counts_every_rank_on_a_machine():
         check_resources(config, "cpu", max_memory=int(1.5 * need), sharing=(2, 1))
 
 
+def test_the_memory_check_of_a_state_split_by_slabs_counts_a_slab_per_rank():
+    """A periodic mesh run split by slabs over P ranks: each holds the fixed part and
+    SPLIT_REPLICATED + (1 - SPLIT_REPLICATED) / P of the one-rank work memory, so a run
+    that one rank per machine could not hold fits on 4 ranks, and the refusal of one
+    too large says to spread it; a run with tracers stays whole on every rank."""
+    from vortexsim.cli.resources import (ResourceError, SPLIT_REPLICATED, check_resources,
+                                         estimate_memory, split_fraction)
+    from vortexsim.cases import case_defaults
+    config = {"case": "isotropic_turbulence", **case_defaults("isotropic_turbulence"),
+              "n": 64}
+    one = estimate_memory(config, "cpu").host_bytes
+    fixed = 500 * 10 ** 6
+    assert split_fraction(config, 4) == pytest.approx(SPLIT_REPLICATED
+                                                      + (1 - SPLIT_REPLICATED) / 4)
+    want = int(fixed + (one - fixed) * split_fraction(config, 4))
+    assert want < one
+    bound = (want + one) // 2
+    assert check_resources(config, "cpu", max_memory=bound,
+                           sharing=(1, 1, 4)).host_bytes == want
+    with pytest.raises(ResourceError,
+                       match="spread the run over more MPI ranks \\(mpiexec -n P; 1 now\\)"):
+        check_resources(config, "cpu", max_memory=bound, sharing=(1, 1, 1))
+    assert split_fraction({**config, "tracers": 10}, 4) == 1.0
+    assert split_fraction({**config, "method": "spectral"}, 4) == 1.0
+    assert split_fraction({**config, "n": 8}, 8) == 1.0      # fewer than 2 planes a rank
+
+
+def test_the_dry_run_of_a_split_state_says_each_rank_holds_its_slab():
+    done = vortexsim(2, "run", "taylor_green", "--device", "cpu", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "On 2 MPI ranks, each holding its slab of the state" in done.stdout
+
+
 def test_the_dry_run_on_two_ranks_prints_once_with_the_memory_per_rank():
     done = vortexsim(2, "run", "leapfrog", "--device", "cpu", "--dry-run")
     assert done.returncode == 0, done.stderr

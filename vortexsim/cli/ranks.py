@@ -100,18 +100,19 @@ class Ranks:
                            "ranks' device arrays go through the host over MPI.")
 
     def sharing(self, device):
-        """(ranks on this rank's machine, ranks on its GPU): how many copies of a rank's
-        memory the machine and the GPU hold (``device`` "gpu" or "auto" with a GPU: the
-        node's GPUs dealt out by node-local rank).  Collective; (1, 1) on one rank."""
+        """(ranks on this rank's machine, ranks on its GPU, ranks of the run): how many
+        ranks' memory the machine and the GPU hold (``device`` "gpu" or "auto" with a
+        GPU: the node's GPUs dealt out by node-local rank), and over how many ranks a
+        state split by slabs goes.  Collective; (1, 1, 1) on one rank."""
         if self.size == 1:
-            return 1, 1
+            return 1, 1, 1
         import socket  # noqa: PLC0415
         hosts = self.comm.allgather(socket.gethostname())
         here = hosts.count(hosts[self.comm.rank])
         from ..backend.device import device_kind, import_cupy  # noqa: PLC0415
         gpus = import_cupy().cuda.runtime.getDeviceCount() if device_kind(device) == "gpu" \
             else 0
-        return here, (-(-here // gpus) if gpus else 1)
+        return here, (-(-here // gpus) if gpus else 1), self.size
 
     def _raise_first(self, errors):
         for rank, error in enumerate(errors):

@@ -19,7 +19,7 @@ except ImportError:                       # not a POSIX system: no run-directory
     fcntl = None
 
 from ..config import CLI_ONLY, to_toml
-from .common import UsageError, first_line
+from .common import UsageError
 from .log import add_file_log, remove_handlers
 from .writefail import os_error_text
 
