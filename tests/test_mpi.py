@@ -211,7 +211,7 @@ def test_two_ranks_gather_rows_on_rank_zero_in_messages(tmp_path):
     """gather_rows_on_root on 2 ranks (what a split state's snapshot uses): rank 0 gets
     both ranks' rows in rank order in its array (a memory map here), in messages of at
     most chunk_rows rows (several, a last partial one; an empty part too); the base
-    class's alltoall rounds give the same rows."""
+    class's alltoall rounds give the same rows; with no array on rank 0 both finish."""
     done = _run_script(tmp_path, "rows.py", """
         import numpy as np
         from vortexsim.backend import Communicator, make_communicator
@@ -227,6 +227,9 @@ def test_two_ranks_gather_rows_on_rank_zero_in_messages(tmp_path):
                 gather(comm, part, counts, out, chunk_rows=3)
                 if comm.rank == 0:
                     assert np.array_equal(out, want), (counts, out, want)
+                # rank 0 without an array (it could not make one): the rows dropped,
+                # every rank finishes
+                gather(comm, part, counts, None, chunk_rows=3)
         print("ok", comm.rank)
     """)
     assert done.returncode == 0, done.stderr[-3000:]

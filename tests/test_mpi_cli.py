@@ -217,6 +217,13 @@ def test_the_memory_check_of_a_state_split_by_slabs_counts_a_slab_per_rank():
     assert split_fraction({**config, "tracers": 10}, 4) == 1.0
     assert split_fraction({**config, "method": "spectral"}, 4) == 1.0
     assert split_fraction({**config, "n": 8}, 8) == 1.0      # fewer than 2 planes a rank
+    # remeshed onto another lattice than the n³ nodes: not split (partition_reason)
+    assert split_fraction({**config, "remesh_spacing": config["box"] / 48}, 4) == 1.0
+    # one rank a machine: no advice to start fewer
+    with pytest.raises(ResourceError) as refused:
+        check_resources({**config, "tracers": 10}, "cpu", max_memory=bound,
+                        sharing=(1, 1, 4))
+    assert "start fewer" not in str(refused.value)
 
 
 def test_the_dry_run_of_a_split_state_says_each_rank_holds_its_slab():

@@ -65,7 +65,9 @@ class Elements:
 
     def to_host(self):
         """NumPy copies ``{"x", "alpha", "sigma", "volume", "group"}`` (float64 arrays stay
-        bitwise equal): the checkpointed state.  ``volume`` (N,) is float64 [L³] (NaN: not
+        bitwise equal): the checkpointed state; a frozen array (a whole state put
+        together for a snapshot, :func:`vortexsim.backend.spill.frozen`) is handed on
+        without a copy, read-only.  ``volume`` (N,) is float64 [L³] (NaN: not
         known), ``group`` (N,) int64 (−1: none); an element set without them (None) gives
         NaN and −1."""
         n = len(self)

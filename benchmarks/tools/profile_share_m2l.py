@@ -6,14 +6,14 @@ tol 1e-6, the summation's own FMM); for each share count P in ``--shares`` it ta
 0's Morton share of the targets (``summation.distributed.share_targets``, as a P-rank run
 does) and evaluates u and ∇u there with every source, as that rank would, with the
 FMM's profile on.  Printed per P: the stages (ms), and per level of the M2L its time,
-the boxes receiving translations (the share's target boxes, ``fmm.targets``) and the
-path it took (dense, sparse by class or unified, pairs), and the milliseconds in the gather kernel and in the GEMMs (CUDA events around
-each, the stream synchronised: the rest of the level is the scatter into the locals and
-the launch overhead).  ``--variants`` repeats each P with a class attribute of the M2L
-set (``NAME=VALUE``, e.g. ``sparse_pairs=False``) or a setting of the FMM
-(``fmm.SPARSE_M2L_FRACTION=0.0``: the dense M2L at every level) to compare them in the
-same call,
-or ``targets=off``: the M2L into every box (no target lists).
+the boxes receiving translations (the share's target boxes, ``fmm.targets``), the path
+it took (dense, sparse by class or unified, pairs), and the milliseconds in the gather
+kernel and in the GEMMs (CUDA events around each, the stream synchronised: the rest of
+the level is the scatter into the locals and the launch overhead).  ``--variants``
+repeats each P with an attribute of the FMM's M2L stage object set (``NAME=VALUE``,
+e.g. ``sparse_pairs=False``), a setting of the FMM (``fmm.SPARSE_M2L_FRACTION=0.0``:
+the dense M2L at every level), or ``targets=off`` (the M2L into every box, no target
+lists), to compare them in the same call.
 
 Usage (one GPU)::
 
@@ -131,7 +131,8 @@ def main(argv=None):
                 parts_flag = variant == "targets=off"
                 if variant and not parts_flag:
                     name, value = variant.split("=")
-                    owner = fmm if name.startswith("fmm.") else fcuda.CudaM2L
+                    # the FMM's settings, or the attributes of its M2L stage object
+                    owner = fmm if name.startswith("fmm.") else fmm.stages.m2l
                     name = name.removeprefix("fmm.")
                     saved = (owner, name, getattr(owner, name))
                     setattr(owner, name, ast.literal_eval(value))

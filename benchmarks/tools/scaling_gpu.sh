@@ -18,8 +18,9 @@
 #                    --m2l-pairs: the sparse M2L by offset, which skips boxes without
 #                    targets), e.g. VARIANTS="default pairs"
 #   TIMEOUT=900      seconds per run
-#   PYTHON           the Python with CuPy and mpi4py (default: python3 by its path, as
-#                    mpiexec's ranks would find another python3 first; mpi_env.sh)
+#   PYTHON           set by mpi_env.sh (sourced below, with PYTHONPATH and the MPI/NCCL
+#                    settings): python3 by its path, as mpiexec's ranks would find
+#                    another python3 first
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, the lent machines' setting).
 # Wheels in .whl/ (carried to the device machine) are installed into /tmp/site first.
 set -u

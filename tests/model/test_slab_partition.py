@@ -431,6 +431,33 @@ def test_a_case_split_by_slabs_on_cupy_follows_one_rank(case, n):
     _matches(states[0], one, n)
 
 
+def test_the_whole_state_stays_in_memory_where_its_files_cannot_be_made(monkeypatch,
+                                                                          tmp_path):
+    """A spill that fails on rank 0 (a full disk: OSError) leaves the state in memory,
+    the same bits, and the other ranks are not left waiting."""
+    from vortexsim.backend import spill as spill_module
+    from vortexsim.model import slab_partition
+
+    def full(*_):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(spill_module, "SPILL_FRACTION", 0.0)
+    monkeypatch.setattr(slab_partition, "spill_array", full)
+    n = 12
+
+    def work(comm):
+        sim = _case(comm, n=n)
+        sim.run(steps=1)
+        sim.model.assemble_on_root(str(tmp_path))
+        root = None
+        if comm.rank == 0:
+            assert not isinstance(sim.model.elements.alpha.base, np.memmap)
+            root = np.array(sim.model.elements.alpha)
+        sim.model.assemble()
+        return root, np.array(to_host(sim.model.elements.alpha))
+    out = on_ranks(2, work)
+    assert out[0][0].tobytes() == out[0][1].tobytes()
+
+
 @pytest.mark.parametrize("spill", [False, True])
 def test_the_whole_state_on_rank_zero_alone_is_the_assembled_state(monkeypatch, tmp_path,
                                                                    spill):

@@ -73,11 +73,13 @@ class Communicator(abc.ABC):
 
     def gather_rows_on_root(self, part, counts, out=None, chunk_rows=1 << 23):
         """Every rank's host rows ``part`` (counts[r], ...) into ``out`` on rank 0, in
-        rank order (``out``: an array of sum(counts) rows there, e.g. a memory map; None
-        on the other ranks), in messages of at most ``chunk_rows`` rows, so that no
-        message and no buffer of rank 0 holds more.  Collective.  The default goes
-        through :meth:`alltoall` rounds; the MPI communicators send each message from
-        its rank's buffer into its place in ``out`` (no pickling, no copy)."""
+        rank order (``out``: an array of sum(counts) rows and ``part``'s dtype there, e.g.
+        a memory map; None on the other ranks, and on rank 0 where it could not make one:
+        the rows are then received and dropped, so that the other ranks still finish),
+        in messages of at most ``chunk_rows`` rows, so that no message and no buffer of
+        rank 0 holds more.  Collective.  The default goes through :meth:`alltoall`
+        rounds; the MPI communicators send each message from its rank's buffer into its
+        place in ``out`` (no pickling, no copy)."""
         counts = [int(c) for c in counts]
         starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         rounds = max(-(-c // chunk_rows) for c in counts) if counts else 0
@@ -85,7 +87,7 @@ class Communicator(abc.ABC):
         for k in range(rounds):
             chunk = part[k * chunk_rows:(k + 1) * chunk_rows]
             got = self.alltoall([chunk if q == 0 else empty for q in range(self.size)])
-            if self.rank == 0:
+            if self.rank == 0 and out is not None:
                 for q, rows in enumerate(got):
                     at = int(starts[q]) + k * chunk_rows
                     out[at:at + rows.shape[0]] = rows

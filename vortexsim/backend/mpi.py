@@ -137,12 +137,21 @@ class MPICommunicator(Communicator):
             for k, r0 in enumerate(range(0, counts[self.rank], chunk_rows)):
                 self.comm.Send(part[r0:r0 + chunk_rows], dest=0, tag=k)
             return
-        starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        out[:counts[0]] = part
+        if out is None:                      # rank 0 could not make it: drop the rows
+            scratch = np.empty((min(chunk_rows, max(counts)), *part.shape[1:]), part.dtype)
+            starts = np.zeros(self.size + 1, dtype=np.int64)
+        else:
+            if out.dtype != part.dtype:      # MPI would reinterpret the bytes
+                raise ValueError(f"gather_rows_on_root: out is {out.dtype}, the rows "
+                                 f"{part.dtype}.")
+            starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+            out[:counts[0]] = part
         for q in range(1, self.size):
             for k, r0 in enumerate(range(0, counts[q], chunk_rows)):
+                rows = min(chunk_rows, counts[q] - r0)
                 at = int(starts[q]) + r0
-                self.comm.Recv(out[at:at + min(chunk_rows, counts[q] - r0)], source=q, tag=k)
+                self.comm.Recv(scratch[:rows] if out is None else out[at:at + rows],
+                               source=q, tag=k)
 
     def any(self, flag):
         return bool(self.comm.allreduce(1 if flag else 0))

@@ -29,15 +29,18 @@ SPILL_FRACTION = 0.25
 
 def should_spill(nbytes):
     """Whether a whole state of ``nbytes`` goes to files: above :data:`SPILL_FRACTION` of
-    the memory available now (Linux's MemAvailable; where unknown, in memory)."""
-    from .memory import meminfo_available  # noqa: PLC0415
-    available = meminfo_available()
+    the memory available now (Linux's MemAvailable within the cgroup's limit,
+    :func:`vortexsim.backend.memory.host_available_memory`; where unknown, in memory)."""
+    from .memory import host_available_memory  # noqa: PLC0415
+    available = host_available_memory()
     return available is not None and nbytes > SPILL_FRACTION * available
 
 
 def spill_array(shape, dtype, directory):
     """A writable :class:`numpy.memmap` of ``shape`` and ``dtype`` in a temporary file of
-    ``directory``, the file unlinked already (an empty array: a plain one)."""
+    ``directory``, the file unlinked already (an empty array: a plain one).  The file's
+    blocks are allocated here (``posix_fallocate``), so that a full disk is an OSError
+    now, not a SIGBUS when a page of the map is first written."""
     shape = tuple(int(s) for s in np.atleast_1d(shape))
     dtype = np.dtype(dtype)
     size = int(np.prod(shape)) * dtype.itemsize
@@ -45,7 +48,7 @@ def spill_array(shape, dtype, directory):
         return np.empty(shape, dtype)
     fd, path = tempfile.mkstemp(prefix=".vortexsim_spill_", suffix=".tmp", dir=directory)
     try:
-        os.ftruncate(fd, size)
+        os.posix_fallocate(fd, 0, size)
         return np.memmap(path, dtype=dtype, mode="r+", shape=shape)
     finally:
         os.close(fd)

@@ -249,10 +249,14 @@ def split_fraction(config, ranks):
     n = _count(config.get("n"))
     nu = config.get("nu", 0.0)
     viscous = config.get("viscous", "lattice")
+    box, spacing = config.get("box"), config.get("remesh_spacing")
+    on_lattice = spacing is None or (  # remeshed onto the n³ nodes, not another lattice
+        bool(n) and isinstance(box, (int, float)) and isinstance(spacing, (int, float))
+        and abs(spacing - box / n) <= 1e-9 * box / n)
     if (ranks <= 1 or config.get("boundary") != "periodic" or _method(config) != "mesh"
             or config.get("remesh_every") != 1 or config.get("tracers")
             or not (viscous == "lattice" or (isinstance(nu, (int, float)) and nu == 0))
-            or not n or n < 2 * ranks):
+            or not n or n < 2 * ranks or not on_lattice):
         return 1.0
     return SPLIT_REPLICATED + (1.0 - SPLIT_REPLICATED) / ranks
 
@@ -331,8 +335,9 @@ def check_resources(config, device="auto", max_memory=None, sharing=(1, 1)):
         available memory (``--max-memory``), on each of host and GPU
     sharing : (int, int[, int]), the MPI ranks on this machine and on this rank's GPU,
         and of the run (:meth:`vortexsim.cli.ranks.Ranks.sharing`): the machine and the
-        GPU hold that many ranks' memory; a rank holds the whole state's, except on the
-        GPU of a run split by slabs (:func:`split_fraction` of it)
+        GPU hold that many ranks' memory; a rank holds the whole state's, except in a run
+        split by slabs (:func:`split_fraction` of the work memory on its device: the
+        GPU's, or the host's on the CPU, where the same fraction is assumed)
 
     Raises :class:`ResourceError` naming the estimate and the bound.
     """
@@ -349,7 +354,7 @@ def check_resources(config, device="auto", max_memory=None, sharing=(1, 1)):
     split = split_fraction(config, max(ranks, 2)) < 1            # it would be split
     fix = ("lower n_phi, layers or tracers_per_ring" +
            (f", or start fewer MPI ranks per machine ({on_host}) or per GPU ({on_gpu}): "
-            "each holds the whole state" if max(sharing) > 1 and not split else "") +
+            "each holds the whole state" if max(sharing[:2]) > 1 and not split else "") +
            (f", or spread the run over more MPI ranks (mpiexec -n P; {ranks} now): each "
             "holds its slab of the state and a third of the one-rank set-up" if split
             else "") +

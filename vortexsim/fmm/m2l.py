@@ -514,8 +514,9 @@ class M2L:
                                                            for a in layout["tables"])
             listed = None if targets is None else targets.get(level)
             k = None if listed is None else listed.boxes.shape[0]
+            sources = int((active if counts is None else counts)[row].sum())
             if layout is None or (k is not None and k >= self.target_dense_min_boxes
-                                  and k < self.target_dense_ratio * int(active[row].sum())):
+                                  and k < self.target_dense_ratio * sources):
                 out[level] = None
                 continue
             if layout.get("pairs"):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 
 import numpy as np
 
@@ -48,6 +49,8 @@ from ..physics.slab_lattice import project_solenoidal_slab
 from ..physics.terms import LatticeDiffusion, Stretching
 from ..state import Elements
 from ..summation.slab_lend import evaluate_lent, remesh_lent
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["SlabPartition", "OwnSlabSum", "partition_reason", "ROOT_CHUNK_ROWS"]
 
@@ -266,20 +269,40 @@ class SlabPartition:
         a block of rows at a time, into memory maps of unlinked files there
         (:mod:`vortexsim.backend.spill`), so that its memory holds one message at a
         time and the snapshot's writer reads the state from the files.  Otherwise in
-        memory.  Collective."""
+        memory (also where the files cannot be made: a full disk).
+
+        Rank 0 makes every array before the gather, so that a failure of its own (no
+        memory) cannot leave the other ranks waiting in it: it still takes part (its
+        messages dropped) and raises after.  Collective."""
         comm, rank = self.communicator, int(self.communicator.rank)
         n, dtype = self.n, np.dtype(own.x.dtype)
         alpha = np.ascontiguousarray(to_host(own.alpha), dtype=dtype)   # as rank 0 holds it
-        if spill_dir is not None and not should_spill(72 * n ** 3):
-            spill_dir = None
-        whole = None
+        whole = nodes = error = None
         if rank == 0:
-            whole = (spill_array((n ** 3, 3), dtype, spill_dir) if spill_dir is not None
-                     else np.empty((n ** 3, 3), dtype))
+            spill = spill_dir if spill_dir is not None and should_spill(72 * n ** 3) else None
+            try:
+                try:
+                    whole, nodes = self._root_arrays(own, dtype, spill)
+                except OSError as exc:          # the files (a full disk): in memory
+                    if spill is None:
+                        raise
+                    logger.warning("the whole state for the snapshot stays in memory: its "
+                                   "files in %s cannot be made (%s)", spill, exc)
+                    whole, nodes = self._root_arrays(own, dtype, None)
+            except (OSError, MemoryError) as exc:
+                whole, error = None, exc
         comm.gather_rows_on_root(alpha, self.counts, whole, ROOT_CHUNK_ROWS)
-        if rank != 0:
-            return None
-        return Elements(alpha=frozen(whole), **self._root_nodes(own, dtype, spill_dir))
+        if error is not None:
+            raise error
+        return None if rank != 0 else Elements(alpha=frozen(whole), **nodes)
+
+    def _root_arrays(self, own, dtype, spill_dir):
+        """Rank 0's array (n³, 3) for the gathered strengths and its node arrays
+        (:meth:`_root_nodes`), in files of ``spill_dir`` or (None) in memory."""
+        n = self.n
+        whole = (spill_array((n ** 3, 3), dtype, spill_dir) if spill_dir is not None
+                 else np.empty((n ** 3, 3), dtype))
+        return whole, self._root_nodes(own, dtype, spill_dir)
 
     def _root_nodes(self, own, dtype, spill_dir):
         """Rank 0's frozen host x, σ, V and labels of every node (:meth:`assemble_on_root`),
