@@ -241,9 +241,8 @@ SPLIT_REPLICATED = 0.33
 
 def split_fraction(config, ranks):
     """The fraction of the one-rank memory (its work part) that each of ``ranks`` ranks
-    holds: for a
-    run whose state the ranks split by slabs (:mod:`vortexsim.model.slab_partition`: the
-    periodic box, ``method = "mesh"``, ``remesh_every = 1``, no tracers, ``viscous =
+    holds: for a run whose state the ranks split by slabs
+    (:mod:`vortexsim.model.slab_partition`: the periodic box, ``method = "mesh"``, ``remesh_every = 1``, no tracers, ``viscous =
     "lattice"`` or ν = 0, n ≥ 2 × ranks) :data:`SPLIT_REPLICATED` + the rest / ranks;
     else 1 (every rank holds the whole state)."""
     n = _count(config.get("n"))

@@ -14,8 +14,8 @@ from .ranks import Ranks
 from .execute import log_cores, run_simulation
 from .writefail import os_error_text
 from .resources import (ResourceError, announce_cpu_cost, check_disk, check_resources,
-                        check_schedule, estimate_memory, format_bytes, split_fraction)
-from .resources import per_rank as per_rank_estimate
+                        check_schedule, estimate_memory, format_bytes, per_rank,
+                        split_fraction)
 from .rundir import (check_output_dir, history_line, our_files_size, prepare_run_dir,
                      resolved_toml, run_metadata, write_case_files)
 
@@ -121,15 +121,15 @@ def _ranks_line(ranks, case, resolved):
     on_host, on_gpu, size = ranks.sharing(device)
     config = {**resolved, "case": case}
     est = estimate_memory(config, device)
-    split = split_fraction(config, size) < 1
-    holding = "its slab of the state" if split else "the whole state"
+    fraction = split_fraction(config, size)
+    holding = "its slab of the state" if fraction < 1 else "the whole state"
     if est is None:
         return f" On {ranks.size} MPI ranks, each holding {holding}."
-    est = per_rank_estimate(est, split_fraction(config, size))
-    per_rank = est.device_bytes if est.device == "gpu" else est.host_bytes
+    est = per_rank(est, fraction)
+    need = est.device_bytes if est.device == "gpu" else est.host_bytes
     return (f" On {ranks.size} MPI ranks, each holding {holding}: about "
-            f"{format_bytes(per_rank)} of {est.device.upper()} memory per rank, "
-            f"{format_bytes(per_rank * (on_gpu if est.device == 'gpu' else on_host))} on "
+            f"{format_bytes(need)} of {est.device.upper()} memory per rank, "
+            f"{format_bytes(need * (on_gpu if est.device == 'gpu' else on_host))} on "
             f"{'each GPU' if est.device == 'gpu' else 'this machine'}.")
 
 

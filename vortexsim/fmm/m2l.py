@@ -502,6 +502,13 @@ class M2L:
         out = {}
         for row, level in enumerate(levels):
             B = 8 ** level
+            listed = None if targets is None else targets.get(level)
+            k = None if listed is None else listed.boxes.shape[0]
+            sources = int((active if counts is None else counts)[row].sum())
+            if k is not None and self.target_dense_min_boxes <= k < \
+                    self.target_dense_ratio * sources:
+                out[level] = None          # dense into the target boxes: no sparse layout
+                continue
             if prepared is not None and level in prepared:
                 layout, tables = prepared[level] or (None, None)
             else:
@@ -512,11 +519,7 @@ class M2L:
                                             pair_caps.get(level))
                 tables = None if layout is None else tuple(xp.asarray(a)
                                                            for a in layout["tables"])
-            listed = None if targets is None else targets.get(level)
-            k = None if listed is None else listed.boxes.shape[0]
-            sources = int((active if counts is None else counts)[row].sum())
-            if layout is None or (k is not None and k >= self.target_dense_min_boxes
-                                  and k < self.target_dense_ratio * sources):
+            if layout is None:
                 out[level] = None
                 continue
             if layout.get("pairs"):

@@ -299,9 +299,7 @@ class SlabPartition:
     def _root_arrays(self, own, dtype, spill_dir):
         """Rank 0's array (n³, 3) for the gathered strengths and its node arrays
         (:meth:`_root_nodes`), in files of ``spill_dir`` or (None) in memory."""
-        n = self.n
-        whole = (spill_array((n ** 3, 3), dtype, spill_dir) if spill_dir is not None
-                 else np.empty((n ** 3, 3), dtype))
+        whole = _host_array((self.n ** 3, 3), dtype, spill_dir)
         return whole, self._root_nodes(own, dtype, spill_dir)
 
     def _root_nodes(self, own, dtype, spill_dir):
@@ -314,12 +312,10 @@ class SlabPartition:
             return self._nodes_on_root[1]
         self._nodes_on_root = None                     # the old ones freed first
         n, h, rows = self.n, self.box / self.n, self.n ** 3
-
-        def array(shape, dt):
-            return (spill_array(shape, dt, spill_dir) if spill_dir is not None
-                    else np.empty(shape, dt))
-        fields = {"x": array((rows, 3), dtype), "sigma": array(rows, dtype),
-                  "volume": array(rows, dtype), "group": array(rows, np.int64)}
+        fields = {name: _host_array(shape, dt, spill_dir)
+                  for name, shape, dt in (("x", (rows, 3), dtype), ("sigma", rows, dtype),
+                                          ("volume", rows, dtype),
+                                          ("group", rows, np.int64))}
         for r0 in range(0, rows, ROOT_CHUNK_ROWS):
             r1 = min(rows, r0 + ROOT_CHUNK_ROWS)
             fields["x"][r0:r1] = lattice_node_positions(r0, r1, n, h, dtype, np)
@@ -354,6 +350,13 @@ class SlabPartition:
         if project:
             alpha = project_solenoidal_slab(alpha, self.solve.fft)
         return alpha
+
+
+def _host_array(shape, dtype, spill_dir):
+    """An empty host array: a :func:`~vortexsim.backend.spill.spill_array` in
+    ``spill_dir``, or (None) in memory."""
+    return (spill_array(shape, dtype, spill_dir) if spill_dir is not None
+            else np.empty(shape, dtype))
 
 
 @dataclasses.dataclass
