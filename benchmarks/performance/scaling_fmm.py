@@ -117,6 +117,9 @@ def breakdown(summation, xd, ad, sd, device, repeats):
         mine = xd
     else:
         mine = xd[summation.shares(xd, True).mine]
+        # as in the shared call: the ranks share the FMM's upward pass (every rank
+        # makes this call)
+        inner.sharing_ranks = summation.communicator
     call = lambda: inner(xd, ad, sd, mine, n_self=0, gradient=True)   # noqa: E731
     call()
     T.synchronize(device)
@@ -129,6 +132,7 @@ def breakdown(summation, xd, ad, sd, device, repeats):
     finally:
         fmm.profile = False
     cfg = fmm.config
+    inner.sharing_ranks = None
     return dict(targets=int(mine.shape[0]), eval_s=float(np.median(seconds)),
                 depth=getattr(cfg, "depth", None), order=getattr(cfg, "order", None),
                 stages=stages)

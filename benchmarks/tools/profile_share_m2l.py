@@ -73,9 +73,9 @@ def main(argv=None):
         r = Kp.shape[0]
         ns, nj = g.shape
         e[0].record()
-        X = fcuda.gather_columns(Mcm, g).reshape(r * ns, 3 * nj)
+        X = fcuda.gather_columns(Mcc, g).reshape(3 * nj, ns * r)
         e[1].record()
-        Y = (Kp @ X).reshape(r, nj, 3)
+        Y = (Kp @ X.T).reshape(r, nj, 3)
         e[2].record()
         e[2].synchronize()
         level["gather"] = level.get("gather", 0.0) + cp.cuda.get_elapsed_time(e[0], e[1])

@@ -504,7 +504,7 @@ def far_adaptive(stages, tree, views, xs, alpha_s, ys, u, g, P, clock, near_done
         lv = levels[level]
         n_a = int(lv.a_keys.shape[0])
         Mcm = multipoles.pop(level).astype(mdt, copy=False)
-        Mcc = m2l.host_copy(Mcm)
+        Mcc = m2l.gather_copy(Mcm)
         Lt = xp.zeros((r, n_a, 3), mdt)
         for p, (rows, gather) in enumerate(lv.classes):
             if rows.shape[0] == 0:

@@ -278,8 +278,9 @@ class CudaDownward(Downward):
 
 
 class CudaM2L(M2L):
-    """:class:`~vortexsim.fmm.m2l.M2L` on the GPU: the class GEMMs gather 3-vectors with
-    one kernel (:func:`gather_columns`), every class's cores are cached, and levels with
+    """:class:`~vortexsim.fmm.m2l.M2L` on the GPU: the class GEMMs gather box-major
+    multipoles with one kernel (:func:`gather_columns`) against offset-major cores, every
+    class's cores are cached, and levels with
     few non-empty boxes may take the sparse M2L (:meth:`sparse`)."""
 
     sparse_capable = True
@@ -293,14 +294,28 @@ class CudaM2L(M2L):
         return self.cache.get(("m2l_pairs_d", level, sep),
                               lambda: [(d, xp.asarray(t), xp.asarray(s)) for d, t, s in pairs])
 
-    def host_copy(self, Mcm):
-        return None
+    def gather_copy(self, Mcm):
+        """Mcm (r, S + 1, 3) box-major, (S + 1, r, 3): each source box's block is
+        contiguous for :func:`gather_columns` (one transposing copy of the level)."""
+        return self.device.xp.ascontiguousarray(Mcm.transpose(1, 0, 2))
 
     def gathered_product(self, Kp, Mcm, Mcc, g, mdt):
         r = Kp.shape[0]
         ns, nj = g.shape
-        X = gather_columns(Mcm, g).reshape(r * ns, 3 * nj)
-        return (Kp @ X).reshape(r, nj, 3)
+        X = gather_columns(Mcc, g).reshape(3 * nj, ns * r)
+        return (Kp @ X.T).reshape(r, nj, 3)
+
+    def core_groups(self, P, sep, p, offsets, mdt):
+        """Parity class ``p``'s cores, offset-major (r, |O_p| r): column o r + k is
+        coefficient k of offset o, the row order of :func:`gather_columns`' operand."""
+        xp = self.device.xp
+
+        def build():
+            K = E.unit_m2l_cores(P, self.offset_radius, xp)
+            r = K.shape[0]
+            return xp.ascontiguousarray(K.reshape(r, -1, r)[:, xp.asarray(offsets), :]
+                                        .reshape(r, r * len(offsets))).astype(mdt, copy=False)
+        yield slice(None), self.cache.get(("m2l_class_cores_om", P, sep, p, mdt), build)
 
     def pair_device_tables(self, P, sep, mdt):
         """Cached device tables of the sparse M2L by offset: ``offs`` (n, 3) int32 the
@@ -430,22 +445,23 @@ class CudaM2L(M2L):
         return Lt
 
 
-def gather_columns(Mcm, g):
-    """X (r, ns, nj, 3) with X[k, o, j, :] = Mcm[k, g[o, j], :] (GPU): the M2L GEMM's
-    right-hand side, gathered with contiguous 3-vectors by one kernel
-    (``vortexsim_m2l_gather``; ``cupy.take`` of ``Mcm[:, g, :]`` is far slower)."""
+def gather_columns(Mbm, g):
+    """X (nj, 3, ns, r) with X[j, c, o, k] = Mbm[g[o, j], k, c] (GPU): the transposed
+    right-hand side of the dense M2L's class GEMM, gathered from box-major multipoles
+    Mbm (S + 1, r, 3) by one kernel whose reads and writes are all coalesced
+    (``vortexsim_m2l_gather``; ``cupy.take`` is far slower)."""
     cp = import_cupy()
-    r, S1 = Mcm.shape[0], Mcm.shape[1]
+    r = Mbm.shape[1]
     gT = cp.ascontiguousarray(g)
     ns, nj = gT.shape
-    X = cp.empty((r, ns, nj, 3), Mcm.dtype)
+    X = cp.empty((nj, 3, ns, r), Mbm.dtype)
     size = r * ns * nj
     if size >= 1 << 32:
         raise ValueError(f"M2L gather of {size} vectors exceeds the kernel's 32-bit index; "
                          "lower the M2L's chunk_bytes.")
     if size:
         elementwise_kernel("vortexsim_m2l_gather")(
-            cp.ascontiguousarray(Mcm), gT, np.int32(ns), np.int32(nj), np.int64(S1), X,
+            cp.ascontiguousarray(Mbm), gT, np.int32(ns), np.int32(nj), np.int32(r), X,
             size=size)
     return X
 

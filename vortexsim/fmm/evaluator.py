@@ -47,7 +47,7 @@ import logging
 
 import numpy as np
 
-from ..backend import check_precision, resolve_device
+from ..backend import check_precision, resolve_device, to_host
 from ..geometry.periodic import check_periodic_sources, wrap
 from ..kernels.cutoff import check_general_kernel, get_kernel
 from .adaptive import ADAPTIVE_MAX_DEPTH, adaptive_fmm
@@ -244,7 +244,7 @@ class FMM:
     # -- the evaluation ---------------------------------------------------------
     def evaluate(self, x, alpha, sigma, targets=None, gradient=True, *, sigma_range=None,
                  root=None, check_root=True, depth=None, m2l_capacity=None, box=None,
-                 check_sources=True):
+                 check_sources=True, ranks=None):
         """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (or None) at ``targets`` (the sources
         when None): :meth:`plan`, then :meth:`execute`.
 
@@ -292,6 +292,16 @@ class FMM:
             With ``box``: refuse Σα ≠ 0 (:func:`~vortexsim.geometry.periodic.check_periodic_sources`;
             two numbers cross from the GPU).  A time stepper that checked its elements
             once passes False (its stages' Σα drifts by the summation's accuracy).
+        ranks : communicator, optional
+            Ranks that each make this call at the same time with the same sources (and
+            their own targets, e.g. shares of them:
+            :class:`~vortexsim.summation.distributed.SharedTargets`).  Where their
+            plans agree on the level-uniform tree (root cube, depth, order; one small
+            host collective) and the call may transfer (not sync-free), free space, 1/r
+            far field, they share the upward pass's leaves
+            (:meth:`Upward.shared_leaves <vortexsim.fmm.upward.Upward.shared_leaves>`);
+            otherwise each makes the whole of it.  Every rank of ``ranks`` must make
+            the call.
         """
         clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
         if box is not None and check_sources:          # at the input's precision
@@ -299,7 +309,7 @@ class FMM:
         x, alpha, sigma, y = self._inputs(x, alpha, sigma, targets)
         plan = self._plan(clock, x, sigma, y, targets is None, gradient, sigma_range, root,
                           check_root, depth, m2l_capacity, None, box)
-        return self._execute(clock, plan, x, alpha, sigma, y)
+        return self._execute(clock, plan, x, alpha, sigma, y, ranks)
 
     def plan(self, x, sigma, targets=None, gradient=True, *, sigma_range=None, root=None,
              check_root=True, depth=None, m2l_capacity=None, sync_free=None, box=None):
@@ -317,10 +327,11 @@ class FMM:
         return self._plan(clock, x, sigma, y, targets is None, gradient, sigma_range, root,
                           check_root, depth, m2l_capacity, sync_free, box)
 
-    def execute(self, plan, x, alpha, sigma, targets=None, gradient=True, check_sources=True):
+    def execute(self, plan, x, alpha, sigma, targets=None, gradient=True, check_sources=True,
+                ranks=None):
         """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (or None) of the evaluation ``plan``
         (from :meth:`plan` with the same points, targets and gradient; ``check_sources``
-        as :meth:`evaluate`)."""
+        and ``ranks`` as :meth:`evaluate`)."""
         clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
         if plan.box is not None and check_sources:     # at the input's precision
             check_periodic_sources(self.device.xp.asarray(alpha))
@@ -334,7 +345,7 @@ class FMM:
                 f"(targets given: {not plan.exclude_self}), ∇u at {plan.gradient_count}; "
                 f"got {x.shape[0]}, {m} (targets given: {targets is not None}), gradient="
                 f"{gradient!r}. Make the plan with the same arguments.")
-        return self._execute(clock, plan, x, alpha, sigma, y)
+        return self._execute(clock, plan, x, alpha, sigma, y, ranks)
 
     def fields(self, x, alpha, sigma, targets=None, target_sigma=None, symmetric=False):
         """u, ψ and ω at blob targets in one pass (:mod:`vortexsim.fmm.fields`): what the
@@ -433,10 +444,27 @@ class FMM:
         return self._wide_stages
 
     # -- execute ----------------------------------------------------------------
-    def _execute(self, clock, plan, x, alpha, sigma, y):
+    def _upward_ranks(self, plan, ranks):
+        """``ranks`` where they share this call's upward pass (see :meth:`evaluate`),
+        else None.  Every rank reaches the same answer: the collective runs on every
+        rank whose call may transfer (sync-free is a function of the arguments, the
+        same on every rank), before any branch that depends on its own targets."""
+        if ranks is None or ranks.size == 1 or plan.sync_free:
+            return None
+        lo = None if plan.lo is None else tuple(float(v) for v in to_host(plan.lo))
+        key = (plan.tree, plan.depth, plan.order, lo, float(plan.width), plan.box,
+               plan.near_radius)
+        keys = ranks.allgather(key)
+        if (any(k != key for k in keys) or plan.tree != "uniform" or plan.depth < 2
+                or plan.box is not None or not plan.green.harmonic):
+            return None
+        return ranks
+
+    def _execute(self, clock, plan, x, alpha, sigma, y, ranks=None):
         xp = self.device.xp
         dtype = self.dtype
         m = y.shape[0]
+        ranks = self._upward_ranks(plan, ranks)
         if plan.box is not None:
             same = y is x
             x = wrap(x, plan.box)
@@ -448,7 +476,7 @@ class FMM:
             return u, grad_u
         if plan.tree == "adaptive":
             return self._execute_adaptive(clock, plan, x, alpha, sigma, y, u, grad_u)
-        return self._execute_uniform(clock, plan, x, alpha, sigma, y, u, grad_u)
+        return self._execute_uniform(clock, plan, x, alpha, sigma, y, u, grad_u, ranks)
 
     def _execute_adaptive(self, clock, plan, x, alpha, sigma, y, u, grad_u):
         """The plan on the adaptive tree (:mod:`vortexsim.fmm.adaptive`) of
@@ -471,9 +499,9 @@ class FMM:
                      plan.depth, tree.n_boxes, self.timings)
         return u, grad_u
 
-    def _execute_uniform(self, clock, plan, x, alpha, sigma, y, u, grad_u):
+    def _execute_uniform(self, clock, plan, x, alpha, sigma, y, u, grad_u, ranks=None):
         """The plan on the level-uniform tree: tree → near field ∥ upward → M2L →
-        downward.  In the periodic box (``plan.box``; positions already wrapped) the
+        downward (``ranks``: those that share the upward pass, :meth:`_upward_ranks`).  In the periodic box (``plan.box``; positions already wrapped) the
         near field reads the ghost sources' extended grid, the upward pass goes on to
         the root, the M2L wraps from level 1 on, the far lattice adds to the root's
         local expansion and the tin-foil shift is taken off u
@@ -536,7 +564,7 @@ class FMM:
         if depth >= 2:
             src_leaves, tgt_leaves = leaf_counts(step, depth, plan.sync_free)
             multipoles = stages.upward(tree, xs, alpha_s, P, clock, green.harmonic, src_leaves,
-                                       top=top)
+                                       top=top, ranks=ranks)
             # Separate targets (a rank's Morton share, tracers): the dense M2L and the
             # L2L translate only into boxes whose subtrees hold targets
             # (targets.target_boxes; half the boxes for half of a uniform cube), and a

@@ -343,7 +343,7 @@ class M2L:
                 return Lt.astype(np.float64, copy=False) / w
             Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
             # Mcm: (r, B + 1, 3)
-            Mcc = self.host_copy(Mcm)
+            Mcc = self.gather_copy(Mcm)
             if boxes is None:
                 Lt = xp.empty((r, B, 3), mdt)
                 for p, (offsets, gather) in enumerate(self.classes(level, sep, periodic)):
@@ -389,9 +389,10 @@ class M2L:
         clock.lap(f"m2l_{level}")
         return xp.ascontiguousarray(Lc)
 
-    def host_copy(self, Mcm):
-        """Mcm (r, S + 1, 3) as (r, 3, S + 1) for :meth:`gathered_product` (NumPy gathers
-        single columns of it 10× faster than 3-vectors from the middle axis)."""
+    def gather_copy(self, Mcm):
+        """Mcm (r, S + 1, 3) in the layout that :meth:`gathered_product` gathers from:
+        here (r, 3, S + 1) (NumPy gathers single columns of it 10× faster than 3-vectors
+        from the middle axis)."""
         return np.ascontiguousarray(Mcm.transpose(0, 2, 1))
 
     def gathered_product(self, Kp, Mcm, Mcc, g, mdt):
@@ -408,7 +409,7 @@ class M2L:
         """M2L of parity class ``p`` on compressed multipoles, in chunks of target boxes.
 
         Mcm (r, S + 1, 3): the level's multipoles M̂ and a zero column (index S); Mcc:
-        :meth:`host_copy` of it (None on the GPU); gather (B_p, |O_p|): the source
+        :meth:`gather_copy` of it; gather (B_p, |O_p|): the source
         column of each target box at each of the class's ``offsets``.
         Yields (j0, j1, Y (r, j1 − j0, 3), first): the locals (times w) of target boxes
         j0..j1 of the class from one group of offsets (``first``: the group that

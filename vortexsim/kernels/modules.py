@@ -103,10 +103,10 @@ def get_function(filename: str, name_expression: str):
 #: elementwise kernels: name → (input parameters, output parameters, operation, the
 #: ``cuda/`` file of the device functions it calls).  ``i`` is the element index.
 ELEMENTWISE = {
-    # vortexsim.fmm.cuda.gather_columns: X[k, o, j, :] = M[k, g[o, j], :]
+    # vortexsim.fmm.cuda.gather_columns: X[j, c, o, k] = M[g[o, j], k, c]
     "vortexsim_m2l_gather": (
-        "raw T M, raw int64 g, int32 ns, int32 nj, int64 S1", "raw T X",
-        "m2l_gather_vector((unsigned int) i, &M[0], &g[0], ns, nj, S1, &X[0]);",
+        "raw T M, raw int64 g, int32 ns, int32 nj, int32 r", "raw T X",
+        "m2l_gather_vector((unsigned int) i, &M[0], &g[0], ns, nj, r, &X[0]);",
         "m2l_gather.cuh"),
     # vortexsim.fmm.adaptive.shifted: the tagged key at an offset, −1 outside the grid
     "vortexsim_adaptive_shift_tagged": (

@@ -92,6 +92,11 @@ class Summation(abc.ABC):
     #: estimates measured on the CPU (peak RSS of small runs)
     BYTES_PER_SOURCE = 1_000
     BYTES_PER_TARGET = 300
+    #: the ranks that make each call together on the same sources, each with its own
+    #: targets (set by :class:`~vortexsim.summation.distributed.SharedTargets` for a
+    #: call that every rank makes); a method may share its source-side work among them
+    #: (the FMM: the upward pass), or ignore it
+    sharing_ranks = None
 
     def __init__(self, kernel="gaussian", tol=1e-6, precision="float64",
                  device: Device | None = None, box=None):

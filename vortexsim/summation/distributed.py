@@ -15,7 +15,9 @@ leaves of its part only, and the near field and L2P shrink with the number of ra
 and so do the M2L and L2L, which translate only into the boxes leading to the rank's
 targets (:mod:`vortexsim.fmm.targets`; a level with fewer such boxes than source boxes
 takes the dense M2L into them rather than the sparse M2L over every source box).  The
-source tree and the upward pass are repeated on every rank.  Shares hold equal target
+source tree is repeated on every rank; the FMM's upward pass is shared (each rank makes
+the multipoles of its run of the occupied leaves, ``Summation.sharing_ranks``) in calls
+without a step plan.  Shares hold equal target
 counts (a uniform cost per target; weighting by cost is a next step,
 ``docs/parallel.md``).
 
@@ -159,9 +161,17 @@ class SharedTargets:
             # every pair in, the self pairs too: a share's elements are an arbitrary index
             # set, and remove_self_pairs takes a contiguous range.  They come out below,
             # after the gather and the un-permutation, where ∇u is in the caller's order:
-            # the one-rank call's own correction, unchanged (O(n_self), on every rank)
-            u, grad_u = inner(x, alpha, sigma, targets[shares.mine], n_self=0,
-                              gradient=own, sigma_range=sigma_range, plan=plan)
+            # the one-rank call's own correction, unchanged (O(n_self), on every rank).
+            # The ranks share the method's source-side work (the FMM's upward pass)
+            # when every one of them makes the call: every share holds targets (the
+            # counts are the same on every rank); for this call only, so that no other
+            # call of the method waits for ranks that do not make it
+            inner.sharing_ranks = comm if all(shares.counts) else None
+            try:
+                u, grad_u = inner(x, alpha, sigma, targets[shares.mine], n_self=0,
+                                  gradient=own, sigma_range=sigma_range, plan=plan)
+            finally:
+                inner.sharing_ranks = None
         else:                                 # both of this rank's runs are empty
             u, grad_u = xp.zeros((0, 3), dtype), xp.zeros((0, 3, 3), dtype)
         if gradient is False or k == 0:

@@ -213,7 +213,7 @@ class FMMSum(Summation):
         u, grad_u = self.fmm.evaluate(x, alpha, sigma, targets, gradient=gradient,
                                       sigma_range=sigma_range, root=plan.root,
                                       check_root=plan.root is None, depth=plan.depth,
-                                      m2l_capacity=plan.capacity)
+                                      m2l_capacity=plan.capacity, ranks=self.sharing_ranks)
         if plan.records:
             plan.depth = self.fmm.config.depth
             self._size_m2l(x, targets, gradient, sigma_range, plan)  # now with a depth

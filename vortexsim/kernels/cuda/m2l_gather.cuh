@@ -1,19 +1,25 @@
 // Gather of the dense M2L's GEMM operand (vortexsim.fmm.cuda.gather_columns), the
 // operation of the elementwise kernel "vortexsim_m2l_gather" (kernels/modules.py):
-// X[k, o, j, :] = M[k, g[o, j], :] for one t = (k, o, j) per thread, 3 values each.
-// M (r, S1, 3), g (ns, nj) int64, X (r, ns, nj, 3), all C-contiguous.
+// X[j, c, o, k] = M[g[o, j], k, c] for one t = (j, o, k) per thread, 3 values each.
+// M (S1, r, 3) box-major, g (ns, nj) int64, X (nj, 3, ns, r), all C-contiguous.  The
+// threads of a warp read one source box's contiguous block and write three runs of
+// consecutive k: every access is coalesced (the coefficient-major layout read 24-byte
+// vectors scattered over the level, about a third of each sector used).
 #pragma once
 
 template <typename T>
 __device__ __forceinline__ void m2l_gather_vector(const unsigned int t, const T* M,
                                                   const long long* g, const int ns,
-                                                  const int nj, const long long S1, T* X) {
-    const unsigned int j = t % (unsigned int) nj;
-    const unsigned int q = t / (unsigned int) nj;
+                                                  const int nj, const int r, T* X) {
+    const unsigned int k = t % (unsigned int) r;
+    const unsigned int q = t / (unsigned int) r;
     const unsigned int o = q % (unsigned int) ns;
-    const unsigned int k = q / (unsigned int) ns;
+    const unsigned int j = q / (unsigned int) ns;
     const long long s = g[(long long) o * nj + j];
-    const T* src = &M[((long long) k * S1 + s) * 3];
-    T* dst = &X[(long long) t * 3];
-    dst[0] = src[0]; dst[1] = src[1]; dst[2] = src[2];
+    const T* src = &M[(s * r + k) * 3];
+    const long long row = (long long) ns * r;
+    T* dst = &X[(long long) j * 3 * row + (long long) o * r + k];
+    dst[0] = src[0];
+    dst[row] = src[1];
+    dst[2 * row] = src[2];
 }
