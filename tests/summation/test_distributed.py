@@ -192,3 +192,19 @@ def test_one_rank_is_the_method_itself():
     from vortexsim.backend import SingleProcess
     s = make_summation("direct", communicator=SingleProcess())
     assert not isinstance(s, SharedTargets)
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_self_pairs_of_a_share_are_the_rows_of_the_whole_correction(reuse):
+    """Summation.remove_self_pairs_of (a rank's share of the elements, in any order) gives
+    each row the bits that remove_self_pairs gives it for all elements at once, with the
+    factors made for the share alone or taken from the step's cache."""
+    rng = np.random.default_rng(7)
+    alpha, sigma = rng.standard_normal((50, 3)), 0.05 + 0.01 * rng.random(50)
+    grad = rng.standard_normal((50, 3, 3))
+    s = make_summation("direct")
+    whole = s.remove_self_pairs(grad.copy(), alpha, sigma, 0, 50, reuse=reuse)
+    rows = rng.permutation(50)[:20]
+    part = s.remove_self_pairs_of(grad[rows].copy(), alpha, sigma, rows, 50, reuse=reuse)
+    np.testing.assert_array_equal(part, whole[rows])
+    assert not np.array_equal(part, grad[rows])

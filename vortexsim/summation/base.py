@@ -149,6 +149,23 @@ class Summation(abc.ABC):
         subtract_skew(grad_u[:hi - lo], INV_4PI * (a0[:, None] * alpha[lo:hi]))
         return grad_u
 
+    def remove_self_pairs_of(self, grad_u, alpha, sigma, rows, n, reuse=False):
+        """:meth:`remove_self_pairs` for the sources ``rows`` (k,) int (each below
+        ``n``, the sources whose self pairs are out), whose self pairs ``grad_u``'s k rows
+        hold (a rank's share of the elements, :mod:`vortexsim.summation.distributed`).
+        Each row gets the bits that :meth:`remove_self_pairs` gives it (the factors are
+        element by element); without ``reuse`` the factors are made for these rows
+        only."""
+        if rows.shape[0] == 0:
+            return grad_u
+        xp = self.device.xp
+        if reuse:
+            a0 = self._self_factors(sigma, n, xp, reuse=True)[rows]
+        else:
+            a0 = self._self_factors(sigma[rows], rows.shape[0], xp, reuse=False)
+        subtract_skew(grad_u, INV_4PI * (a0[:, None] * alpha[rows]))
+        return grad_u
+
     def _self_factors(self, sigma, n, xp, reuse):
         """A(0, σ_p) (n,) of the self pairs (0 where infinite); with ``reuse`` (a time
         stepper's evaluation, ``plan`` given) made once per core array: a run without core

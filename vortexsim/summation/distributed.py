@@ -157,15 +157,17 @@ class SharedTargets:
         # none), else the count of its ∇u targets, which come first in its share
         own = gradient if isinstance(gradient, (bool, np.bool_)) else with_grad
         dtype = np.dtype(inner.precision)
+        # the self pairs of the elements 0 .. n_self − 1 (Summation.__call__'s
+        # correction): where every ∇u target is an element, each rank takes them out of
+        # its own share's rows (its elements' factors only, the same bits per row as one
+        # rank's); else every rank takes them all out after the gather
+        own_self = bool(n_self) and n_self == k
         if count:
-            # every pair in, the self pairs too: a share's elements are an arbitrary index
-            # set, and remove_self_pairs takes a contiguous range.  They come out below,
-            # after the gather and the un-permutation, where ∇u is in the caller's order:
-            # the one-rank call's own correction, unchanged (O(n_self), on every rank).
-            # The ranks share the method's source-side work (the FMM's upward pass)
-            # when every one of them makes the call: every share holds targets (the
-            # counts are the same on every rank); for this call only, so that no other
-            # call of the method waits for ranks that do not make it
+            # every pair in, the self pairs too (they come out below).  The ranks share
+            # the method's source-side work (the FMM's upward pass) when every one of
+            # them makes the call: every share holds targets (the counts are the same on
+            # every rank); for this call only, so that no other call of the method waits
+            # for ranks that do not make it
             inner.sharing_ranks = comm if all(shares.counts) else None
             try:
                 u, grad_u = inner(x, alpha, sigma, targets[shares.mine], n_self=0,
@@ -174,6 +176,9 @@ class SharedTargets:
                 inner.sharing_ranks = None
         else:                                 # both of this rank's runs are empty
             u, grad_u = xp.zeros((0, 3), dtype), xp.zeros((0, 3, 3), dtype)
+        if own_self and with_grad:
+            inner.remove_self_pairs_of(grad_u, alpha, sigma, shares.mine[:with_grad], n_self,
+                                       reuse=plan is not None)
         if gradient is False or k == 0:
             # no ∇u rows anywhere: the call's own answer (None, or an empty array for
             # gradient=0 where the method returns one; every rank's share holds targets
@@ -187,9 +192,7 @@ class SharedTargets:
             grad_u[shares.grad_order] = grad_all
         u = xp.empty((m, 3), u_all.dtype)
         u[shares.order] = u_all
-        if grad_u is not None and grad_u.shape[0] and n_self:
-            # the self pairs of the elements 0 .. n_self − 1 (Summation.__call__'s
-            # correction): the same arithmetic on the same bits on every rank
+        if grad_u is not None and grad_u.shape[0] and n_self and not own_self:
             inner.remove_self_pairs(grad_u, alpha, sigma, 0, n_self, reuse=plan is not None)
         return u, grad_u
 
