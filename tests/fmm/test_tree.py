@@ -310,6 +310,13 @@ def test_cupy_morton_keys_match_numpy(rng, bits):
     ref = morton_keys(pts, np.zeros(3), 1.0, bits, np)
     got = morton_keys(cp.asarray(pts), cp.zeros(3), 1.0, bits, cp)
     assert got.dtype == np.uint64 and np.array_equal(cp.asnumpy(got), ref)
+    # another cube, its edge a device scalar, points outside it clamped to its cells
+    lo, width = np.array([-0.1, 0.2, 0.05]), 0.9
+    pts = 1.4 * pts - 0.2
+    ref = morton_keys(pts, lo, width, bits, np)
+    got = morton_keys(cp.asarray(pts), cp.asarray(lo), cp.asarray(width), bits, cp)
+    assert np.array_equal(cp.asnumpy(got), ref)
+    assert morton_keys(cp.zeros((0, 3)), cp.asarray(lo), width, bits, cp).shape == (0,)
 
 
 def test_with_targets_sorts_a_second_set_into_the_same_leaves():

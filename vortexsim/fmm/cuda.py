@@ -299,6 +299,17 @@ class CudaM2L(M2L):
         contiguous for :func:`gather_columns` (one transposing copy of the level)."""
         return self.device.xp.ascontiguousarray(Mcm.transpose(1, 0, 2))
 
+    def gather_operands(self, Mt, mdt):
+        """(Mt, Mbm): the GPU's product reads only the box-major copy Mbm (S + 1, r, 3)
+        with its zero row, made in one transposing copy (no coefficient-major copy
+        with a zero column first)."""
+        xp = self.device.xp
+        r, S = Mt.shape[0], Mt.shape[1]
+        Mbm = xp.empty((S + 1, r, 3), mdt)
+        Mbm[:S] = Mt.transpose(1, 0, 2)
+        Mbm[S] = 0
+        return Mt, Mbm
+
     def gathered_product(self, Kp, Mcm, Mcc, g, mdt):
         r = Kp.shape[0]
         ns, nj = g.shape

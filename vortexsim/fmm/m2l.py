@@ -341,9 +341,7 @@ class M2L:
                                  sparse[level], mdt)
                 clock.lap(f"m2l_{level}")
                 return Lt.astype(np.float64, copy=False) / w
-            Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((r, 1, 3), mdt)], axis=1)
-            # Mcm: (r, B + 1, 3)
-            Mcc = self.gather_copy(Mcm)
+            Mcm, Mcc = self.gather_operands(Mt, mdt)
             if boxes is None:
                 Lt = xp.empty((r, B, 3), mdt)
                 for p, (offsets, gather) in enumerate(self.classes(level, sep, periodic)):
@@ -389,6 +387,16 @@ class M2L:
         clock.lap(f"m2l_{level}")
         return xp.ascontiguousarray(Lc)
 
+    def gather_operands(self, Mt, mdt):
+        """(Mcm, Mcc) of a level's compressed multipoles Mt (r, S, 3) for
+        :meth:`class_products`: Mcm (r, S + 1, 3) in ``mdt`` with a zero column (index
+        S, where a gather table points outside the grid) and Mcc its
+        :meth:`gather_copy`."""
+        r = Mt.shape[0]
+        Mcm = self.device.xp.concatenate([Mt.astype(mdt), self.device.xp.zeros((r, 1, 3), mdt)],
+                                         axis=1)
+        return Mcm, self.gather_copy(Mcm)
+
     def gather_copy(self, Mcm):
         """Mcm (r, S + 1, 3) in the layout that :meth:`gathered_product` gathers from:
         here (r, 3, S + 1) (NumPy gathers single columns of it 10× faster than 3-vectors
@@ -409,7 +417,8 @@ class M2L:
         """M2L of parity class ``p`` on compressed multipoles, in chunks of target boxes.
 
         Mcm (r, S + 1, 3): the level's multipoles M̂ and a zero column (index S); Mcc:
-        :meth:`gather_copy` of it; gather (B_p, |O_p|): the source
+        :meth:`gather_copy` of it (both from :meth:`gather_operands`; the GPU's product
+        reads Mcc alone); gather (B_p, |O_p|): the source
         column of each target box at each of the class's ``offsets``.
         Yields (j0, j1, Y (r, j1 − j0, 3), first): the locals (times w) of target boxes
         j0..j1 of the class from one group of offsets (``first``: the group that

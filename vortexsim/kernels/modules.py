@@ -131,9 +131,9 @@ ELEMENTWISE = {
         "stretching_rate(i, &g[0], &a[0], transpose, &r[0]);",
         "stretching.cuh"),
     # vortexsim.kernels.morton.morton_keys: the key of cells (ix, iy, iz)
-    "vortexsim_morton_interleave": (
-        "uint64 ix, uint64 iy, uint64 iz", "uint64 key",
-        "key = vs_spread(ix) | (vs_spread(iy) << 1) | (vs_spread(iz) << 2)",
+    "vortexsim_morton_keys": (
+        "raw float64 p, raw float64 lo, raw float64 scale, float64 top", "uint64 key",
+        "key = vs_morton_key(i, &p[0], &lo[0], scale[0], top)",
         "morton.cuh"),
 }
 

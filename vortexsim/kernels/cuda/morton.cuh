@@ -1,5 +1,5 @@
-// Morton interleave of cell coordinates (vortexsim.kernels.morton.morton_keys), the
-// operation of the elementwise kernel "vortexsim_morton_interleave" (kernels/modules.py).
+// Morton keys of points (vortexsim.kernels.morton.morton_keys), the operation of the
+// elementwise kernel "vortexsim_morton_keys" (kernels/modules.py): cells, then interleaved.
 #pragma once
 
 // The low 21 bits of v spread to every third bit (NumPy twin: morton.spread_bits).
@@ -11,4 +11,21 @@ __device__ unsigned long long vs_spread(unsigned long long v) {
     v = (v | (v << 4)) & 0x10C30C30C30C30C3ull;
     v = (v | (v << 2)) & 0x1249249249249249ull;
     return v;
+}
+
+// The cell of one coordinate on the grid of `top` + 1 cells from `lo` (morton.grid_cells:
+// floor((p − lo) · scale) clamped to [0, top], the same operations in the same order).
+__device__ unsigned long long vs_cell(double p, double lo, double scale, double top) {
+    double c = floor((p - lo) * scale);
+    c = c < 0.0 ? 0.0 : (c > top ? top : c);
+    return (unsigned long long) (long long) c;
+}
+
+// The Z-order key of point i of p (M, 3): its cells interleaved, x in the lowest bit.
+__device__ unsigned long long vs_morton_key(const long long i, const double* p,
+                                            const double* lo, const double scale,
+                                            const double top) {
+    return vs_spread(vs_cell(p[3 * i], lo[0], scale, top))
+        | (vs_spread(vs_cell(p[3 * i + 1], lo[1], scale, top)) << 1)
+        | (vs_spread(vs_cell(p[3 * i + 2], lo[2], scale, top)) << 2);
 }
