@@ -388,13 +388,10 @@ class M2L:
         return xp.ascontiguousarray(Lc)
 
     def gather_operands(self, Mt, mdt):
-        """(Mcm, Mcc) of a level's compressed multipoles Mt (r, S, 3) for
-        :meth:`class_products`: Mcm (r, S + 1, 3) in ``mdt`` with a zero column (index
-        S, where a gather table points outside the grid) and Mcc its
-        :meth:`gather_copy`."""
-        r = Mt.shape[0]
-        Mcm = self.device.xp.concatenate([Mt.astype(mdt), self.device.xp.zeros((r, 1, 3), mdt)],
-                                         axis=1)
+        """(Mcm, Mcc) of a level's multipoles Mt (r, S, 3) for :meth:`class_products`: Mcm
+        (r, S + 1, 3) in ``mdt`` with a zero column S (outside the grid), Mcc its copy."""
+        xp = self.device.xp
+        Mcm = xp.concatenate([Mt.astype(mdt), xp.zeros((Mt.shape[0], 1, 3), mdt)], axis=1)
         return Mcm, self.gather_copy(Mcm)
 
     def gather_copy(self, Mcm):
