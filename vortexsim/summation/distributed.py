@@ -15,13 +15,10 @@ leaves of its part only, and the near field and L2P shrink with the number of ra
 and so do the M2L and L2L, which translate only into the boxes leading to the rank's
 targets (:mod:`vortexsim.fmm.targets`; a level with fewer such boxes than source boxes
 takes the dense M2L into them rather than the sparse M2L over every source box).  The
-source tree is repeated on every rank.  A call without a step plan is planned once for
-all its targets (``Summation.share_plan``: the FMM's root cube and depth, the same on
-every rank), the shares are cut on that cube's Morton order (whose runs hold its leaves
-whole, so that the ranks split no leaf but at their shares' ends), every rank's FMM
-takes that root and depth, and the ranks share its upward pass (each makes the
-multipoles of its run of the occupied leaves, ``Summation.sharing_ranks``).  Shares
-hold equal target counts (a uniform cost per target; weighting by cost is a next step,
+source tree is repeated on every rank; the FMM's upward pass is shared (each rank makes
+the multipoles of its run of the occupied leaves, ``Summation.sharing_ranks``) in calls
+without a step plan.  Shares hold equal target
+counts (a uniform cost per target; weighting by cost is a next step,
 ``docs/parallel.md``).
 
 The gather stays on the device where the communicator can (``allgather_array``: NCCL on
@@ -84,17 +81,14 @@ class TargetShares:
         return self.order[start:start + self.counts[self.rank]]
 
 
-def share_targets(targets, k, rank, size, xp, cube=None):
+def share_targets(targets, k, rank, size, xp):
     """The ranks' shares (:class:`TargetShares`) of ``targets`` (M ≥ 1, 3) of which the
     first ``k`` get ∇u: runs of the Morton curve of equal counts.
 
     The targets with ∇u (0 .. k − 1, the elements) and the others (the tracers) are
     ordered separately, each by its Morton key (:func:`vortexsim.kernels.morton.morton_keys`,
-    :data:`SHARE_BITS` per axis, in ``cube`` = (lower corner (3,), edge) when given (the
-    FMM's root cube: its leaves down to level 10 are then whole runs of the keys, so
-    that a share splits a leaf only at its ends), else in the bounding cube of all
-    targets; a stable sort keeps equal keys in index order), and each ordered group is
-    cut into ``size`` runs of
+    :data:`SHARE_BITS` per axis, in the bounding cube of all targets; a stable sort keeps
+    equal keys in index order), and each ordered group is cut into ``size`` runs of
     nearly equal counts (:func:`target_share`): rank r sums its run of each group, the
     ∇u targets first.  Ordering the groups apart keeps every share's count and ∇u count
     a function of (M, k, size) alone, known on the host without a transfer, and each
@@ -104,7 +98,7 @@ def share_targets(targets, k, rank, size, xp, cube=None):
     The keys, the sort and therefore the shares are the same on every rank (the same
     target bits, deterministic arithmetic).  Arrays of ``xp`` (NumPy or CuPy)."""
     m = targets.shape[0]
-    lo, width = bounding_cube(targets, xp) if cube is None else cube
+    lo, width = bounding_cube(targets, xp)
     keys = morton_keys(targets, lo, width, SHARE_BITS, xp).astype(xp.uint32)
     groups = [(first, last) for first, last in ((0, k), (k, m)) if last > first]
     ordered = [stable_argsort(keys[first:last], xp).astype(xp.int64) + first
@@ -137,20 +131,12 @@ class SharedTargets:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def shares(self, x, sigma, targets, gradient=True, sigma_range=None, plan=None):
-        """(the ranks' :class:`TargetShares` of ``targets``, the plan of this rank's call)
-        for a call with these arguments: what :meth:`__call__` sums and passes on (a
-        benchmark times a rank's share alone with them).  Without a step ``plan`` the
-        method's :meth:`~vortexsim.summation.base.Summation.share_plan` for the whole
-        call, if it has one, gives the cube that the shares follow."""
-        comm, inner = self.communicator, self.inner
+    def shares(self, targets, gradient=True):
+        """The ranks' :class:`TargetShares` of ``targets`` for a call with ``gradient``
+        (what :meth:`__call__` sums; a benchmark times a rank's share alone with it)."""
+        comm = self.communicator
         k = gradient_count(gradient, targets.shape[0], False)
-        if plan is None:
-            plan = inner.share_plan(x, sigma, targets, gradient, sigma_range)
-            cube = None if plan is None else plan.root
-        else:
-            cube = None
-        return share_targets(targets, k, comm.rank, comm.size, inner.device.xp, cube), plan
+        return share_targets(targets, k, comm.rank, comm.size, self.inner.device.xp)
 
     def __call__(self, x, alpha, sigma, targets, *, n_self=0, gradient=True,
                  sigma_range=None, plan=None):
@@ -165,7 +151,7 @@ class SharedTargets:
             return inner(x, alpha, sigma, targets, n_self=n_self, gradient=gradient,
                          sigma_range=sigma_range, plan=plan)
         k = gradient_count(gradient, m, False)      # ∇u at the first k targets
-        shares, call_plan = self.shares(x, sigma, targets, gradient, sigma_range, plan)
+        shares = share_targets(targets, k, comm.rank, comm.size, xp)
         count, with_grad = shares.counts[comm.rank], shares.grad_counts[comm.rank]
         # the rank's gradient argument: a bool as given (its share is all ∇u targets or
         # none), else the count of its ∇u targets, which come first in its share
@@ -185,7 +171,7 @@ class SharedTargets:
             inner.sharing_ranks = comm if all(shares.counts) else None
             try:
                 u, grad_u = inner(x, alpha, sigma, targets[shares.mine], n_self=0,
-                                  gradient=own, sigma_range=sigma_range, plan=call_plan)
+                                  gradient=own, sigma_range=sigma_range, plan=plan)
             finally:
                 inner.sharing_ranks = None
         else:                                 # both of this rank's runs are empty

@@ -57,10 +57,6 @@ class StepPlan:
         that knows its depth)
     records : bool, a depth chosen by a call is kept for the plan's later calls (a step);
         False for read-only queries, which change nothing
-    shared : bool, the plan of one call whose targets the ranks share
-        (:meth:`FMMSum.share_plan`): the root cube and depth of all its targets, the same
-        on every rank; the call may transfer (it restricts the far field to the rank's
-        boxes and shares the upward pass, which sync-free calls do not)
     """
 
     root: tuple | None = None
@@ -68,13 +64,12 @@ class StepPlan:
     capacity: object = None
     capacity_due: bool = False
     records: bool = True
-    shared: bool = False
 
     @property
     def sync_free(self):
         """Whether the calls make no device-to-host transfer: the root cube and the depth
         are known on the host (the caller then guarantees that the points are inside)."""
-        return self.root is not None and self.depth is not None and not self.shared
+        return self.root is not None and self.depth is not None
 
 
 class FMMPlanner:
@@ -204,21 +199,6 @@ class FMMSum(Summation):
                                                   targets=sets)
             plan.capacity_due = False
 
-    def share_plan(self, x, sigma, targets, gradient, sigma_range):
-        """The plan of a call whose targets the ranks share: a :class:`StepPlan` (shared)
-        with the root cube and the depth that the FMM's planner chooses for all the
-        targets, the same on every rank (one depth model instead of one per share, and
-        the agreement the shared upward pass needs); its root's 10-bit Morton order
-        visits each leaf's cells in one run, so that shares cut along it split no leaf
-        but at their ends.  None in the periodic box or without sources or targets."""
-        if self.box is not None:
-            return None
-        plan = self.fmm.plan(x, sigma, targets, gradient, sigma_range=sigma_range)
-        if plan.tree != "uniform":
-            return None
-        return StepPlan(root=(plan.lo, plan.width), depth=plan.depth, records=False,
-                        shared=True)
-
     def evaluate(self, x, alpha, sigma, targets, *, gradient, sigma_range, plan):
         plan = StepPlan(records=False) if plan is None else plan
         if self.box is not None:
@@ -233,8 +213,7 @@ class FMMSum(Summation):
         u, grad_u = self.fmm.evaluate(x, alpha, sigma, targets, gradient=gradient,
                                       sigma_range=sigma_range, root=plan.root,
                                       check_root=plan.root is None, depth=plan.depth,
-                                      m2l_capacity=plan.capacity, ranks=self.sharing_ranks,
-                                      sync_free=False if plan.shared else None)
+                                      m2l_capacity=plan.capacity, ranks=self.sharing_ranks)
         if plan.records:
             plan.depth = self.fmm.config.depth
             self._size_m2l(x, targets, gradient, sigma_range, plan)  # now with a depth
