@@ -444,3 +444,30 @@ def test_an_inherited_ignored_sigint_stays_ignored_and_sigterm_stops(tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and "checkpoint written" in err, err
+
+
+def test_the_disk_check_counts_the_files_of_a_split_states_snapshots(tmp_path, monkeypatch):
+    """A periodic mesh run split by slabs whose whole state goes to rank 0's files for
+    its snapshots (backend.spill.should_spill): those files count against the disk, 48
+    B a node kept and 24 B for each whole state in flight (the one being put together
+    and the output thread's pending ones); nothing where the state is not split or
+    stays in memory."""
+    from vortexsim.backend import spill
+    from vortexsim.cases import case_defaults
+    from vortexsim.simulation.output_thread import MAX_PENDING
+    config = {"case": "isotropic_turbulence", **case_defaults("isotropic_turbulence"),
+              "n": 64}
+    monkeypatch.setattr(spill, "should_spill", lambda nbytes: nbytes == 72 * 64 ** 3)
+    want = (48 + 24 * (1 + MAX_PENDING)) * 64 ** 3
+    assert resources.spill_bytes(config, 4) == want
+    assert resources.spill_bytes(config, 1) == 0                  # one rank: not split
+    assert resources.spill_bytes({**config, "tracers": 10}, 4) == 0
+    monkeypatch.setattr(spill, "should_spill", lambda nbytes: False)
+    assert resources.spill_bytes(config, 4) == 0                  # in memory
+    need = check_disk(tmp_path, 64 ** 3, 0, 2, 10)
+    usage = resources.shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(resources.shutil, "disk_usage",
+                        lambda path: usage._replace(free=need + want // 2))
+    assert check_disk(tmp_path, 64 ** 3, 0, 2, 10) == need
+    with pytest.raises(ResourceError, match="temporary files for the whole state"):
+        check_disk(tmp_path, 64 ** 3, 0, 2, 10, scratch=want)

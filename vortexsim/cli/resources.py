@@ -46,7 +46,7 @@ __all__ = ["ResourceError", "Estimate", "MAX_STEPS", "MAX_SNAPSHOTS", "MAX_DIAGN
            "HARD_LIMIT", "problem_size", "estimate_memory", "available_memory",
            "check_resources", "check_schedule", "check_disk", "parse_size", "format_bytes",
            "cpu_seconds", "announce_cpu_cost", "CASE_CPU_SECONDS", "split_fraction",
-           "per_rank", "SPLIT_REPLICATED"]
+           "per_rank", "SPLIT_REPLICATED", "spill_bytes"]
 
 #: most time steps of a run without ``--force`` (10^7: hours at the smallest sizes on a GPU)
 MAX_STEPS = 10 ** 7
@@ -465,26 +465,48 @@ def _existing_parent(path):
     return path
 
 
-def check_disk(run_dir, n_elements, n_tracers, snapshots, rows, force=False, freed=0):
+def check_disk(run_dir, n_elements, n_tracers, snapshots, rows, force=False, freed=0,
+               scratch=0):
     """Refuse a run whose files would not fit on the disk of ``run_dir``.
 
     Snapshots: (7 × elements + 3 × tracers) float64 values and about 64 kB of
     attributes each; ``diagnostics.nc``: about 1 kB per row (and its temporary copy when
-    rewritten).  ``freed`` [bytes] is what the run removes first (``--overwrite``).
-    Returns the estimate [bytes]; raises :class:`ResourceError` (not with ``force``)."""
+    rewritten); ``scratch`` [bytes]: temporary files the run keeps there besides
+    (:func:`spill_bytes`).  ``freed`` [bytes] is what the run removes first
+    (``--overwrite``).  Returns the estimate [bytes]; raises :class:`ResourceError` (not
+    with ``force``)."""
     per_snapshot = 8 * (7 * n_elements + 3 * n_tracers) + _SNAPSHOT_FIXED
-    need = snapshots * per_snapshot + 2 * rows * _ROW_BYTES
+    need = snapshots * per_snapshot + 2 * rows * _ROW_BYTES + scratch
     try:
         free = shutil.disk_usage(_existing_parent(run_dir)).free + freed
     except OSError:
         return need
     if need > free and not force:
+        spilled = (f", {format_bytes(scratch)} of temporary files for the whole state of "
+                   "its snapshots" if scratch else "")
         raise ResourceError(
             f"the run would write about {format_bytes(need)} ({snapshots:.3g} snapshots of "
-            f"{format_bytes(per_snapshot)}, {rows:.3g} diagnostics rows) but the disk of "
-            f"{run_dir} has {format_bytes(free)} free; raise snapshot_interval, free space, "
-            "or pass --force to run it anyway.")
+            f"{format_bytes(per_snapshot)}, {rows:.3g} diagnostics rows{spilled}) but the "
+            f"disk of {run_dir} has {format_bytes(free)} free; raise snapshot_interval, "
+            "free space, or pass --force to run it anyway.")
     return need
+
+
+def spill_bytes(config, ranks):
+    """Disk bytes that rank 0 of a run of ``config`` on ``ranks`` ranks puts into
+    temporary files of its run directory at most: where the ranks split the state by
+    slabs (:func:`split_fraction`) and the whole state (72 B a node) goes to files
+    (:func:`vortexsim.backend.spill.should_spill`: above a quarter of the memory
+    available), per node the nodes' x, σ, V and labels (48 B, kept) and the strengths
+    (24 B) of the state being put together and of each snapshot that the output thread
+    may still hold (:meth:`vortexsim.model.slab_partition.SlabPartition
+    .assemble_on_root`); else 0."""
+    if split_fraction(config, ranks) >= 1:
+        return 0
+    from ..backend.spill import should_spill  # noqa: PLC0415
+    from ..simulation.output_thread import MAX_PENDING  # noqa: PLC0415
+    n = _count(config.get("n"))
+    return (48 + 24 * (1 + MAX_PENDING)) * n ** 3 if should_spill(72 * n ** 3) else 0
 
 
 #: seconds per evaluation on the CPU (2 cores of the CI machine, float64, tol 1e-6), per

@@ -15,7 +15,7 @@ from .execute import log_cores, run_simulation
 from .writefail import os_error_text
 from .resources import (ResourceError, announce_cpu_cost, check_disk, check_resources,
                         check_schedule, estimate_memory, format_bytes, per_rank,
-                        split_fraction)
+                        spill_bytes, split_fraction)
 from .rundir import (check_output_dir, history_line, our_files_size, prepare_run_dir,
                      resolved_toml, run_metadata, write_case_files)
 
@@ -230,7 +230,8 @@ def check_costs(case, config, output, device, run_dir, args, freed, sharing=(1, 
                               force=args.force)
         if est is not None:
             check_disk(run_dir, est.n_elements, est.n_tracers, plan["snapshots"],
-                       plan["rows"], force=args.force, freed=freed)
+                       plan["rows"], force=args.force, freed=freed,
+                       scratch=spill_bytes(config, sharing[2] if len(sharing) > 2 else 1))
             announce_cpu_cost(config, est, args.preset, args.steps)
     except ResourceError as exc:
         raise UsageError(str(exc)) from None

@@ -52,6 +52,10 @@ __all__ = ["Job", "WriterThread"]
 
 #: [s] longest single wait of the main thread before it looks again (thread alive?)
 _POLL = 0.1
+#: jobs a writer thread holds by default (queued + in flight): the snapshots and rows
+#: captured and not yet written (a snapshot of a state split by slabs holds the whole
+#: state on rank 0: :func:`vortexsim.cli.resources.spill_bytes`)
+MAX_PENDING = 2
 
 
 @dataclasses.dataclass
@@ -90,7 +94,7 @@ class WriterThread:
     waited : float [s], all the main thread's waits (also those a signal cut short)
     """
 
-    def __init__(self, max_pending=2, name="vortexsim-output"):
+    def __init__(self, max_pending=MAX_PENDING, name="vortexsim-output"):
         if isinstance(max_pending, bool) or int(max_pending) != max_pending or max_pending < 1:
             raise ValueError(f"max_pending must be an integer >= 1, got {max_pending!r}.")
         self.max_pending = int(max_pending)
