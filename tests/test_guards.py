@@ -457,12 +457,13 @@ def test_the_disk_check_counts_the_files_of_a_split_states_snapshots(tmp_path, m
     from vortexsim.simulation.output_thread import MAX_PENDING
     config = {"case": "isotropic_turbulence", **case_defaults("isotropic_turbulence"),
               "n": 64}
-    monkeypatch.setattr(spill, "should_spill", lambda nbytes: nbytes == 72 * 64 ** 3)
+    monkeypatch.setattr(spill, "should_spill",
+                        lambda nbytes, reserved=0: nbytes == 72 * 64 ** 3)
     want = (48 + 24 * (1 + MAX_PENDING)) * 64 ** 3
     assert resources.spill_bytes(config, 4) == want
     assert resources.spill_bytes(config, 1) == 0                  # one rank: not split
     assert resources.spill_bytes({**config, "tracers": 10}, 4) == 0
-    monkeypatch.setattr(spill, "should_spill", lambda nbytes: False)
+    monkeypatch.setattr(spill, "should_spill", lambda nbytes, reserved=0: False)
     assert resources.spill_bytes(config, 4) == 0                  # in memory
     need = check_disk(tmp_path, 64 ** 3, 0, 2, 10)
     usage = resources.shutil.disk_usage(tmp_path)

@@ -121,18 +121,18 @@ def breakdown(summation, xd, ad, sd, device, repeats):
         # makes this call)
         inner.sharing_ranks = summation.communicator
     call = lambda: inner(xd, ad, sd, mine, n_self=0, gradient=True)   # noqa: E731
-    call()
-    T.synchronize(device)
-    seconds = T.times_on(device)(call, repeats)
     fmm = inner.fmm
-    fmm.profile = True
     try:
+        call()
+        T.synchronize(device)
+        seconds = T.times_on(device)(call, repeats)
+        fmm.profile = True
         call()
         stages = {k: float(v) for k, v in fmm.timings.items()}
     finally:
         fmm.profile = False
+        inner.sharing_ranks = None
     cfg = fmm.config
-    inner.sharing_ranks = None
     return dict(targets=int(mine.shape[0]), eval_s=float(np.median(seconds)),
                 depth=getattr(cfg, "depth", None), order=getattr(cfg, "order", None),
                 stages=stages)

@@ -27,13 +27,14 @@ __all__ = ["spill_array", "Frozen", "frozen", "is_frozen", "should_spill", "SPIL
 SPILL_FRACTION = 0.25
 
 
-def should_spill(nbytes):
+def should_spill(nbytes, reserved=0):
     """Whether a whole state of ``nbytes`` goes to files: above :data:`SPILL_FRACTION` of
     the memory available now (Linux's MemAvailable within the cgroup's limit,
-    :func:`vortexsim.backend.memory.host_available_memory`; where unknown, in memory)."""
+    :func:`vortexsim.backend.memory.host_available_memory`; where unknown, in memory),
+    less ``reserved`` [bytes] (a check before the run: what the run will take first)."""
     from .memory import host_available_memory  # noqa: PLC0415
     available = host_available_memory()
-    return available is not None and nbytes > SPILL_FRACTION * available
+    return available is not None and nbytes > SPILL_FRACTION * (available - reserved)
 
 
 def spill_array(shape, dtype, directory):

@@ -492,12 +492,12 @@ def check_disk(run_dir, n_elements, n_tracers, snapshots, rows, force=False, fre
     return need
 
 
-def spill_bytes(config, ranks):
+def spill_bytes(config, ranks, reserved=0):
     """Disk bytes that rank 0 of a run of ``config`` on ``ranks`` ranks puts into
     temporary files of its run directory at most: where the ranks split the state by
     slabs (:func:`split_fraction`) and the whole state (72 B a node) goes to files
     (:func:`vortexsim.backend.spill.should_spill`: above a quarter of the memory
-    available), per node the nodes' x, σ, V and labels (48 B, kept) and the strengths
+    available once the ranks of the machine hold their ``reserved`` bytes), per node the nodes' x, σ, V and labels (48 B, kept) and the strengths
     (24 B) of the state being put together and of each snapshot that the output thread
     may still hold (:meth:`vortexsim.model.slab_partition.SlabPartition
     .assemble_on_root`); else 0."""
@@ -506,7 +506,8 @@ def spill_bytes(config, ranks):
     from ..backend.spill import should_spill  # noqa: PLC0415
     from ..simulation.output_thread import MAX_PENDING  # noqa: PLC0415
     n = _count(config.get("n"))
-    return (48 + 24 * (1 + MAX_PENDING)) * n ** 3 if should_spill(72 * n ** 3) else 0
+    spills = should_spill(72 * n ** 3, reserved)
+    return (48 + 24 * (1 + MAX_PENDING)) * n ** 3 if spills else 0
 
 
 #: seconds per evaluation on the CPU (2 cores of the CI machine, float64, tol 1e-6), per

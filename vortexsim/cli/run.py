@@ -231,7 +231,8 @@ def check_costs(case, config, output, device, run_dir, args, freed, sharing=(1, 
         if est is not None:
             check_disk(run_dir, est.n_elements, est.n_tracers, plan["snapshots"],
                        plan["rows"], force=args.force, freed=freed,
-                       scratch=spill_bytes(config, sharing[2] if len(sharing) > 2 else 1))
+                       scratch=spill_bytes(config, sharing[2] if len(sharing) > 2 else 1,
+                                           reserved=est.host_bytes))
             announce_cpu_cost(config, est, args.preset, args.steps)
     except ResourceError as exc:
         raise UsageError(str(exc)) from None

@@ -32,7 +32,7 @@ from ..kernels.direct import source_parameters
 from ..kernels.modules import CTYPES, elementwise_kernel, get_function
 from . import expansions as E
 from .downward import Downward, l2p_coefficient_tables, l2p_loop_order
-from .m2l import M2L, PairLists
+from .m2l import M2L, PairLists, class_cores
 from .near import NearField, SerialLanes, half_stencil
 from .tree import neighbor_table
 from .upward import Upward
@@ -300,15 +300,15 @@ class CudaM2L(M2L):
         return self.device.xp.ascontiguousarray(Mcm.transpose(1, 0, 2))
 
     def gather_operands(self, Mt, mdt):
-        """(Mt, Mbm): the GPU's product reads only the box-major copy Mbm (S + 1, r, 3)
-        with its zero row, made in one transposing copy (no coefficient-major copy
-        with a zero column first)."""
+        """(None, Mbm): the GPU's product reads only the box-major copy Mbm (S + 1, r, 3)
+        in ``mdt`` with its zero row S, made in one transposing copy (no
+        coefficient-major copy with a zero column first)."""
         xp = self.device.xp
         r, S = Mt.shape[0], Mt.shape[1]
         Mbm = xp.empty((S + 1, r, 3), mdt)
         Mbm[:S] = Mt.transpose(1, 0, 2)
         Mbm[S] = 0
-        return Mt, Mbm
+        return None, Mbm
 
     def gathered_product(self, Kp, Mcm, Mcc, g, mdt):
         r = Kp.shape[0]
@@ -320,13 +320,9 @@ class CudaM2L(M2L):
         """Parity class ``p``'s cores, offset-major (r, |O_p| r): column o r + k is
         coefficient k of offset o, the row order of :func:`gather_columns`' operand."""
         xp = self.device.xp
-
-        def build():
-            K = E.unit_m2l_cores(P, self.offset_radius, xp)
-            r = K.shape[0]
-            return xp.ascontiguousarray(K.reshape(r, -1, r)[:, xp.asarray(offsets), :]
-                                        .reshape(r, r * len(offsets))).astype(mdt, copy=False)
-        yield slice(None), self.cache.get(("m2l_class_cores_om", P, sep, p, mdt), build)
+        yield slice(None), self.cache.get(("m2l_class_cores_om", P, sep, p, mdt), lambda: (
+            class_cores(E.unit_m2l_cores(P, self.offset_radius, xp), offsets, xp,
+                        offset_major=True).astype(mdt, copy=False)))
 
     def pair_device_tables(self, P, sep, mdt):
         """Cached device tables of the sparse M2L by offset: ``offs`` (n, 3) int32 the

@@ -301,7 +301,9 @@ class FMM:
             far field, they share the upward pass's leaves
             (:meth:`Upward.shared_leaves <vortexsim.fmm.upward.Upward.shared_leaves>`);
             otherwise each makes the whole of it.  Every rank of ``ranks`` must make
-            the call.
+            the call; a rank whose call fails between the agreement and the gather
+            leaves the others waiting in it (the CLI's ranks end every rank on an
+            error: ``MPI_Abort``).
         """
         clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
         if box is not None and check_sources:          # at the input's precision
@@ -453,7 +455,7 @@ class FMM:
             return None
         lo = None if plan.lo is None else tuple(float(v) for v in to_host(plan.lo))
         key = (plan.tree, plan.depth, plan.order, lo, float(plan.width), plan.box,
-               plan.near_radius)
+               plan.near_radius, plan.n_sources)
         keys = ranks.allgather(key)
         if (any(k != key for k in keys) or plan.tree != "uniform" or plan.depth < 2
                 or plan.box is not None or not plan.green.harmonic):
@@ -501,7 +503,7 @@ class FMM:
 
     def _execute_uniform(self, clock, plan, x, alpha, sigma, y, u, grad_u, ranks=None):
         """The plan on the level-uniform tree: tree → near field ∥ upward → M2L →
-        downward (``ranks``: those that share the upward pass, :meth:`_upward_ranks`).  In the periodic box (``plan.box``; positions already wrapped) the
+        downward (``ranks``: those sharing the upward pass, :meth:`_upward_ranks`).  In the periodic box (``plan.box``; positions already wrapped) the
         near field reads the ghost sources' extended grid, the upward pass goes on to
         the root, the M2L wraps from level 1 on, the far lattice adds to the root's
         local expansion and the tin-foil shift is taken off u

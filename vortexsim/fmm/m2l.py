@@ -48,12 +48,14 @@ def interacts(parity, d, sep, parent_radius=1):
             & (np.abs(d).max(axis=-1) >= sep))
 
 
-def class_cores(K, offsets, xp=np):
-    """Columns of the unit cores K (r, 343 r) for ``offsets``, k-major: (r, r · |offsets|)
+def class_cores(K, offsets, xp=np, offset_major=False):
+    """Columns of the unit cores K (r, 343 r) for ``offsets``: (r, r · |offsets|), column
+    k |O| + q (k-major) or q r + k (``offset_major``) for coefficient k of offset q
     (``xp``: K's array namespace)."""
     r = K.shape[0]
     Kc = K.reshape(r, -1, r)[:, xp.asarray(offsets), :]      # (r, |O|, r): [row, q, k]
-    return xp.ascontiguousarray(Kc.transpose(0, 2, 1).reshape(r, r * len(offsets)))
+    Kc = Kc if offset_major else Kc.transpose(0, 2, 1)
+    return xp.ascontiguousarray(Kc.reshape(r, r * len(offsets)))
 
 
 def apply_to_boxes(A, X, xp):
@@ -414,17 +416,16 @@ class M2L:
         """M2L of parity class ``p`` on compressed multipoles, in chunks of target boxes.
 
         Mcm (r, S + 1, 3): the level's multipoles M̂ and a zero column (index S); Mcc:
-        :meth:`gather_copy` of it (both from :meth:`gather_operands`; the GPU's product
-        reads Mcc alone); gather (B_p, |O_p|): the source
+        :meth:`gather_copy` of it (both from :meth:`gather_operands`; on the GPU Mcm is
+        None and Mcc box-major); gather (B_p, |O_p|): the source
         column of each target box at each of the class's ``offsets``.
         Yields (j0, j1, Y (r, j1 − j0, 3), first): the locals (times w) of target boxes
         j0..j1 of the class from one group of offsets (``first``: the group that
         assigns; later groups add).
         """
-        r = Mcm.shape[0]
         nb = gather.shape[0]
         for part, Kp in self.core_groups(P, sep, p, offsets, mdt):
-            sub = offsets[part]
+            r, sub = Kp.shape[0], offsets[part]
             first = part.start in (None, 0)
             chunk = max(1, int(self.chunk_bytes // (len(sub) * r * self.gathered_components
                                                     * np.dtype(mdt).itemsize)))

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..backend import to_host
 from . import expansions as E
-from .operators import leaf_boxes
+from .operators import leaf_boxes, occupied_boxes
 
 __all__ = ["Upward"]
 
@@ -100,7 +100,7 @@ class Upward:
         xp = self.device.xp
         L = tree.depth
         start = tree.src_start
-        idx = xp.flatnonzero(start[1:] > start[:-1])
+        idx, _ = occupied_boxes(start, xp)
         k_all = int(idx.shape[0])
         bounds = [q * k_all // ranks.size for q in range(ranks.size + 1)]
         mine = idx[bounds[ranks.rank]:bounds[ranks.rank + 1]]
@@ -123,8 +123,7 @@ class Upward:
         leaves = xp.zeros((r, 8 ** L, 3))
         leaves[:, idx, :] = runs.transpose(1, 0, 2)
         clock.lap("p2m_gather")
-        coarse = start[::8]
-        parents = xp.flatnonzero(coarse[1:] > coarse[:-1])
+        parents, _ = occupied_boxes(start[::8], xp)
         return leaves, parents
 
     def p2m(self, xs, alpha_s, src_start, centres, w, P):

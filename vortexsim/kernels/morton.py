@@ -55,8 +55,10 @@ def morton_keys(points, lo, width, bits, xp):
     if not 1 <= bits <= MAX_BITS:
         raise ValueError(f"bits must be in [1, {MAX_BITS}], got {bits}.")
     if xp is not np:
-        # one fused kernel (the cells as grid_cells makes them, then interleaved)
-        # instead of ~55 array operations over the points
+        # one fused kernel (the cells as grid_cells makes them from float64 points,
+        # then interleaved) instead of ~55 array operations over the points; float32
+        # points are taken in float64 (keys may then differ at cell edges from
+        # grid_cells' float32 arithmetic: only an order of targets depends on them)
         n_cells = 1 << bits
         if points.shape[0] == 0:
             return xp.zeros(0, dtype=xp.uint64)

@@ -17,7 +17,8 @@ targets (:mod:`vortexsim.fmm.targets`; a level with fewer such boxes than source
 takes the dense M2L into them rather than the sparse M2L over every source box).  The
 source tree is repeated on every rank; the FMM's upward pass is shared (each rank makes
 the multipoles of its run of the occupied leaves, ``Summation.sharing_ranks``) in calls
-without a step plan.  Shares hold equal target
+that may transfer (not those of a time step's plan after its first, which are sync-free:
+there every rank makes the whole pass).  Shares hold equal target
 counts (a uniform cost per target; weighting by cost is a next step,
 ``docs/parallel.md``).
 
