@@ -78,7 +78,8 @@ def test_two_ranks_sum_gather_and_broadcast_alike(tmp_path):
 def test_two_ranks_share_the_targets_of_an_fmm_sum(tmp_path):
     """make_summation(..., communicator=) on 2 real ranks: the FMM's u and ∇u of 2000
     blobs (elements and tracers) within its tolerance of one rank's, the same bits on
-    both ranks."""
+    both ranks; and the FMM's upward pass shared by the two ranks (the leaves' runs
+    through mpi4py's Allgatherv) equal to one rank's to round-off."""
     script = tmp_path / "shared.py"
     script.write_text(textwrap.dedent("""
         import hashlib
@@ -97,6 +98,17 @@ def test_two_ranks_share_the_targets_of_an_fmm_sum(tmp_path):
         assert u.shape == (2300, 3) and g.shape == (2000, 3, 3)
         assert np.linalg.norm(u - one[0]) <= 1e-5 * np.linalg.norm(one[0])
         assert np.linalg.norm(g - one[1]) <= 1e-5 * np.linalg.norm(one[1])
+        # the FMM's upward pass shared over MPI (Allgatherv of the leaves' runs): each
+        # rank's half of the elements against one rank's call, to round-off
+        from vortexsim.fmm import FMM
+        fmm = FMM("gaussian", tol=1e-3, device="cpu", tree="uniform")
+        mine = np.arange(comm.rank, 2000, 2)
+        us, gs = fmm.evaluate(x, alpha, sigma, x[mine], depth=2, ranks=comm)
+        assert "p2m_gather" in fmm.timings
+        u1, g1 = FMM("gaussian", tol=1e-3, device="cpu", tree="uniform").evaluate(
+            x, alpha, sigma, x, depth=2)
+        assert np.abs(us - u1[mine]).max() <= 1e-13 * np.abs(u1).max()
+        assert np.abs(gs - g1[mine]).max() <= 1e-13 * np.abs(g1).max()
         print(comm.rank, hashlib.sha256(u.tobytes() + g.tobytes()).hexdigest())
     """))
     done = run_ranks(2, [str(script)])
