@@ -497,10 +497,10 @@ def spill_bytes(config, ranks, reserved=0):
     temporary files of its run directory at most: where the ranks split the state by
     slabs (:func:`split_fraction`) and the whole state (72 B a node) goes to files
     (:func:`vortexsim.backend.spill.should_spill`: above a quarter of the memory
-    available once the ranks of the machine hold their ``reserved`` bytes), per node the nodes' x, σ, V and labels (48 B, kept) and the strengths
-    (24 B) of the state being put together and of each snapshot that the output thread
-    may still hold (:meth:`vortexsim.model.slab_partition.SlabPartition
-    .assemble_on_root`); else 0."""
+    available once the ranks of the machine hold their ``reserved`` bytes), per node the
+    nodes' x, σ, V and labels (48 B, kept) and the strengths (24 B) of the state being
+    put together and of each snapshot that the output thread may still hold
+    (:meth:`vortexsim.model.slab_partition.SlabPartition.assemble_on_root`); else 0."""
     if split_fraction(config, ranks) >= 1:
         return 0
     from ..backend.spill import should_spill  # noqa: PLC0415

@@ -503,10 +503,11 @@ class FMM:
 
     def _execute_uniform(self, clock, plan, x, alpha, sigma, y, u, grad_u, ranks=None):
         """The plan on the level-uniform tree: tree → near field ∥ upward → M2L →
-        downward (``ranks``: those sharing the upward pass, :meth:`_upward_ranks`).  In the periodic box (``plan.box``; positions already wrapped) the
-        near field reads the ghost sources' extended grid, the upward pass goes on to
-        the root, the M2L wraps from level 1 on, the far lattice adds to the root's
-        local expansion and the tin-foil shift is taken off u
+        downward (``ranks``: those sharing the upward pass, :meth:`_upward_ranks`).  In
+        the periodic box (``plan.box``; positions already wrapped) the near field reads
+        the ghost sources' extended grid, the upward pass goes on to the root, the M2L
+        wraps from level 1 on, the far lattice adds to the root's local expansion and
+        the tin-foil shift is taken off u
         (:mod:`vortexsim.fmm.periodic`)."""
         xp = self.device.xp
         radius = plan.near_radius or self.near_radius

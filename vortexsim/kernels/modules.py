@@ -130,7 +130,7 @@ ELEMENTWISE = {
         "raw T g, raw T a, int32 transpose", "raw T r",
         "stretching_rate(i, &g[0], &a[0], transpose, &r[0]);",
         "stretching.cuh"),
-    # vortexsim.kernels.morton.morton_keys: the key of cells (ix, iy, iz)
+    # vortexsim.kernels.morton.morton_keys: the key of each point (M, 3) of a cube
     "vortexsim_morton_keys": (
         "raw float64 p, raw float64 lo, raw float64 scale, float64 top", "uint64 key",
         "key = vs_morton_key(i, &p[0], &lo[0], scale[0], top)",

@@ -18,9 +18,8 @@ takes the dense M2L into them rather than the sparse M2L over every source box).
 source tree is repeated on every rank; the FMM's upward pass is shared (each rank makes
 the multipoles of its run of the occupied leaves, ``Summation.sharing_ranks``) in calls
 that may transfer (not those of a time step's plan after its first, which are sync-free:
-there every rank makes the whole pass).  Shares hold equal target
-counts (a uniform cost per target; weighting by cost is a next step,
-``docs/parallel.md``).
+there every rank makes the whole pass).  Shares hold equal target counts (a uniform
+cost per target; weighting by cost is a next step, ``docs/parallel.md``).
 
 The gather stays on the device where the communicator can (``allgather_array``: NCCL on
 GPU ranks, :class:`vortexsim.backend.nccl.NCCLCommunicator`; mpi4py's Allgatherv of host

@@ -3,8 +3,8 @@
 // X[j, c, o, k] = M[g[o, j], k, c] for one t = (j, o, k) per thread, 3 values each.
 // M (S1, r, 3) box-major, g (ns, nj) int64, X (nj, 3, ns, r), all C-contiguous.  The
 // threads of a warp read one source box's contiguous block and write three runs of
-// consecutive k: every access is coalesced (the coefficient-major layout read 24-byte
-// vectors scattered over the level, about a third of each sector used).
+// consecutive k: every access is coalesced (from coefficient-major multipoles a warp
+// would read 24-byte vectors scattered over the level, a third of each sector used).
 #pragma once
 
 template <typename T>
