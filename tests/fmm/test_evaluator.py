@@ -236,11 +236,11 @@ def test_sparse_m2l_tables_reproduce_the_dense_classes():
     rng = np.random.default_rng(8)
     Mt = rng.normal(size=(r, B, 3)) * (rng.random(B) < 0.3)[None, :, None]  # sparse sources
     classes = fmm.stages.m2l.classes(level, sep)
-    # dense reference: per target class, cores (k-major) against gathered multipoles
+    # dense reference: per target class, cores (offset-major) against gathered multipoles
     Mcm = np.concatenate([Mt, np.zeros((r, 1, 3))], axis=1)
     dense = np.zeros((r, B, 3))
     for p, (offsets, gather) in enumerate(classes):
-        X = Mcm[:, gather.T, :].reshape(r * len(offsets), -1)
+        X = Mcm[:, gather.T, :].transpose(1, 0, 2, 3).reshape(len(offsets) * r, -1)
         dense[:, p::8, :] = (_class_cores(K, offsets) @ X).reshape(r, -1, 3)
     # sparse: Y_c for every box of source class c, then sum each target's blocks
     tables = fmm.stages.m2l.sparse_tables(P, sep)

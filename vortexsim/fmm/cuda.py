@@ -32,7 +32,7 @@ from ..kernels.direct import source_parameters
 from ..kernels.modules import CTYPES, elementwise_kernel, get_function
 from . import expansions as E
 from .downward import Downward, l2p_coefficient_tables, l2p_loop_order
-from .m2l import M2L, PairLists, class_cores
+from .m2l import M2L, PairLists
 from .near import NearField, SerialLanes, half_stencil
 from .tree import neighbor_table
 from .upward import Upward
@@ -316,13 +316,6 @@ class CudaM2L(M2L):
         X = gather_columns(Mcc, g).reshape(3 * nj, ns * r)
         return (Kp @ X.T).reshape(r, nj, 3)
 
-    def core_groups(self, P, sep, p, offsets, mdt):
-        """Parity class ``p``'s cores, offset-major (r, |O_p| r): column o r + k is
-        coefficient k of offset o, the row order of :func:`gather_columns`' operand."""
-        xp = self.device.xp
-        yield slice(None), self.cache.get(("m2l_class_cores_om", P, sep, p, mdt), lambda: (
-            class_cores(E.unit_m2l_cores(P, self.offset_radius, xp), offsets, xp,
-                        offset_major=True).astype(mdt, copy=False)))
 
     def pair_device_tables(self, P, sep, mdt):
         """Cached device tables of the sparse M2L by offset: ``offs`` (n, 3) int32 the

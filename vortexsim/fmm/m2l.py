@@ -5,7 +5,7 @@ A box at offset d from a target box translates into it when their parents lie wi
 (:func:`interacts`).  Boxes of one parity class (Morton key & 7) share their offsets.
 
 Dense M2L (every level, both backends): for the 1/r far field, per parity class one
-GEMM of the class's unit cores (k-major) against the compressed multipoles gathered by
+GEMM of the class's unit cores (offset-major) against the compressed multipoles gathered by
 offset (A(w) = w^−(1+|k|+|m|) A(1) and A(1) = U C Vᵀ exactly, docs/fmm-design.md); for
 the regularized far field (algebraic, winckelmans) one GEMM per offset with operators
 built per level (they depend on σ/w).
@@ -48,14 +48,13 @@ def interacts(parity, d, sep, parent_radius=1):
             & (np.abs(d).max(axis=-1) >= sep))
 
 
-def class_cores(K, offsets, xp=np, offset_major=False):
-    """Columns of the unit cores K (r, 343 r) for ``offsets``: (r, r · |offsets|), column
-    k |O| + q (k-major) or q r + k (``offset_major``) for coefficient k of offset q
-    (``xp``: K's array namespace)."""
+def class_cores(K, offsets, xp=np):
+    """Columns of the unit cores K (r, 343 r) for ``offsets``, offset-major: (r, r ·
+    |offsets|), column q r + k for coefficient k of offset q (a gather of whole blocks;
+    ``xp``: K's array namespace)."""
     r = K.shape[0]
-    Kc = K.reshape(r, -1, r)[:, xp.asarray(offsets), :]      # (r, |O|, r): [row, q, k]
-    Kc = Kc if offset_major else Kc.transpose(0, 2, 1)
-    return xp.ascontiguousarray(Kc.reshape(r, r * len(offsets)))
+    return xp.ascontiguousarray(K.reshape(r, -1, r)[:, xp.asarray(offsets), :]
+                                .reshape(r, r * len(offsets)))
 
 
 def apply_to_boxes(A, X, xp):
@@ -331,7 +330,7 @@ class M2L:
             # Boxes of one parity class (key & 7, i.e. every 8th box) share their
             # interaction offsets O_p, so per class one GEMM over all its boxes and
             # the three components:
-            #   L̃[:, (t, c)] = [C_o]_{o ∈ O_p} (k-major) · M̃[k, src(t, o), c]
+            #   L̃[:, (t, c)] = [C_o]_{o ∈ O_p} (offset-major) · M̃[k, src(t, o), c]
             # on compressed, coefficient-major multipoles (no zero blocks).
             # The multipoles arrive compressed (M̂ = Vᵀ M̃, (r, B, 3), the upward pass) and
             # the locals leave compressed (L̂ = C M̂ / w, L̃ = U L̂, the downward pass).
@@ -398,18 +397,20 @@ class M2L:
 
     def gather_copy(self, Mcm):
         """Mcm (r, S + 1, 3) in the layout that :meth:`gathered_product` gathers from:
-        here (r, 3, S + 1) (NumPy gathers single columns of it 10× faster than 3-vectors
-        from the middle axis)."""
-        return np.ascontiguousarray(Mcm.transpose(0, 2, 1))
+        here (3, S + 1, r), each box's coefficients of a component contiguous."""
+        return np.ascontiguousarray(Mcm.transpose(2, 1, 0))
 
     def gathered_product(self, Kp, Mcm, Mcc, g, mdt):
-        """Y (r, nj, 3) = Kp (r, r·ns) · [Mcm[:, g[o, j], :]]_{o, j}: the class GEMM of one
-        chunk of target boxes; g (ns, nj): source columns per offset and target box."""
+        """Y (r, nj, 3) = Kp (r, ns·r) · [Mcm[:, g[o, j], :]]_{o, j}: the class GEMM of one
+        chunk of target boxes against offset-major cores; g (ns, nj): source columns per
+        offset and target box.  Per component the operand is gathered transposed, (nj,
+        ns·r), whole r-blocks of Mcc at a time."""
         r = Kp.shape[0]
         ns, nj = g.shape
+        gt = np.ascontiguousarray(g.T)
         Y = np.empty((r, nj, 3), mdt)
         for c in range(3):
-            Y[:, :, c] = Kp @ Mcc[:, c, g].reshape(r * ns, nj)
+            Y[:, :, c] = Kp @ Mcc[c][gt].reshape(nj, ns * r).T
         return Y
 
     def class_products(self, Mcm, Mcc, gather, p, offsets, P, sep, mdt):
