@@ -316,7 +316,6 @@ class CudaM2L(M2L):
         X = gather_columns(Mcc, g).reshape(3 * nj, ns * r)
         return (Kp @ X.T).reshape(r, nj, 3)
 
-
     def pair_device_tables(self, P, sep, mdt):
         """Cached device tables of the sparse M2L by offset: ``offs`` (n, 3) int32 the
         slots' offsets, ``slot_index`` (343,) int32 each OFFSETS_3 offset's slot (−1: none)

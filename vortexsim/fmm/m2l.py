@@ -331,7 +331,7 @@ class M2L:
             # interaction offsets O_p, so per class one GEMM over all its boxes and
             # the three components:
             #   L̃[:, (t, c)] = [C_o]_{o ∈ O_p} (offset-major) · M̃[k, src(t, o), c]
-            # on compressed, coefficient-major multipoles (no zero blocks).
+            # on compressed multipoles gathered box by box (no zero blocks).
             # The multipoles arrive compressed (M̂ = Vᵀ M̃, (r, B, 3), the upward pass) and
             # the locals leave compressed (L̂ = C M̂ / w, L̃ = U L̂, the downward pass).
             mdt = self.gemm_dtype()
