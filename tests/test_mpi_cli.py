@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from mpi_ranks import mpi_env, mpiexec  # tests/mpi_ranks.py
+from mpi_ranks import LAUNCH_TRIES, launch, launcher_failed, mpi_env, mpiexec  # tests/mpi_ranks.py
 
 #: a leapfrog of 2 × 16 elements through the FMM (its tolerance 1e-6)
 RING = ["leapfrog", "--device", "cpu", "--set", "n_phi=16", "--set", "layers=1", "--set",
@@ -30,8 +30,7 @@ def _command(ranks, args):
 
 def vortexsim(ranks, *args, timeout=180):
     """``vortexsim ARGS`` on ``ranks`` ranks (1: no launcher); the finished process."""
-    return subprocess.run(_command(ranks, args), env=mpi_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    return launch(_command(ranks, args), timeout=timeout)
 
 
 def _state(path):
@@ -118,9 +117,8 @@ def test_a_rank_that_raises_ends_every_rank_with_its_message(tmp_path, case, ran
         sys.exit(main(sys.argv[1:]))
     """))
     start = time.monotonic()
-    done = subprocess.run([mpiexec(), "-n", "2", sys.executable, str(script), "run", *case,
-                           "--steps", "50", "--out", str(tmp_path / "run")], env=mpi_env(),
-                          capture_output=True, text=True, timeout=120)
+    done = launch([mpiexec(), "-n", "2", sys.executable, str(script), "run", *case,
+                   "--steps", "50", "--out", str(tmp_path / "run")])
     assert time.monotonic() - start < 30
     assert done.returncode != 0
     assert f"rank {rank} of 2" in done.stderr and f"rank {rank} lost its device" in done.stderr
@@ -128,29 +126,41 @@ def test_a_rank_that_raises_ends_every_rank_with_its_message(tmp_path, case, ran
 
 def _start_long_run(run, case=RING):
     """A 2-rank run of ``case`` that would run for minutes, once it has written
-    snapshot 10."""
-    proc = subprocess.Popen(_command(2, ["run", *case, "--set", "snapshot_interval=0.5",
-                                         "--t-end", "1000", "--out", str(run)]),
-                            env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    deadline = time.monotonic() + 120
-    while not glob.glob(str(run / "snapshot_00000010.nc")):   # it is stepping
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"the run did not start: {proc.communicate()}")
-        time.sleep(0.2)
-    return proc
+    snapshot 10 (started again where the launcher itself failed to start).  Its output
+    goes to files beside ``run`` (no pipe that ranks outliving mpiexec could fill)."""
+    for _ in range(LAUNCH_TRIES):
+        with open(_stderr_of(run), "w") as err:
+            proc = subprocess.Popen(_command(2, ["run", *case, "--set", "snapshot_interval=0.5",
+                                                 "--t-end", "1000", "--out", str(run)]),
+                                    env=mpi_env(), stdout=subprocess.DEVNULL, stderr=err)
+        deadline = time.monotonic() + 120
+        while not glob.glob(str(run / "snapshot_00000010.nc")):   # it is stepping
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                if launcher_failed(_stderr_of(run).read_text()):
+                    break
+                raise AssertionError(f"the run did not start: {_stderr_of(run).read_text()}")
+            time.sleep(0.2)
+        else:
+            return proc
+    raise AssertionError(f"the launcher failed to start {LAUNCH_TRIES} times")
+
+
+def _stderr_of(run):
+    return run.with_name(run.name + ".stderr")
 
 
 def _ends_with_a_checkpoint_that_restarts(proc, run, cause):
     try:
-        _, err = proc.communicate(timeout=90)
+        proc.wait(timeout=90)
     finally:
         if proc.poll() is None:
             proc.kill()
     last = sorted(glob.glob(str(run / "snapshot_*.nc")))[-1]
     from vortexsim.output import read_snapshot
-    assert read_snapshot(last).attrs["snapshot_kind"] == "interrupted", err[-2000:]
+    assert read_snapshot(last).attrs["snapshot_kind"] == "interrupted", \
+        _stderr_of(run).read_text()[-2000:]
     assert f"interrupted by {cause}" in (run / "run.log").read_text()
     done = vortexsim(1, "restart", last, "--steps", "2", "-q")
     assert done.returncode == 0, done.stderr
@@ -245,15 +255,10 @@ def test_ranks_whose_launcher_is_killed_checkpoint_and_end(tmp_path):
     ranks see their parent gone, stop after the same step with the interrupted
     checkpoint and end, none left behind."""
     run = tmp_path / "run"
-    proc = subprocess.Popen(_command(2, ["run", *RING, "--set", "snapshot_interval=0.5",
-                                         "--t-end", "1000", "--out", str(run)]),
-                            env=mpi_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while not glob.glob(str(run / "snapshot_00000010.nc")):
-        assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
-        time.sleep(0.2)
+    proc = _start_long_run(run)
     proc.kill()
     proc.wait()
+    deadline = time.monotonic() + 120
     log = run / "run.log"
     while "checkpoint written" not in log.read_text():
         assert time.monotonic() < deadline + 60, log.read_text()[-2000:]
