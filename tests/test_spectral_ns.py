@@ -150,7 +150,8 @@ def test_statistics_rows(tmp_path):
     to every row, with units (at t = 0 those of the initial field); without it the file
     has none of them."""
     import xarray as xr
-    from vortexsim.diagnostics.turbulence import flow_statistics, random_solenoidal_field
+    from vortexsim.diagnostics.random_field import random_solenoidal_field
+    from vortexsim.diagnostics.turbulence import flow_statistics
     n, nu = 16, 0.05
     u0 = np.moveaxis(random_solenoidal_field(n, 2 * math.pi, k_peak=3.0, energy=0.5, seed=2),
                      -1, 0)

@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from vortexsim.diagnostics.turbulence import (energy_spectrum, flow_statistics, random_solenoidal_field,
-                                  vorticity_statistics)
+from vortexsim.diagnostics.random_field import random_solenoidal_field
+from vortexsim.diagnostics.turbulence import (energy_spectrum, flow_statistics,
+                                              vorticity_statistics)
 
 
 def lattice_angles(n, box, mode):

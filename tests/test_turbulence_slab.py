@@ -11,11 +11,8 @@ import pytest
 from thread_ranks import on_ranks  # tests/thread_ranks.py
 
 from vortexsim.backend import SingleProcess
-from vortexsim.diagnostics.turbulence import (
-    random_solenoidal_field,
-    slab_vorticity_statistics,
-    vorticity_statistics,
-)
+from vortexsim.diagnostics.random_field import random_solenoidal_field
+from vortexsim.diagnostics.turbulence import slab_vorticity_statistics, vorticity_statistics
 from vortexsim.geometry.slab import SlabFFT
 
 BOX = 3.0

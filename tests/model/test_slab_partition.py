@@ -187,6 +187,54 @@ def test_a_run_that_cannot_be_split_says_why_and_keeps_the_whole_state(overrides
     _matches(states[0], one, n)
 
 
+@pytest.mark.parametrize("case", ["taylor_green", "isotropic_turbulence"])
+def test_a_case_split_by_slabs_builds_only_each_ranks_slab(case, monkeypatch):
+    """No rank builds the whole state (the whole turbulence field is never made): from
+    the start each rank holds its slab's rows alone, x the nodes and α the one-rank
+    state's rows to 1e-12; rank 0 alone holds the initial velocity for
+    ``initial_field.nc``, the one-rank field to 1e-12."""
+    n, size = 12, 3
+    one = _case(None, case, n)
+    want, field = _state(one)[0], one.case_files.get("initial_field.nc")
+    import vortexsim.cases.isotropic_turbulence as it
+
+    def whole_field(*args, **kwargs):
+        raise AssertionError("a rank built the whole initial field")
+    monkeypatch.setattr(it, "isotropic_turbulence_field", whole_field)
+
+    def work(comm):
+        sim = _case(comm, case, n)
+        model = sim.model
+        r0, r1 = model.partition.rows
+        assert not model.assembled and len(model.elements) == r1 - r0
+        got = {f: to_host(getattr(model.elements, f)) for f in FIELDS}
+        assert got["x"].tobytes() == want["x"][r0:r1].tobytes()
+        scale = np.abs(want["alpha"]).max()
+        assert np.abs(got["alpha"] - want["alpha"][r0:r1]).max() <= TOLERANCE * scale
+        return sim.case_files
+    files = on_ranks(size, work)
+    if field is None:
+        assert files == [{}] * size
+        return
+    assert [sorted(f) for f in files] == [["initial_field.nc"]] + [[]] * (size - 1)
+    u = files[0]["initial_field.nc"].u
+    assert np.abs(u - field.u).max() <= TOLERANCE * np.abs(field.u).max()
+
+
+def test_a_slab_given_to_a_run_that_cannot_split_is_refused(monkeypatch):
+    """The elements of one rank's slab, where the model cannot split (PSE): a ValueError
+    that says why, on every rank."""
+    import vortexsim.model.slab_partition as sp
+    monkeypatch.setattr(sp, "splits_by_slabs", lambda config, ranks: True)
+
+    def work(comm):
+        with pytest.raises(ValueError, match="cannot hold its state split by slabs: its "
+                                             "viscous term"):
+            _case(comm, n=14, viscous="pse")
+        return True
+    assert on_ranks(2, work) == [True, True]
+
+
 def test_one_rank_has_nothing_to_split():
     model = _case(n=8).model
     assert partition_reason(model) == "" and model.partition is None and model.assembled

@@ -2,7 +2,7 @@ r"""Decaying isotropic turbulence in the periodic box [0, 2π)³.
 
 The initial velocity is a random, Gaussian, divergence-free field on the n³ lattice with
 the spectrum E(k) ∝ k⁴ exp(−2 (k/k_p)²) and ½⟨|u|²⟩ = ``energy``
-(:func:`vortexsim.diagnostics.turbulence.random_solenoidal_field`, seeded by ``seed``: the same field
+(:func:`vortexsim.diagnostics.random_field.random_solenoidal_field`, seeded by ``seed``: the same field
 on the CPU and the GPU, modes kept by the 2/3 rule).  Its vorticity ω = ∇ × u is taken
 spectrally (exact for this band-limited field), and the elements sit on the lattice with
 α = ω h³, volumes h³ and cores σ = ``overlap`` × h; as in ``taylor_green`` they are
@@ -44,7 +44,7 @@ INITIAL_FIELD_FILE = "initial_field.nc"
 def isotropic_turbulence_field(n, k_peak=4.0, energy=0.5, seed=0):
     """The initial velocity (n, n, n, 3) [L/T] at the nodes (i, j, k) h, h = 2π/n, of the
     case with these parameters (``k_peak`` in units of k₀ = 1 for the 2π box)."""
-    from ..diagnostics.turbulence import random_solenoidal_field  # noqa: PLC0415
+    from ..diagnostics.random_field import random_solenoidal_field  # noqa: PLC0415
     return random_solenoidal_field(int(n), BOX, k_peak=float(k_peak), energy=float(energy),
                                    seed=int(seed))
 
@@ -107,15 +107,8 @@ def _size(values):
     return int(values["n"]) ** 3, int(values["tracers"])
 
 
-@register_case("isotropic_turbulence", units=("L = box / (2 pi) (the box is 2 pi L)",
-                                              "T, the unit in which velocities are given "
-                                              "(energy in L^2/T^2)"),
-               dt=0.05, t_end=2.0, integrator="rk2", nu=0.02,
-               viscous="lattice", pse_order=4, kernel="gaussian6", boundary="periodic", box=BOX,
-               method="mesh",
-               remesh_every=1, remesh_project=True, stretching="classical", device="cpu")
-def isotropic_turbulence(n=32, k_peak=4.0, energy=0.5, seed=0, overlap=1.0, tracers=0):
-    """Decaying isotropic turbulence on the n³ lattice of the periodic box [0, 2π)³."""
+def _check(n, k_peak, energy, seed, overlap, tracers):
+    """ValueError unless the case's parameters are valid."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 8:
         raise ValueError(f"n must be an integer >= 8 (lattice points per side), got {n!r}.")
     for name, value in (("k_peak", k_peak), ("energy", energy), ("overlap", overlap)):
@@ -125,6 +118,18 @@ def isotropic_turbulence(n=32, k_peak=4.0, energy=0.5, seed=0, overlap=1.0, trac
     for name, value in (("seed", seed), ("tracers", tracers)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
             raise ValueError(f"{name} must be an integer >= 0, got {value!r}.")
+
+
+@register_case("isotropic_turbulence", units=("L = box / (2 pi) (the box is 2 pi L)",
+                                              "T, the unit in which velocities are given "
+                                              "(energy in L^2/T^2)"),
+               dt=0.05, t_end=2.0, integrator="rk2", nu=0.02,
+               viscous="lattice", pse_order=4, kernel="gaussian6", boundary="periodic", box=BOX,
+               method="mesh",
+               remesh_every=1, remesh_project=True, stretching="classical", device="cpu")
+def isotropic_turbulence(n=32, k_peak=4.0, energy=0.5, seed=0, overlap=1.0, tracers=0):
+    """Decaying isotropic turbulence on the n³ lattice of the periodic box [0, 2π)³."""
+    _check(n, k_peak, energy, seed, overlap, tracers)
     n = int(n)
     h = BOX / n
     g = np.arange(n) * h
@@ -141,4 +146,45 @@ def isotropic_turbulence(n=32, k_peak=4.0, energy=0.5, seed=0, overlap=1.0, trac
                          n=n, k_peak=k_peak, energy=energy, seed=seed))})
 
 
+def _slab(params, communicator):
+    """This rank's rows of the case's state (no tracers) on the ranks of ``communicator``
+    that hold the n³ lattice split by x-slabs (:mod:`vortexsim.model.slab_partition`):
+    the slab of the same field (:func:`vortexsim.diagnostics.random_field
+    .random_solenoidal_slab`, to round-off), its vorticity taken from its spectrum.
+    Rank 0 gathers the whole velocity for ``initial_field.nc`` (24 B a node on its
+    host); no rank holds more of the state than its slab.  Collective."""
+    from ..diagnostics.random_field import random_solenoidal_slab  # noqa: PLC0415
+    from ..geometry.periodic import lattice_node_positions  # noqa: PLC0415
+    from ..geometry.slab import SlabFFT  # noqa: PLC0415
+    n, seed, overlap = params["n"], params["seed"], params["overlap"]
+    _check(n, params["k_peak"], params["energy"], seed, overlap, params["tracers"])
+    n, h = int(n), BOX / int(n)
+    fft = SlabFFT(n, communicator, np)
+    u, u_hat = random_solenoidal_slab(fft, BOX, k_peak=float(params["k_peak"]),
+                                      energy=float(params["energy"]), seed=int(seed))
+    k = fft.wavenumbers(BOX, derivative=True)
+    rows = u.shape[0]
+    alpha = np.empty((rows, 3))
+    for i in range(3):                      # ω = ∇ × u from û, then α = ω h³
+        j, m = (i + 1) % 3, (i + 2) % 3
+        alpha[:, i] = fft.inverse(1j * (k[j] * u_hat[m] - k[m] * u_hat[j])).reshape(rows)
+    del u_hat
+    alpha *= h ** 3
+    total = np.asarray(communicator.allreduce_sum(alpha.sum(axis=0)))
+    alpha -= total / n ** 3                 # Σα = 0 to round-off
+    counts = [(b - a) * n * n for a, b in fft.slabs.bounds]
+    whole = np.empty((n ** 3, 3)) if communicator.is_root else None
+    communicator.gather_rows_on_root(u, counts, whole)
+    del u
+    files = {} if whole is None else {INITIAL_FIELD_FILE: _InitialFieldWriter(
+        whole.reshape(n, n, n, 3), dict(n=n, k_peak=params["k_peak"],
+                                        energy=params["energy"], seed=seed))}
+    r0, r1 = fft.x_planes[0] * n * n, fft.x_planes[1] * n * n
+    return CaseSetup(x=lattice_node_positions(r0, r1, n, h, np.float64, np), alpha=alpha,
+                     sigma=np.full(rows, overlap * h), tracers=np.empty((0, 3)), groups=[],
+                     volume=np.full(rows, h ** 3),
+                     run={"remesh_spacing": h, "remesh_overlap": float(overlap)}, files=files)
+
+
 isotropic_turbulence.size = _size
+isotropic_turbulence.slab = _slab

@@ -158,7 +158,8 @@ def make_case(name, *, communicator=None, state=None, **overrides) -> Simulation
     params = {k: overrides.get(k, v) for k, v in case_params.items()}
     if state is not None and has_groups(state):
         return _from_state(name, case, params, state, communicator, overrides)
-    setup = case.builder(**params)
+    slab = _slab_builder(case, params, overrides, communicator)
+    setup = case.builder(**params) if slab is None else slab(params, communicator)
     # the case's derived run parameters, unless the caller gives them ("auto", None:
     # not given)
     run = {**case.run_defaults, **setup.run,
@@ -169,9 +170,26 @@ def make_case(name, *, communicator=None, state=None, **overrides) -> Simulation
     elements = (setup.x, setup.alpha, setup.sigma) + (
         () if setup.volume is None else (setup.volume,))
     sim = Simulation(elements, setup.tracers, groups=setup.groups,
-                     case=name, case_params=params, communicator=communicator, **run)
+                     case=name, case_params=params, communicator=communicator,
+                     own_slab=slab is not None, **run)
     sim.case_files = dict(setup.files)   # written by `vortexsim run` (CaseSetup.files)
     return sim
+
+
+def _slab_builder(case, params, overrides, communicator):
+    """The case's builder of one rank's rows (``builder.slab(params, communicator)``:
+    a :class:`CaseSetup` of this rank's x-slab of the n³ lattice) where the run will
+    hold its state split by slabs
+    (:func:`vortexsim.model.slab_partition.splits_by_slabs`), so that no rank builds the
+    whole state; else None (the whole state on every rank, as on one)."""
+    from ..model.slab_partition import splits_by_slabs  # noqa: PLC0415
+    slab = getattr(case.builder, "slab", None)
+    ranks = 1 if communicator is None else int(communicator.size)
+    if slab is None or ranks == 1:
+        return None
+    config = {**RUN_DEFAULTS, **case.run_defaults, **params,
+              **{k: v for k, v in overrides.items() if k in RUN_DEFAULTS}}
+    return slab if splits_by_slabs(config, ranks) else None
 
 
 def _from_state(name, case, params, state, communicator, overrides):

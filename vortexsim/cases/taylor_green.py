@@ -35,21 +35,24 @@ __all__ = ["taylor_green", "taylor_green_lattice"]
 BOX = 2.0 * math.pi
 
 
-def taylor_green_lattice(n, box=BOX):
+def taylor_green_lattice(n, box=BOX, planes=None):
     """Positions (n³, 3) [L] of the lattice (i, j, k) h, h = box/n (i slowest, as the
     periodic remeshing orders its nodes), the Taylor–Green vorticity there (n³, 3) [1/T]
-    and h [L]."""
+    and h [L]; ``planes`` (i0, i1): only the nodes of those x-planes (rows i0 n² …
+    i1 n² − 1 of the whole, the same bits)."""
+    from ..geometry.periodic import lattice_node_positions  # noqa: PLC0415
+    i0, i1 = (0, n) if planes is None else planes
     h = box / n
     g = np.arange(n) * h
-    x = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
+    x = lattice_node_positions(i0 * n * n, i1 * n * n, n, h, np.float64, np)
     k = 2.0 * math.pi / box
     # separable: sines and cosines of the n coordinates, broadcast (the same numbers as
     # the functions of the n³ positions, without n³ evaluations of each)
     c, s = np.cos(k * g), np.sin(k * g)
-    cx, sx = c[:, None, None], s[:, None, None]
+    cx, sx = c[i0:i1, None, None], s[i0:i1, None, None]
     cy, sy = c[None, :, None], s[None, :, None]
     cz, sz = c[None, None, :], s[None, None, :]
-    w = np.empty((n, n, n, 3))
+    w = np.empty((i1 - i0, n, n, 3))
     w[..., 0] = k * (-cx * sy * sz)
     w[..., 1] = k * (-sx * cy * sz)
     w[..., 2] = k * (2.0 * sx * sy * cz)
@@ -62,6 +65,16 @@ def _size(values):
     return int(n) ** 3, int(tracers)
 
 
+def _check(n, overlap, tracers):
+    """ValueError unless the case's parameters are valid."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 4:
+        raise ValueError(f"n must be an integer >= 4 (lattice points per side), got {n!r}.")
+    if not (isinstance(overlap, (int, float)) and overlap > 0):
+        raise ValueError(f"overlap must be > 0 (sigma / h), got {overlap!r}.")
+    if isinstance(tracers, bool) or not isinstance(tracers, (int, np.integer)) or tracers < 0:
+        raise ValueError(f"tracers must be an integer >= 0, got {tracers!r}.")
+
+
 @register_case("taylor_green", units=("L = 1/k, k the wavenumber of the vortex (the box is "
                                       "2 pi L)", "T = 1/(U k), U its velocity amplitude"),
                dt=0.1, t_end=10.0, integrator="rk2", nu=1.0 / 400.0,
@@ -70,12 +83,7 @@ def _size(values):
                stretching="classical", device="cpu")
 def taylor_green(n=24, overlap=1.0, tracers=0, seed=0):
     """The Taylor–Green vortex on the n³ lattice of the periodic box [0, 2π)³."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 4:
-        raise ValueError(f"n must be an integer >= 4 (lattice points per side), got {n!r}.")
-    if not (isinstance(overlap, (int, float)) and overlap > 0):
-        raise ValueError(f"overlap must be > 0 (sigma / h), got {overlap!r}.")
-    if isinstance(tracers, bool) or not isinstance(tracers, (int, np.integer)) or tracers < 0:
-        raise ValueError(f"tracers must be an integer >= 0, got {tracers!r}.")
+    _check(n, overlap, tracers)
     x, w, h = taylor_green_lattice(int(n))
     y = np.random.default_rng(seed).random((int(tracers), 3)) * BOX
     return CaseSetup(x=x, alpha=w * h ** 3, sigma=np.full(len(x), overlap * h), tracers=y,
@@ -83,4 +91,19 @@ def taylor_green(n=24, overlap=1.0, tracers=0, seed=0):
                      run={"remesh_spacing": h, "remesh_overlap": float(overlap)})
 
 
+def _slab(params, communicator):
+    """This rank's rows of the case's state (no tracers) on the ranks of ``communicator``
+    that hold the n³ lattice split by x-slabs (:mod:`vortexsim.model.slab_partition`):
+    its x-planes of :func:`taylor_green_lattice`, the same bits as the whole's rows."""
+    from ..geometry.slab import Slabs  # noqa: PLC0415
+    n, overlap = params["n"], params["overlap"]
+    _check(n, overlap, params["tracers"])
+    planes = Slabs(int(n), int(communicator.size))[int(communicator.rank)]
+    x, w, h = taylor_green_lattice(int(n), planes=planes)
+    return CaseSetup(x=x, alpha=w * h ** 3, sigma=np.full(len(x), overlap * h),
+                     tracers=np.empty((0, 3)), groups=[], volume=np.full(len(x), h ** 3),
+                     run={"remesh_spacing": h, "remesh_overlap": float(overlap)})
+
+
 taylor_green.size = _size
+taylor_green.slab = _slab

@@ -245,17 +245,9 @@ def split_fraction(config, ranks):
     (:mod:`vortexsim.model.slab_partition`: the periodic box, ``method = "mesh"``, ``remesh_every = 1``, no tracers, ``viscous =
     "lattice"`` or ν = 0, n ≥ 2 × ranks) :data:`SPLIT_REPLICATED` + the rest / ranks;
     else 1 (every rank holds the whole state)."""
+    from ..model.slab_partition import splits_by_slabs  # noqa: PLC0415
     n = _count(config.get("n"))
-    nu = config.get("nu", 0.0)
-    viscous = config.get("viscous", "lattice")
-    box, spacing = config.get("box"), config.get("remesh_spacing")
-    on_lattice = spacing is None or (  # remeshed onto the n³ nodes, not another lattice
-        bool(n) and isinstance(box, (int, float)) and isinstance(spacing, (int, float))
-        and abs(spacing - box / n) <= 1e-9 * box / n)
-    if (ranks <= 1 or config.get("boundary") != "periodic" or _method(config) != "mesh"
-            or config.get("remesh_every") != 1 or config.get("tracers")
-            or not (viscous == "lattice" or (isinstance(nu, (int, float)) and nu == 0))
-            or not n or n < 2 * ranks or not on_lattice):
+    if not n or not splits_by_slabs({**config, "n": n, "method": _method(config)}, ranks):
         return 1.0
     return SPLIT_REPLICATED + (1.0 - SPLIT_REPLICATED) / ranks
 

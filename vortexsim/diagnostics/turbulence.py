@@ -41,18 +41,16 @@ from ..geometry.lattice_modes import column_modes, half_spectrum_weight, irfft3,
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["energy_spectrum", "flow_statistics", "random_solenoidal_field",
-           "slab_vorticity_statistics", "vorticity_statistics"]
+__all__ = ["energy_spectrum", "flow_statistics", "slab_vorticity_statistics",
+           "vorticity_statistics", "half_spectrum", "check_box", "check_n", "check_positive"]
 
 #: a direction whose ⟨(∂u_i/∂x_i)²⟩ is below this fraction of ⟨∂_j u_k ∂_j u_k⟩/3 has no
 #: longitudinal gradient (round-off only); its skewness and flatness are left out
 _NO_GRADIENT = 1e-20
-#: Gauss–Legendre nodes per shell for the integral of an analytic E(k) over a shell
-_QUADRATURE_NODES = 32
 
 
 # -- checks -----------------------------------------------------------------------------
-def _check_box(box):
+def check_box(box):
     if isinstance(box, bool) or not isinstance(box, numbers.Real) or not (
             math.isfinite(box) and box > 0):
         raise ValueError(f"box is {box!r}; expected a finite period L > 0 (the box is "
@@ -60,13 +58,13 @@ def _check_box(box):
     return float(box)
 
 
-def _check_n(n):
+def check_n(n):
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 4:
         raise ValueError(f"n is {n!r}; expected an integer ≥ 4 (lattice nodes per axis).")
     return int(n)
 
 
-def _check_positive(name, value, units):
+def check_positive(name, value, units):
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
             math.isfinite(value) and value > 0):
         raise ValueError(f"{name} is {value!r}; expected a finite number > 0 [{units}].")
@@ -103,7 +101,7 @@ def _check_velocity(u, name="u"):
 
 # -- the lattice of wavenumbers ----------------------------------------------------------
 @functools.lru_cache(maxsize=4)
-def _half_spectrum(n):
+def half_spectrum(n):
     """Host arrays of the ``rfftn`` half spectrum: integer wavenumbers (mx, my, mz)
     broadcastable to (n, n, n//2 + 1), the Parseval weights and |m|² (made once per n,
     read-only)."""
@@ -121,7 +119,7 @@ def _half_spectrum(n):
 def _shells(n):
     """The shell rint(|m|) of each half-spectrum mode (host int64, flat) and the number
     of shells (made once per n)."""
-    shell = np.rint(np.sqrt(_half_spectrum(n)[2])).astype(np.int64).ravel()
+    shell = np.rint(np.sqrt(half_spectrum(n)[2])).astype(np.int64).ravel()
     shell.flags.writeable = False
     return shell, int(shell.max()) + 1
 
@@ -163,7 +161,7 @@ def energy_spectrum(u, box):
     k : array (n_shells,) [1/L], s k₀ for s = 0 .. rint(max|m|), in the namespace of u
     E : array (n_shells,) [L³/T²], in the namespace of u; E[0] is the mean flow's energy/k₀
     """
-    box = _check_box(box)
+    box = check_box(box)
     xp, u = _check_velocity(u)
     n = u.shape[0]
     u2 = sum(_abs2(m) for m in _component_modes(u, xp))
@@ -185,7 +183,7 @@ def _shell_sums(xp, density, n, y_planes=None):
     shell over the shell's modes (``cuda/shell_sums.cu``; a GPU ``bincount`` adds with
     floating-point atomics, bits that vary from run to run)."""
     j0, j1 = (0, n) if y_planes is None else (int(y_planes[0]), int(y_planes[1]))
-    _, weight, _ = _half_spectrum(n)
+    _, weight, _ = half_spectrum(n)
     shell, n_shells = _part_shells(n, j0, j1)
     density = density * xp.asarray(weight)
     if xp is np:
@@ -260,7 +258,7 @@ def flow_statistics(u, box, nu):
     -------
     dict of Python floats, the keys above (a host transfer: call it as a diagnostic).
     """
-    box = _check_box(box)
+    box = check_box(box)
     nu = _check_viscosity(nu)
     xp, u = _check_velocity(u)
     stats, _, _ = _statistics(xp, _component_modes(u, xp), u.shape[0], box, nu)
@@ -288,7 +286,7 @@ def vorticity_statistics(omega, box, nu):
     (stats, k, E): the dict of :func:`flow_statistics` (host floats) and the spectrum
     k (n_shells,) [1/L], E (n_shells,) [L³/T²] in the namespace of ``omega``.
     """
-    box = _check_box(box)
+    box = check_box(box)
     nu = _check_viscosity(nu)
     xp, omega = _check_velocity(omega, "omega")
     n = omega.shape[0]
@@ -334,7 +332,7 @@ def slab_vorticity_statistics(omega, fft, box, nu):
     A non-finite value on any rank raises ValueError on every rank (after the exchange);
     a wrong shape, dtype or namespace raises on its rank before any exchange.
     """
-    box = _check_box(box)
+    box = check_box(box)
     nu = _check_viscosity(nu)
     xp, omega, n = fft.xp, _check_slab(omega, fft), fft.n
     finite = xp.isfinite(omega).all()             # on the device: checked after the sums
@@ -489,156 +487,3 @@ def _statistics_from_sums(sums, n, box, nu):
         "flatness": float(np.mean(flatness)) if flatness else math.nan,
     }
     return stats
-
-
-# -- random initial fields ---------------------------------------------------------------
-def _k4exp(k_peak):
-    return lambda k: k ** 4 * np.exp(-2.0 * (k / k_peak) ** 2)
-
-
-def _shell_integrals_analytic(func, n_shells, k0):
-    """∫ E dk over each shell [(s − ½)k₀, (s + ½)k₀) (shell 0 from 0), Gauss–Legendre."""
-    x, w = np.polynomial.legendre.leggauss(_QUADRATURE_NODES)
-    lo = np.maximum(np.arange(n_shells) - 0.5, 0.0) * k0
-    hi = (np.arange(n_shells) + 0.5) * k0
-    half = 0.5 * (hi - lo)
-    nodes = (lo + hi)[:, None] * 0.5 + half[:, None] * x[None, :]
-    return (func(nodes) * w[None, :]).sum(axis=1) * half
-
-
-def _shell_integrals_table(k_table, e_table, n_shells, k0):
-    """∫ E dk over each shell of the piecewise-linear E through the table (0 outside it),
-    exact: the antiderivative at the shell edges."""
-    def antiderivative(q):
-        q = np.clip(q, k_table[0], k_table[-1])
-        j = np.clip(np.searchsorted(k_table, q, side="right") - 1, 0, len(k_table) - 2)
-        slope = (e_table[j + 1] - e_table[j]) / (k_table[j + 1] - k_table[j])
-        dq = q - k_table[j]
-        cumulative = np.concatenate(
-            [[0.0], np.cumsum(0.5 * (e_table[1:] + e_table[:-1]) * np.diff(k_table))])
-        return cumulative[j] + e_table[j] * dq + 0.5 * slope * dq ** 2
-    edges = np.maximum(np.arange(n_shells + 1) - 0.5, 0.0) * k0
-    return np.diff(antiderivative(edges))
-
-
-def _check_table(spectrum):
-    try:
-        k_table, e_table = (np.asarray(a, dtype=np.float64) for a in spectrum)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"spectrum is {spectrum!r}; expected 'k4exp' or a table "
-                         "(k, E(k)) of two 1-D arrays of equal length.") from exc
-    if (k_table.ndim != 1 or k_table.shape != e_table.shape or k_table.size < 2):
-        raise ValueError(f"the spectrum table has shapes {k_table.shape} and {e_table.shape}; "
-                         "expected two 1-D arrays (k [1/L], E(k) [L³/T²]) of equal length ≥ 2.")
-    if not (np.isfinite(k_table).all() and np.isfinite(e_table).all()):
-        raise ValueError("the spectrum table has non-finite values; expected finite k and E.")
-    if k_table[0] < 0 or (np.diff(k_table) <= 0).any():
-        raise ValueError("the spectrum table's k must be ≥ 0 and strictly increasing.")
-    if (e_table < 0).any():
-        raise ValueError("the spectrum table has E(k) < 0; an energy spectrum is ≥ 0.")
-    return k_table, e_table
-
-
-def _lattice_shell_counts(n_shells):
-    """Number of points m of ℤ³ with rint(|m|) = s, s < n_shells (the whole shell, not
-    only its part on the n³ lattice), counted one plane m_x at a time."""
-    r = n_shells
-    m = np.arange(-r, r + 1, dtype=np.float64)
-    m2_plane = m[:, None] ** 2 + m[None, :] ** 2
-    counts = np.zeros(n_shells, dtype=np.int64)
-    for mx in m:
-        shell = np.rint(np.sqrt(m2_plane + mx * mx)).astype(np.int64).ravel()
-        counts += np.bincount(shell[shell < n_shells], minlength=n_shells)
-    return counts
-
-
-def random_solenoidal_field(n, box, spectrum="k4exp", *, k_peak=None, energy=1.0, seed,
-                            xp=np):
-    r"""A random, Gaussian, divergence-free velocity field with a prescribed spectrum.
-
-    û(k) = a_s P(k) ŵ(k) for the modes kept by the 2/3 rule (|m_i| < n/3, m ≠ 0), zero
-    elsewhere; ŵ is the ``rfftn`` of white noise (independent standard normals at every
-    node and component), P_ij = δ_ij − k_i k_j/|k|² the projection onto divergence-free
-    fields, and a_s² = n³ T_s/N_s for the modes of shell s (rint(|m|) = s), with
-    T_s = ∫ E(k) dk over [(s − ½)k₀, (s + ½)k₀) and N_s the number of points of ℤ³ in the
-    shell.  The expected shell spectrum is then the prescribed one integrated over each
-    shell, on every shell that the cut leaves whole (s < n/3); the cut removes modes, it
-    does not move their energy elsewhere.  Finally u = F⁻¹[û] is scaled so that
-    ½⟨|u|²⟩ = ``energy`` to round-off.
-
-    The field is real (û is Hermitian), has zero mean, and is Gaussian (a linear map of
-    white noise), up to that one scale factor.  One realization's shell energies scatter
-    about the prescribed ones with relative standard deviation 1/√N_s (a χ² of 2N_s
-    degrees of freedom: two polarizations, N_s/2 independent complex modes): 24 % on
-    shell 1 (N_s = 18), about 3 % at s ≈ 10.  The noise is drawn on the host, so a seed gives the same
-    field on NumPy and CuPy.
-
-    Parameters
-    ----------
-    n : int ≥ 4, lattice nodes per axis
-    box : float, L > 0 [L]
-    spectrum : ``"k4exp"`` for E(k) ∝ k⁴ exp(−2 (k/k_p)²) (peak at k_p), or a table
-        (k [1/L], E(k) [L³/T²]) of 1-D arrays, k ≥ 0 increasing, E ≥ 0, read as
-        piecewise linear and zero outside [k[0], k[-1]] (only its shape matters)
-    k_peak : float > 0 [1/L], k_p of ``"k4exp"``; default 4 k₀ (k₀ = 2π/L)
-    energy : float > 0 [L²/T²], ½⟨|u|²⟩ of the result
-    seed : int or numpy.random.Generator (required: fields are reproducible)
-    xp : numpy or cupy, the namespace of the result
-
-    Returns
-    -------
-    u : array (n, n, n, 3) float64 [L/T] of ``xp``, at the nodes (i, j, k) L/n
-
-    References: Rogallo, NASA TM 81315 (1981) (random isotropic initial fields);
-    Pope, Turbulent Flows (2000), §6.5 (the k⁴ exp(−2 (k/k_p)²) spectrum).
-    """
-    n = _check_n(n)
-    box = _check_box(box)
-    energy = _check_positive("energy", energy, "L²/T²")
-    k0 = 2 * math.pi / box
-    if isinstance(seed, np.random.Generator):
-        rng = seed
-    elif isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and seed >= 0:
-        rng = np.random.default_rng(int(seed))
-    else:
-        raise TypeError(f"seed is {seed!r}; expected an integer ≥ 0 or a "
-                        "numpy.random.Generator.")
-
-    (mx, my, mz), _, m2 = _half_spectrum(n)
-    cut = n / 3.0
-    keep = (np.abs(mx) < cut) & (np.abs(my) < cut) & (np.abs(mz) < cut) & (m2 > 0)
-    shell = np.rint(np.sqrt(m2)).astype(np.int64)
-    n_shells = int(shell[keep].max()) + 1
-
-    if isinstance(spectrum, str):
-        if spectrum != "k4exp":
-            raise ValueError(f"spectrum is {spectrum!r}; expected 'k4exp' or a table "
-                             "(k, E(k)).")
-        k_peak = 4 * k0 if k_peak is None else _check_positive("k_peak", k_peak, "1/L")
-        shell_energy = _shell_integrals_analytic(_k4exp(k_peak), n_shells, k0)
-    else:
-        if k_peak is not None:
-            raise ValueError("k_peak applies to spectrum='k4exp' only; a table sets the "
-                             "shape itself.  Leave k_peak out.")
-        shell_energy = _shell_integrals_table(*_check_table(spectrum), n_shells, k0)
-    shell_energy[0] = 0.0                                         # zero mean
-    counts = _lattice_shell_counts(n_shells)
-    amplitude2 = np.zeros(n_shells)
-    amplitude2[1:] = float(n) ** 3 * shell_energy[1:] / counts[1:]
-    a = np.where(keep, np.sqrt(amplitude2[np.where(keep, shell, 0)]), 0.0)
-    if not (a > 0).any():
-        raise ValueError("the prescribed spectrum has no energy in the shells kept by the "
-                         f"2/3 rule (1 ≤ |k|/k₀ < {cut:.3g}); widen the table or move "
-                         "k_peak inside.")
-
-    # on the host, one component at a time (scipy.fft on the process's threads)
-    w_hat = column_modes(rng.standard_normal((n ** 3, 3)), n, np)
-    k = (mx, my, mz)
-    a_over_m2 = a * np.where(m2 > 0, 1.0 / np.where(m2 > 0, m2, 1.0), 0.0)
-    m_dot_w = mx * w_hat[0] + my * w_hat[1] + mz * w_hat[2]
-    u = np.empty((n, n, n, 3))
-    for i in range(3):
-        u[..., i] = irfft3(a * w_hat[i] - k[i] * a_over_m2 * m_dot_w, n, np)
-    del w_hat, m_dot_w
-    u *= math.sqrt(energy / (0.5 * float(np.vdot(u.ravel(), u.ravel())) / n ** 3))
-    return xp.asarray(u)

@@ -191,9 +191,10 @@ class PeriodicBox(Domain):
         """Every position is accepted (the sums wrap them into the box)."""
         return None
 
-    def check_strengths(self, alpha):
-        """Raise unless Σα vanishes (:func:`vortexsim.geometry.periodic.check_periodic_sources`)."""
-        check_periodic_sources(alpha)
+    def check_strengths(self, alpha, communicator=None):
+        """Raise unless Σα vanishes (:func:`vortexsim.geometry.periodic.check_periodic_sources`;
+        ``communicator``: over every rank's part)."""
+        check_periodic_sources(alpha, communicator=communicator)
 
     def extend_box(self, lo, hi):
         """The box itself."""

@@ -43,20 +43,25 @@ def wrap(x, box):
     return xp.where((w >= box) | (w < 0), 0.0, w)
 
 
-def check_periodic_sources(alpha, what="the elements"):
+def check_periodic_sources(alpha, what="the elements", communicator=None):
     """Raise ValueError unless Σα vanishes to round-off (:data:`NET_VORTICITY_TOL`
     relative to Σ|α|): a periodic vorticity field has zero net circulation in the box.
-    NumPy or CuPy (the sums on the device, two numbers to the host)."""
+    NumPy or CuPy (the sums on the device, four numbers to the host).  ``communicator``:
+    ``alpha`` is this rank's part of the elements, the sums are those of every rank's
+    (collective)."""
     xp = array_namespace(alpha)
     a = alpha if hasattr(alpha, "dtype") else np.asarray(alpha)
     tol = max(NET_VORTICITY_TOL, 1e3 * float(np.finfo(a.dtype).eps)) \
         if np.issubdtype(a.dtype, np.floating) else NET_VORTICITY_TOL
-    a = xp.asarray(a, dtype=xp.float64)
-    if a.size == 0:
+    a = xp.asarray(a, dtype=xp.float64).reshape(-1, 3)
+    if a.shape[0] == 0 and communicator is None:
         return
-    # both sums in one transfer
-    net, scale = (float(v) for v in np.asarray(
-        to_host(xp.stack([xp.abs(column_sums(a)).max(), xp.abs(a).sum()]))))
+    # the column sums and Σ|α| in one transfer
+    sums = np.zeros(4) if a.shape[0] == 0 else np.asarray(to_host(
+        xp.concatenate([column_sums(a), xp.abs(a).sum().reshape(1)])))
+    if communicator is not None:
+        sums = np.asarray(communicator.allreduce_sum(sums))
+    net, scale = float(np.abs(sums[:3]).max()), float(sums[3])
     if scale > 0 and net > tol * scale:
         raise ValueError(
             f"the total vorticity of {what} is not zero (|Σα| = {net:.3g}, "

@@ -62,7 +62,7 @@ from .checks import SimulationError, check_step
 from .integrators import REAL_AXIS_STABILITY, get_scheme
 from .parameters import RUN_DEFAULTS, check_dt, check_run_names, check_step_bounds
 from .remeshing import Remeshing
-from .slab_partition import SlabPartition, partition_reason
+from .slab_partition import SlabSplit
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ LATTICE_SUM_DEVICES = ("cpu", "gpu")
 MAX_STEP_STRAIN = 10.0
 
 
-class VortexModel:
+class VortexModel(SlabSplit):
     """Vortex elements and passive tracers on one device, and how they evolve.
 
     Parameters
@@ -98,6 +98,9 @@ class VortexModel:
         model together, each with the whole state (default: one process); their
         summation shares its targets among them
         (:class:`vortexsim.summation.distributed.SharedTargets`)
+    own_slab : bool, ``elements`` are this rank's rows of a lattice state that the ranks
+        hold split by slabs (:mod:`.slab_partition`; a case built by slabs, a restart
+        that reads its rows), not the whole state; ValueError if the run cannot split
     **run : the run parameters of :data:`vortexsim.model.parameters.RUN_DEFAULTS`
         (``dt`` is required; ``docs/parameters.md`` lists each with its unit)
 
@@ -112,7 +115,7 @@ class VortexModel:
     """
 
     def __init__(self, elements, tracers=None, *, groups=(), t0=0.0, case=None,
-                 case_params=None, communicator=None, **run):
+                 case_params=None, communicator=None, own_slab=False, **run):
         check_run_names(run)
         check_limits(run)        # every number within the range of the parameter table
         # the state split by slabs over ranks: set up by _init_partition (none until then)
@@ -120,7 +123,10 @@ class VortexModel:
         cfg = {**RUN_DEFAULTS, **run}
         self.device: Device = resolve_device(cfg["device"])
         self._init_state(elements, tracers, groups)
+        self.communicator = communicator if communicator is not None else SingleProcess()
         n, m = len(self.elements), len(self.tracers)
+        if own_slab:                     # the elements of every rank's slab
+            n = int(self.communicator.allreduce_sum(np.array([n], dtype=np.int64))[0])
         dt = check_dt(cfg)
         self.scheme = get_scheme(cfg["integrator"])
         check_step_bounds(cfg)
@@ -130,10 +136,10 @@ class VortexModel:
         self.domain.check(self.tracers.x, "tracers")
         periodic = isinstance(self.domain, PeriodicBox)
         if periodic:
-            self.domain.check_strengths(self.elements.alpha)
+            self.domain.check_strengths(self.elements.alpha,
+                                        self.communicator if own_slab else None)
         n_src = n * (1 + self.domain.n_images_per_element)
         # the ranks of a run share the summation's targets (one rank: the method itself)
-        self.communicator = communicator if communicator is not None else SingleProcess()
         self.summation = make_summation(cfg["method"], cfg["kernel"], cfg["tol"],
                                         cfg["precision"], self.device, n_sources=n_src,
                                         n_targets=n + m,
@@ -157,8 +163,11 @@ class VortexModel:
             self.config = {}
             self.remesh()
             n = len(self.elements)
+        if own_slab:                     # σ and the box of every rank's slab
+            lo, hi = np.array(self.communicator.allgather(self.sigma_range)).T
+            self.sigma_range = (float(lo.min()), float(hi.max()))
         self._check_viscous_step(cfg, dt)
-        self._init_partition()
+        self._init_partition(own_slab)
         self.planner.observe_box(self._host_box_stats())
         # -- an evaluation at t0: the blow-up bound and the first adaptive dt ---
         speed, grad = self._initial_maxima()
@@ -196,48 +205,6 @@ class VortexModel:
         logger.info("Simulation %s: %d elements, %d tracers, %s on %s, %s dt=%g",
                     case or "", n, m, self.summation.method, self.device.describe(),
                     self.scheme.name, self.dt)
-
-    # -- the state split by slabs over ranks (slab_partition) ----------------------
-    def _init_partition(self):
-        """Split the state by x-slabs over the ranks where it can be
-        (:mod:`.slab_partition`); else every rank keeps the whole state."""
-        reason = partition_reason(self)
-        if reason is None:
-            self.partition = SlabPartition(self)
-            self.partition.split(self)
-        elif reason and self.summation.method == "mesh":
-            logger.info("every rank holds the whole state: %s (the split by slabs needs "
-                        "method = 'mesh', remesh_every = 1, no tracers and viscous = "
-                        "'lattice' or none).", reason)
-
-    def assemble(self):
-        """Hold the whole state in :attr:`elements` where the ranks hold it split by slabs
-        (:meth:`.slab_partition.SlabPartition.hold_all`; nothing to do otherwise), until
-        the next step.  Collective: every rank calls it together."""
-        if self.partition is not None:
-            self.partition.hold_all(self)
-
-    def assemble_on_root(self, spill_dir=None):
-        """:meth:`assemble` on rank 0's host alone (NumPy arrays in :attr:`elements`
-        there, memory maps of files in ``spill_dir`` where given), for what rank 0 alone
-        writes (:meth:`SlabPartition.hold_on_root`)."""
-        if self.partition is not None:
-            self.partition.hold_on_root(self, spill_dir)
-
-    @property
-    def assembled(self):
-        """Whether :attr:`elements` holds the whole state (always, on one rank)."""
-        return self.partition is None or self.partition.whole is not None
-
-    @property
-    def own_elements(self):
-        """This rank's elements: its slab's where the state is split, else all."""
-        return self.elements if self.partition is None else self.partition.own
-
-    def _drop_whole(self):
-        """Back to this rank's own elements, where the whole state is held."""
-        if self.partition is not None:
-            self.partition.drop(self)
 
     def _init_state(self, elements, tracers, groups):
         """The elements, tracers and groups, validated once and put on the device."""
@@ -277,12 +244,17 @@ class VortexModel:
         return float(lo), float(hi)
 
     def _host_box_stats(self):
-        """Host [lo, hi] of the elements, then of the tracers (one transfer)."""
+        """Host [lo, hi] of the elements, then of the tracers (one transfer); of every
+        rank's slab where this rank holds its own alone (one host allgather)."""
         xp = self.device.xp
         stats = xp.concatenate(column_range(self.elements.x, xp))
         if len(self.tracers):
             stats = xp.concatenate([stats, *column_range(self.tracers.x, xp)])
-        return to_host(stats)
+        stats = to_host(stats)
+        if self.partition is not None and self.partition.whole is None:
+            parts = np.array(self.communicator.allgather(stats))
+            stats = np.concatenate([parts[:, :3].min(axis=0), parts[:, 3:6].max(axis=0)])
+        return stats
 
     def _initial_maxima(self):
         """Host max |u| (elements and tracers) and max ‖∇u‖_F (elements) at the current

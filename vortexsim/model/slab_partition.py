@@ -52,16 +52,41 @@ from ..summation.slab_lend import evaluate_lent, remesh_lent
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SlabPartition", "OwnSlabSum", "partition_reason", "ROOT_CHUNK_ROWS"]
+__all__ = ["SlabPartition", "SlabSplit", "OwnSlabSum", "partition_reason", "splits_by_slabs",
+           "ROOT_CHUNK_ROWS"]
 
 #: rows of strengths (24 B each) a rank sends to rank 0 in one message of
 #: :meth:`SlabPartition.assemble_on_root` (192 MiB: far below MPI's 2 GiB counts)
 ROOT_CHUNK_ROWS = 1 << 23
 
 
-def partition_reason(model):
+def splits_by_slabs(config, ranks):
+    """Whether a run of ``config`` (its case and run parameters, method as given) on
+    ``ranks`` ranks will hold its state split by slabs, told from the config alone (no
+    model built): the periodic box, ``method = "mesh"``, ``remesh_every = 1`` onto the
+    n³ nodes (``remesh_spacing`` box/n or not given), no tracers, ``viscous =
+    "lattice"`` or ν = 0, at least 2 x-planes a rank.  Never True where
+    :func:`partition_reason` of the model would not be None; a case may then build only
+    each rank's rows of its state (:func:`vortexsim.cases.make_case`)."""
+    n, nu, box = config.get("n"), config.get("nu", 0.0), config.get("box")
+    spacing = config.get("remesh_spacing")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        return False
+    on_lattice = spacing is None or (
+        n > 0 and isinstance(box, (int, float)) and isinstance(spacing, (int, float))
+        and abs(spacing - box / n) <= 1e-9 * box / n)
+    return bool(ranks > 1 and config.get("boundary") == "periodic"
+                and config.get("method") == "mesh" and config.get("remesh_every") == 1
+                and not config.get("tracers") and n >= 2 * ranks and on_lattice
+                and (config.get("viscous", "lattice") == "lattice"
+                     or (isinstance(nu, (int, float)) and nu == 0)))
+
+
+def partition_reason(model, own_slab=False):
     """None when ``model``'s state can be split by slabs (module docstring), else why
-    not (a sentence; "" for one rank, where there is nothing to split)."""
+    not (a sentence; "" for one rank, where there is nothing to split).  ``own_slab``:
+    its elements are one rank's slab (:meth:`SlabPartition.adopt` checks them); a model
+    split already passes the check of its nodes too."""
     comm = model.communicator
     if int(comm.size) == 1:
         return ""
@@ -76,11 +101,71 @@ def partition_reason(model):
     if not kinds <= {Stretching, LatticeDiffusion}:
         return "its viscous term is not viscous = 'lattice' (or none)"
     n = model.remeshing.lattice_nodes()
+    if own_slab or model.partition is not None:     # each rank's rows checked already
+        return None
     if len(model.elements) != n ** 3 or not are_lattice_nodes(model.elements.x, n,
                                                               model.domain.box):
         return f"its elements are not the {n}^3 lattice nodes in remesh order"
     return None
 
+
+
+class SlabSplit:
+    """The part of :class:`vortexsim.model.VortexModel` that deals with its state split by
+    slabs (a base class of the model: these methods use its ``partition``, ``elements``
+    and ``summation``; ``partition`` None where every rank holds the whole state)."""
+
+    partition = None
+
+    def _init_partition(self, own_slab=False):
+        """Split the state by x-slabs over the ranks where it can be
+        (module docstring); else every rank keeps the whole state.  ``own_slab``:
+        the elements are this rank's slab already (ValueError where the run cannot
+        split)."""
+        reason = partition_reason(self, own_slab)
+        if reason is None:
+            self.partition = SlabPartition(self)
+            if own_slab:
+                self.partition.adopt(self)
+            else:
+                self.partition.split(self)
+        elif own_slab:
+            raise ValueError("the elements given are one rank's slab of a lattice state, "
+                             "but this run cannot hold its state split by slabs: "
+                             f"{reason or 'it runs on one rank'}.")
+        elif reason and self.summation.method == "mesh":
+            logger.info("every rank holds the whole state: %s (the split by slabs needs "
+                        "method = 'mesh', remesh_every = 1, no tracers and viscous = "
+                        "'lattice' or none).", reason)
+
+    def assemble(self):
+        """Hold the whole state in :attr:`elements` where the ranks hold it split by slabs
+        (:meth:`SlabPartition.hold_all`; nothing to do otherwise), until
+        the next step.  Collective: every rank calls it together."""
+        if self.partition is not None:
+            self.partition.hold_all(self)
+
+    def assemble_on_root(self, spill_dir=None):
+        """:meth:`assemble` on rank 0's host alone (NumPy arrays in :attr:`elements`
+        there, memory maps of files in ``spill_dir`` where given), for what rank 0 alone
+        writes (:meth:`SlabPartition.hold_on_root`)."""
+        if self.partition is not None:
+            self.partition.hold_on_root(self, spill_dir)
+
+    @property
+    def assembled(self):
+        """Whether :attr:`elements` holds the whole state (always, on one rank)."""
+        return self.partition is None or self.partition.whole is not None
+
+    @property
+    def own_elements(self):
+        """This rank's elements: its slab's where the state is split, else all."""
+        return self.elements if self.partition is None else self.partition.own
+
+    def _drop_whole(self):
+        """Back to this rank's own elements, where the whole state is held."""
+        if self.partition is not None:
+            self.partition.drop(self)
 
 
 class OwnSlabSum:
@@ -156,6 +241,16 @@ class SlabPartition:
         self.check_whole(model.elements.x)
         self.whole, self.whole_on = model.elements, "all"
         self.own = self.own_rows(self.whole)
+
+    def adopt(self, model):
+        """Take ``model``'s elements as this rank's own: they must be its slab's nodes in
+        remesh order (a state built by slabs); the whole state is not held."""
+        x, (r0, r1) = model.elements.x, self.rows
+        if x.shape[0] != r1 - r0 or not are_lattice_nodes(x, self.n, self.box, row0=r0):
+            raise ValueError(f"rank {int(self.communicator.rank)}'s elements are not the "
+                             f"nodes of its slab (rows {r0}..{r1} of the {self.n}^3 lattice "
+                             "in remesh order) that a state built by slabs must hold.")
+        self.own, self.whole, self.whole_on = model.elements, None, None
 
     def hold_all(self, model):
         """``model.elements`` the whole state on every rank (:meth:`assemble`), until
