@@ -242,9 +242,9 @@ SPLIT_REPLICATED = 0.33
 def split_fraction(config, ranks):
     """The fraction of the one-rank memory (its work part) that each of ``ranks`` ranks
     holds: for a run whose state the ranks split by slabs
-    (:mod:`vortexsim.model.slab_partition`: the periodic box, ``method = "mesh"``, ``remesh_every = 1``, no tracers, ``viscous =
-    "lattice"`` or ν = 0, n ≥ 2 × ranks) :data:`SPLIT_REPLICATED` + the rest / ranks;
-    else 1 (every rank holds the whole state)."""
+    (:func:`vortexsim.model.slab_partition.splits_by_slabs`, "auto" resolved)
+    :data:`SPLIT_REPLICATED` + the rest / ranks; else 1 (every rank holds the whole
+    state)."""
     from ..model.slab_partition import splits_by_slabs  # noqa: PLC0415
     n = _count(config.get("n"))
     if not n or not splits_by_slabs({**config, "n": n, "method": _method(config)}, ranks):

@@ -30,8 +30,10 @@ The whole state exists only where something needs it: :meth:`SlabPartition.assem
 gathers the strengths (the nodes' positions, cores and volumes are known) into the whole
 (n³) lattice in remesh order on every rank, for the diagnostics rows, snapshots, plots
 and :meth:`VortexModel.state_dict` (the simulation calls it, collectively, before any
-output acts); the next step drops it again.  A restart reads the whole state and keeps
-its rows.  That gather and the replicated diagnostics are what do not scale yet: every
+output acts); the next step drops it again.  A case whose run will be split
+(:func:`splits_by_slabs`) builds only each rank's rows (``builder.slab``, called by
+:func:`vortexsim.cases.make_case`), which the model takes as its own
+(:meth:`SlabPartition.adopt`); a restart reads the whole state and keeps its rows.  That gather and the replicated diagnostics are what do not scale yet: every
 rank holds the whole strengths (24 B per node) while output acts.
 """
 from __future__ import annotations
