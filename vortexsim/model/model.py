@@ -99,8 +99,9 @@ class VortexModel(SlabSplit):
         summation shares its targets among them
         (:class:`vortexsim.summation.distributed.SharedTargets`)
     own_slab : bool, ``elements`` are this rank's rows of a lattice state that the ranks
-        hold split by slabs (:mod:`.slab_partition`; a case built by slabs, a restart
-        that reads its rows), not the whole state; ValueError if the run cannot split
+        hold split by slabs (:mod:`.slab_partition`; a case built by slabs:
+        :func:`vortexsim.cases.make_case`), not the whole state; ValueError where the
+        run cannot split
     **run : the run parameters of :data:`vortexsim.model.parameters.RUN_DEFAULTS`
         (``dt`` is required; ``docs/parameters.md`` lists each with its unit)
 
