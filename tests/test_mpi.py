@@ -219,11 +219,13 @@ def test_two_ranks_exchange_parts_alltoall(tmp_path):
     assert sorted(done.stdout.split()) == ["0", "1", "ok", "ok"]
 
 
-def test_two_ranks_gather_rows_on_rank_zero_in_messages(tmp_path):
+def test_two_ranks_gather_and_scatter_rows_through_rank_zero_in_messages(tmp_path):
     """gather_rows_on_root on 2 ranks (what a split state's snapshot uses): rank 0 gets
     both ranks' rows in rank order in its array (a memory map here), in messages of at
     most chunk_rows rows (several, a last partial one; an empty part too); the base
-    class's alltoall rounds give the same rows; with no array on rank 0 both finish."""
+    class's alltoall rounds give the same rows; with no array on rank 0 both finish.
+    scatter_rows_from_root (a split restart's) gives each rank its rows back, of the
+    dtype asked, on both paths."""
     done = _run_script(tmp_path, "rows.py", """
         import numpy as np
         from vortexsim.backend import Communicator, make_communicator
@@ -242,6 +244,15 @@ def test_two_ranks_gather_rows_on_rank_zero_in_messages(tmp_path):
                 # rank 0 without an array (it could not make one): the rows dropped,
                 # every rank finishes
                 gather(comm, part, counts, None, chunk_rows=3)
+            for scatter in (type(comm).scatter_rows_from_root,
+                            Communicator.scatter_rows_from_root):
+                for tail, dtype in (((3,), np.float64), ((), np.int64)):
+                    whole = want.reshape(-1, *tail) if tail else want[:, 0].astype(dtype)
+                    got = scatter(comm, whole if comm.rank == 0 else None, counts, tail,
+                                  dtype, chunk_rows=3)
+                    r0 = sum(counts[:comm.rank])
+                    assert got.dtype == dtype and got.shape == (counts[comm.rank], *tail)
+                    assert np.array_equal(got, whole[r0:r0 + counts[comm.rank]])
         print("ok", comm.rank)
     """)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -71,12 +71,13 @@ def test_two_ranks_follow_one_rank(tmp_path, case, steps, rtol):
 
 
 @pytest.mark.parametrize("case, first, then, rtol", [(RING, 2, 1, 1e-5), (RING, 1, 2, 1e-5),
-                                                     (BOX, 2, 1, 1e-12)],
-                         ids=["leapfrog-2-1", "leapfrog-1-2", "taylor_green-2-1"])
+                                                     (BOX, 2, 1, 1e-12), (BOX, 1, 2, 1e-12)],
+                         ids=["leapfrog-2-1", "leapfrog-1-2", "taylor_green-2-1",
+                              "taylor_green-1-2"])
 def test_a_checkpoint_restarts_on_another_rank_count(tmp_path, case, first, then, rtol):
     """3 steps on ``first`` ranks, 3 more from its snapshot on ``then`` ranks: the state
     and the diagnostics of 6 steps on one rank (the FMM's tolerance; the periodic box,
-    its state split by slabs on 2 ranks: 1e-12)."""
+    its state split by slabs on 2 ranks, each restarting from its rows: 1e-12)."""
     whole, part = tmp_path / "whole", tmp_path / "part"
     assert vortexsim(1, "run", *case, "--steps", "6", "--out", str(whole)).returncode == 0
     assert vortexsim(first, "run", *case, "--steps", "3", "--out", str(part)).returncode == 0

@@ -92,6 +92,29 @@ class Communicator(abc.ABC):
                     at = int(starts[q]) + k * chunk_rows
                     out[at:at + rows.shape[0]] = rows
 
+    def scatter_rows_from_root(self, whole, counts, tail=(), dtype=np.float64,
+                               chunk_rows=1 << 23):
+        """This rank's rows (counts[rank], *tail) of ``dtype`` of rank 0's host array
+        ``whole`` (sum(counts), *tail) (None on the other ranks), the ranks' rows in rank
+        order: the inverse of :meth:`gather_rows_on_root`, in messages of at most
+        ``chunk_rows`` rows.  Collective.  The default goes through :meth:`alltoall`
+        rounds; the MPI communicators send each message from ``whole`` straight into
+        its place in the receiver's rows."""
+        counts = [int(c) for c in counts]
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        out = np.empty((counts[self.rank], *tail), dtype)
+        empty = out[:0]
+        for k in range(max(-(-c // chunk_rows) for c in counts) if counts else 0):
+            at = k * chunk_rows
+            parts = [empty] * self.size
+            if self.rank == 0:
+                parts = [np.ascontiguousarray(
+                    whole[int(starts[q]) + at:int(starts[q]) + min(at + chunk_rows, c)],
+                    dtype=dtype) for q, c in enumerate(counts)]
+            rows = self.alltoall(parts)[0]
+            out[at:at + rows.shape[0]] = rows
+        return out
+
     def any(self, flag):
         """True on every rank when ``flag`` is true on any rank (the ranks' agreement on
         a stop: a signal or a wall-time limit reaches them at different steps)."""
@@ -128,6 +151,10 @@ class SingleProcess(Communicator):
         if len(parts) != 1:
             raise ValueError(f"alltoall needs one part per rank (1), got {len(parts)}.")
         return list(parts)
+
+    def scatter_rows_from_root(self, whole, counts, tail=(), dtype=np.float64,
+                               chunk_rows=1 << 23):
+        return np.array(whole, dtype=dtype)
 
     def any(self, flag):
         return bool(flag)

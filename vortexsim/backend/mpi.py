@@ -153,6 +153,28 @@ class MPICommunicator(Communicator):
                 self.comm.Recv(scratch[:rows] if out is None else out[at:at + rows],
                                source=q, tag=k)
 
+    def scatter_rows_from_root(self, whole, counts, tail=(), dtype=np.float64,
+                               chunk_rows=1 << 23):
+        """:meth:`Communicator.scatter_rows_from_root` by ``Send`` / ``Recv`` of host
+        buffers: rank 0 sends each rank its rows from ``whole``, each message received
+        straight into its place."""
+        counts = [int(c) for c in counts]
+        out = np.empty((counts[self.rank], *tail), dtype)
+        if self.rank != 0:
+            for k, r0 in enumerate(range(0, counts[self.rank], chunk_rows)):
+                self.comm.Recv(out[r0:r0 + chunk_rows], source=0, tag=k)
+            return out
+        start = 0
+        for q, c in enumerate(counts):
+            rows = whole[start:start + c]
+            if q == 0:
+                out[...] = rows
+            for k, r0 in enumerate(range(0, c if q else 0, chunk_rows)):
+                self.comm.Send(np.ascontiguousarray(rows[r0:r0 + chunk_rows], dtype=dtype),
+                               dest=q, tag=k)
+            start += c
+        return out
+
     def any(self, flag):
         return bool(self.comm.allreduce(1 if flag else 0))
 

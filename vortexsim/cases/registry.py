@@ -196,14 +196,17 @@ def _slab_builder(case, params, overrides, communicator):
 
 def _from_state(name, case, params, state, communicator, overrides):
     """:func:`make_case` of a snapshot's ``state`` (format 3): its elements, tracers and
-    groups, the run parameters of ``overrides`` over the case's defaults."""
+    groups, the run parameters of ``overrides`` over the case's defaults; a state with
+    ``rows`` holds this rank's rows of a state split by slabs
+    (:func:`vortexsim.cli.restart.snapshot_on_ranks`)."""
     el = state["elements"]
     run = {**case.run_defaults, **{k: v for k, v in overrides.items() if k in RUN_DEFAULTS}}
     params = {k: _jsonable(v) for k, v in params.items()}
     sim = Simulation((el["x"], el["alpha"], el["sigma"], el["volume"]),
                      np.asarray(state["tracers"]["x"]).reshape(-1, 3),
                      groups=list(state["groups"]), case=name, case_params=params,
-                     communicator=communicator, **run)
+                     communicator=communicator, own_slab=state.get("rows") is not None,
+                     **run)
     sim.case_files = {}                  # the case's files belong to the first run
     return sim
 

@@ -7,6 +7,8 @@ import logging
 import math
 import os
 
+import numpy as np
+
 from ..schedules import due
 from ..backend import SingleProcess
 from .common import UsageError, check_device, first_line
@@ -18,18 +20,20 @@ from .rundir import (RUN_MARKER, RunDirLock, directory_entries, history_line, is
                      mark_run_dir, remove_branch, run_metadata)
 from .run import check_memory
 
-__all__ = ["cmd_restart", "restart_stop", "restart_target"]
+__all__ = ["cmd_restart", "restart_stop", "restart_target", "snapshot_on_ranks"]
 
 logger = logging.getLogger("vortexsim.cli")
 
 
 def cmd_restart(args, argv):
-    """``vortexsim restart``; on several MPI ranks every rank reads the snapshot and
-    runs, and rank 0 alone touches the run directory (:mod:`vortexsim.cli.ranks`): a
-    snapshot of any number of ranks restarts on any other (each holds the whole state)."""
+    """``vortexsim restart``; on several MPI ranks every rank runs and rank 0 alone
+    touches the run directory (:mod:`vortexsim.cli.ranks`): a snapshot of any number
+    of ranks restarts on any other, each rank holding the whole state or, where the
+    continuation splits it by slabs, its rows (:func:`snapshot_on_ranks`)."""
     ranks = getattr(args, "ranks", None) or Ranks(SingleProcess())
     sharing = ranks.sharing(args.device or "auto")
-    snap, config, s, stop = ranks.agree(_checked_restart, args, sharing)
+    snap = snapshot_on_ranks(ranks, args.snapshot)
+    snap, config, s, stop = ranks.agree(_checked_restart, args, sharing, snap)
     ranks.use_device(config.get("device", "auto"))
     ranks.on_root(_check_out, args.out)
     mode, run_dir, later = ranks.on_root(restart_target, snap, stop, args.truncate, args.out,
@@ -66,15 +70,11 @@ def _branch_and_lock(run_dir, branch):
     return _hold(run_dir, branch, created), created
 
 
-def _checked_restart(args, sharing):
-    """(snapshot, config, schedule, stop) of a restart, every check of its input done
-    (on every rank: memory is per rank)."""
-    from ..output import SnapshotError, read_snapshot  # noqa: PLC0415
+def _checked_restart(args, sharing, snap):
+    """(snapshot, config, schedule, stop) of a restart from the snapshot ``snap`` read
+    (:func:`snapshot_on_ranks`), every check of its input done (on every rank: memory
+    is per rank)."""
     from ..output.writers import SCHEDULE_KEYS  # noqa: PLC0415
-    try:
-        snap = read_snapshot(args.snapshot)
-    except SnapshotError as exc:
-        raise UsageError(f"cannot restart: {first_line(exc)}") from None
     config = dict(snap.config)
     s = dict(snap.schedule)
     if any(s.get(k) is None for k in SCHEDULE_KEYS):
@@ -157,7 +157,7 @@ def _continue(ranks, args, argv, snap, config, s, stop, mode, run_dir, later, br
                     later.describe(), run_dir, source_dir)
             copy = ranks.on_root(start_branch, run_dir, snap.path, later.rows, meta,
                                  history, snap.attrs.get("config") or None, share=True)
-            snap = ranks.agree(_read, copy)
+            snap = snapshot_on_ranks(ranks, copy)
         sim.output_writers.update(run_writers(
             run_dir, meta, history, float(s["snapshot_interval"]),
             float(s["diagnostics_interval"]), plot=bool(s.get("plot", 1))))
@@ -204,6 +204,65 @@ def _read(path):
         return read_snapshot(path)
     except SnapshotError as exc:
         raise UsageError(f"cannot restart: {first_line(exc)}") from None
+
+
+#: the element arrays of a snapshot's state that a rank of a state split by slabs holds
+#: its rows of: (name, trailing shape)
+_ROW_ARRAYS = (("x", (3,)), ("alpha", (3,)), ("sigma", ()), ("volume", ()), ("group", ()))
+
+
+def snapshot_on_ranks(ranks, path):
+    """The snapshot ``path`` as each rank of a restart needs it (UsageError on every
+    rank where it cannot be read).  Rank 0 reads and checks it
+    (:func:`vortexsim.output.read_snapshot`).  Where the continuation will hold its
+    state split by slabs (:func:`vortexsim.model.slab_partition.splits_by_slabs` of
+    its config on these ranks; a format-3 state of the n³ lattice nodes in remesh
+    order, without tracers or groups), each rank gets from rank 0 its slab's rows of
+    the element arrays (state ``"rows"``: (r0, r1)), and no rank but rank 0, while it
+    reads, holds the whole state; otherwise every rank reads the whole file itself."""
+    if ranks.size == 1:
+        return _read(path)
+    root = ranks.on_root(_read, path)
+    plan = ranks.comm.bcast(_row_plan(root, ranks.size) if ranks.is_root else None)
+    if plan is None:
+        return ranks.agree(lambda: root if ranks.is_root else _read(path))
+    from ..geometry.slab import Slabs  # noqa: PLC0415
+    from ..output.snapshot import Snapshot  # noqa: PLC0415
+    light, n, dtypes = plan
+    counts = [(b - a) * n * n for a, b in Slabs(n, ranks.size).bounds]
+    whole = None if root is None else root.state["elements"]
+    root = None                                 # rank 0 lets the whole state go as it sends
+    own = {}
+    for name, tail in _ROW_ARRAYS:
+        own[name] = ranks.comm.scatter_rows_from_root(
+            None if whole is None else whole[name], counts, tail, dtypes[name])
+        if whole is not None:
+            whole[name] = None
+    r0 = sum(counts[:ranks.comm.rank])
+    state = {**light.state, "elements": own, "rows": (r0, r0 + counts[ranks.comm.rank]),
+             "tracers": {"x": np.empty((0, 3), dtypes["tracers"])}}
+    return Snapshot(light.path, state, light.config, light.schedule, light.attrs)
+
+
+def _row_plan(snap, size):
+    """(snapshot without its arrays, n, {array: dtype}) where a continuation of ``snap``
+    on ``size`` ranks holds its state split by slabs and gets each rank's rows
+    (:func:`snapshot_on_ranks`); else None (rank 0's)."""
+    from ..geometry.periodic import are_lattice_nodes  # noqa: PLC0415
+    from ..model.slab_partition import splits_by_slabs  # noqa: PLC0415
+    from ..output.checksum import has_groups  # noqa: PLC0415
+    from ..output.snapshot import Snapshot  # noqa: PLC0415
+    state, config = snap.state, snap.config
+    n, box = config.get("n"), config.get("box")
+    el = state["elements"]
+    if not (has_groups(state) and not state["groups"] and splits_by_slabs(config, size)
+            and len(state["tracers"]["x"]) == 0 and len(el["x"]) == n ** 3
+            and are_lattice_nodes(el["x"], n, box)):
+        return None
+    dtypes = {name: np.asarray(el[name]).dtype.str for name, _ in _ROW_ARRAYS}
+    dtypes["tracers"] = np.asarray(state["tracers"]["x"]).dtype.str
+    light = {k: v for k, v in state.items() if k not in ("elements", "tracers")}
+    return Snapshot(snap.path, light, snap.config, snap.schedule, snap.attrs), n, dtypes
 
 
 def _pickup(sim, snap, source):

@@ -565,7 +565,10 @@ class VortexModel(SlabSplit):
         n, m = (np.shape(e["x"])[0] if full else len(self.elements)), len(self.tracers)
         self._check_state_shapes(e, tr, n, m, full)
         dtype = self.elements.x.dtype
-        if full:
+        rows = state.get("rows")         # this rank's rows of a state split by slabs
+        if rows is not None:
+            self._load_own_rows(e, rows, full and not state["groups"], dtype)
+        elif full:
             groups = tuple(ElementGroup.from_dict(g) for g in state["groups"])
             try:
                 check_group_ranges(groups, to_host(e["group"]))
@@ -588,9 +591,23 @@ class VortexModel(SlabSplit):
         self.step_strain = float(state.get("step_strain", math.nan))   # NaN: not stored
         self.planner.load_state_dict(state)
         self.planner.observe_box(self._host_box_stats())
-        if self.partition is not None and not full:
+        if self.partition is not None and not full and rows is None:
             self.partition.split(self)                 # this rank's rows of the state read
         return self
+
+    def _load_own_rows(self, e, rows, lattice, dtype):
+        """:meth:`load_state_dict` of this rank's rows ``rows`` (r0, r1) of a state that
+        the ranks hold split by slabs (``lattice``: a format-3 state without groups):
+        they must be this rank's own (ValueError); collective."""
+        if self.partition is None or not lattice or tuple(rows) != self.partition.rows:
+            raise ValueError(f"the state holds rows {tuple(rows)} of a lattice state split "
+                             "by slabs, which this model does not hold as its own (rows "
+                             f"{None if self.partition is None else self.partition.rows}).")
+        self.elements = make_elements(e["x"], e["alpha"], e["sigma"], self.device, dtype,
+                                      volume=e["volume"], group=e["group"])
+        self.groups = ()
+        self.partition.adopt(self)
+        self._new_set()
 
     def _check_state_shapes(self, e, tr, n, m, full):
         """Raise ValueError when a state's arrays do not have the shapes (n, m) expected."""
