@@ -33,8 +33,9 @@ and :meth:`VortexModel.state_dict` (the simulation calls it, collectively, befor
 output acts); the next step drops it again.  A case whose run will be split
 (:func:`splits_by_slabs`) builds only each rank's rows (``builder.slab``, called by
 :func:`vortexsim.cases.make_case`), which the model takes as its own
-(:meth:`SlabPartition.adopt`); a restart reads the whole state and keeps its rows.  That gather and the replicated diagnostics are what do not scale yet: every
-rank holds the whole strengths (24 B per node) while output acts.
+(:meth:`SlabPartition.adopt`), and so does a restart (rank 0 reads the snapshot and
+sends each rank its rows: :func:`vortexsim.cli.restart.snapshot_on_ranks`;
+:meth:`VortexModel.load_state_dict` of a state with ``rows``).
 """
 from __future__ import annotations
 
