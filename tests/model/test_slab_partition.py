@@ -326,6 +326,47 @@ def test_a_checkpoint_of_one_rank_continues_on_three_ranks(n):
     _matches(states[0], want, n)
 
 
+def test_a_state_without_element_sets_is_loaded_whole_on_split_ranks():
+    """A state of snapshot formats 1 and 2 (no volumes, labels or groups) on 2 ranks: the
+    case is built whole for it (not by slabs), the state loaded, each rank then steps
+    its slab; the one-rank run to 1e-12."""
+    n = 8
+    want = _one_rank("taylor_green", n, 3)
+    state = _one_rank("taylor_green", n, 2).model.whole_state_dict()
+    for key in ("volume", "group"):
+        del state["elements"][key]
+    del state["groups"]
+
+    def work(comm):
+        sim = _case(comm, n=n, state=copy.deepcopy(state))
+        sim.model.load_state_dict(copy.deepcopy(state))
+        sim.step()
+        assert sim.iteration == 3 and not sim.model.assembled
+        sim.model.assemble()
+        return _state(sim)
+    states = on_ranks(2, work)
+    _same_bits(states)
+    _matches(states[0], want, n)
+
+
+def test_a_whole_state_loads_while_rank_zero_holds_the_assembled_state():
+    """After the whole state went to rank 0's host (a snapshot's), loading a whole state
+    (a pickup) takes every rank through the same collectives: no rank waits."""
+    n = 8
+    want = _one_rank("taylor_green", n, 2)
+    checkpoint = want.model.whole_state_dict()
+
+    def work(comm):
+        sim = _case(comm, n=n)
+        sim.model.assemble_on_root()
+        sim.model.load_state_dict(copy.deepcopy(checkpoint))
+        sim.model.assemble()
+        return _state(sim)
+    states = on_ranks(2, work)
+    _same_bits(states)
+    _matches(states[0], want, n)
+
+
 # -- 6. a failed step ----------------------------------------------------------------------
 def test_a_failed_step_raises_on_every_rank_with_the_whole_last_good_state():
     n = 12

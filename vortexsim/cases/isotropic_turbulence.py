@@ -172,9 +172,8 @@ def _slab(params, communicator):
     alpha *= h ** 3
     total = np.asarray(communicator.allreduce_sum(alpha.sum(axis=0)))
     alpha -= total / n ** 3                 # Σα = 0 to round-off
-    counts = [(b - a) * n * n for a, b in fft.slabs.bounds]
     whole = np.empty((n ** 3, 3)) if communicator.is_root else None
-    communicator.gather_rows_on_root(u, counts, whole)
+    communicator.gather_rows_on_root(u, fft.slabs.counts(n * n), whole)
     del u
     files = {} if whole is None else {INITIAL_FIELD_FILE: _InitialFieldWriter(
         whole.reshape(n, n, n, 3), dict(n=n, k_peak=params["k_peak"],

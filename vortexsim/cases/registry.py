@@ -160,7 +160,9 @@ def make_case(name, *, communicator=None, state=None, **overrides) -> Simulation
     params = {k: overrides.get(k, v) for k, v in case_params.items()}
     if state is not None and has_groups(state):
         return _from_state(name, case, params, state, communicator, overrides)
-    slab = _slab_builder(case, params, overrides, communicator)
+    # by slabs only for a fresh run (a state of formats 1 and 2 is loaded whole next)
+    slab = None if state is not None else _slab_builder(case, params, overrides,
+                                                        communicator)
     setup = case.builder(**params) if slab is None else slab(params, communicator)
     # the case's derived run parameters, unless the caller gives them ("auto", None:
     # not given)
@@ -187,7 +189,9 @@ def _slab_builder(case, params, overrides, communicator):
     from ..model.slab_partition import splits_by_slabs  # noqa: PLC0415
     slab = getattr(case.builder, "slab", None)
     ranks = 1 if communicator is None else int(communicator.size)
-    if slab is None or ranks == 1:
+    # the builders' lattice spans the case's own box: another box is not split
+    if slab is None or ranks == 1 or overrides.get("box", None) not in (
+            None, case.run_defaults.get("box")):
         return None
     config = {**RUN_DEFAULTS, **case.run_defaults, **params,
               **{k: v for k, v in overrides.items() if k in RUN_DEFAULTS}}

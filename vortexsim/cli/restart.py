@@ -223,15 +223,16 @@ def snapshot_on_ranks(ranks, path):
     if ranks.size == 1:
         return _read(path)
     root = ranks.on_root(_read, path)
-    plan = ranks.comm.bcast(_row_plan(root, ranks.size) if ranks.is_root else None)
+    plan = ranks.on_root(_row_plan, root, ranks.size, share=True)
     if plan is None:
         return ranks.agree(lambda: root if ranks.is_root else _read(path))
     from ..geometry.slab import Slabs  # noqa: PLC0415
     from ..output.snapshot import Snapshot  # noqa: PLC0415
     light, n, dtypes = plan
-    counts = [(b - a) * n * n for a, b in Slabs(n, ranks.size).bounds]
+    counts = Slabs(n, ranks.size).counts(n * n)
     whole = None if root is None else root.state["elements"]
     root = None                                 # rank 0 lets the whole state go as it sends
+    # (a rank 0 that fails while it sends ends every rank: the CLI aborts on an error)
     own = {}
     for name, tail in _ROW_ARRAYS:
         own[name] = ranks.comm.scatter_rows_from_root(

@@ -98,6 +98,11 @@ class Slabs:
         """((i0, i1) of rank 0, of rank 1, …)."""
         return tuple(self[r] for r in range(self.size))
 
+    def counts(self, per_plane):
+        """(rows of rank 0, of rank 1, …) of arrays that hold ``per_plane`` rows a plane
+        (n² for the nodes of the n³ lattice in remesh order)."""
+        return tuple((i1 - i0) * int(per_plane) for i0, i1 in self.bounds)
+
     def width(self, rank):
         """The planes of ``rank``: i1 − i0."""
         i0, i1 = self[rank]

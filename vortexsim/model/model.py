@@ -245,14 +245,16 @@ class VortexModel(SlabSplit):
         return float(lo), float(hi)
 
     def _host_box_stats(self):
-        """Host [lo, hi] of the elements, then of the tracers (one transfer); of every
-        rank's slab where this rank holds its own alone (one host allgather)."""
+        """Host [lo, hi] of the elements, then of the tracers (one transfer); where the
+        ranks hold the state split by slabs and not every rank the whole, [lo, hi] of
+        all ranks' elements (one host allgather on every rank: a split state has no
+        tracers)."""
         xp = self.device.xp
         stats = xp.concatenate(column_range(self.elements.x, xp))
         if len(self.tracers):
             stats = xp.concatenate([stats, *column_range(self.tracers.x, xp)])
         stats = to_host(stats)
-        if self.partition is not None and self.partition.whole is None:
+        if self.partition is not None and self.partition.whole_on != "all":
             parts = np.array(self.communicator.allgather(stats))
             stats = np.concatenate([parts[:, :3].min(axis=0), parts[:, 3:6].max(axis=0)])
         return stats
@@ -599,13 +601,15 @@ class VortexModel(SlabSplit):
         """:meth:`load_state_dict` of this rank's rows ``rows`` (r0, r1) of a state that
         the ranks hold split by slabs (``lattice``: a format-3 state without groups):
         they must be this rank's own (ValueError); collective."""
-        if self.partition is None or not lattice or tuple(rows) != self.partition.rows:
+        bad = self.partition is None or not lattice or tuple(rows) != self.partition.rows
+        if self.communicator.any(bad):                 # on every rank together
             raise ValueError(f"the state holds rows {tuple(rows)} of a lattice state split "
                              "by slabs, which this model does not hold as its own (rows "
                              f"{None if self.partition is None else self.partition.rows}).")
         self.elements = make_elements(e["x"], e["alpha"], e["sigma"], self.device, dtype,
                                       volume=e["volume"], group=e["group"])
         self.groups = ()
+        self._lattice_nodes = None
         self.partition.adopt(self)
         self._new_set()
 

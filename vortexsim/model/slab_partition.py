@@ -230,7 +230,7 @@ class SlabPartition:
         self._nodes_on_root = None      # ((σ, dtype, spilled), rank 0's node arrays)
         plane = self.n * self.n
         self.rows = tuple(int(i) * plane for i in self.solve.x_planes)
-        self.counts = tuple((b - a) * plane for a, b in self.solve.slabs.bounds)
+        self.counts = self.solve.slabs.counts(plane)
         self.stage_sum = OwnSlabSum(self)
         self._nodes = None
         #: this rank's elements; the whole state held (or None) and where: "all" ranks,
@@ -249,10 +249,12 @@ class SlabPartition:
         """Take ``model``'s elements as this rank's own: they must be its slab's nodes in
         remesh order (a state built by slabs); the whole state is not held."""
         x, (r0, r1) = model.elements.x, self.rows
-        if x.shape[0] != r1 - r0 or not are_lattice_nodes(x, self.n, self.box, row0=r0):
-            raise ValueError(f"rank {int(self.communicator.rank)}'s elements are not the "
-                             f"nodes of its slab (rows {r0}..{r1} of the {self.n}^3 lattice "
-                             "in remesh order) that a state built by slabs must hold.")
+        bad = x.shape[0] != r1 - r0 or not are_lattice_nodes(x, self.n, self.box, row0=r0)
+        if self.communicator.any(bad):                 # on every rank together
+            raise ValueError("a rank's elements are not the nodes of its slab (on rank "
+                             f"{int(self.communicator.rank)}: rows {r0}..{r1} of the "
+                             f"{self.n}^3 lattice in remesh order) that a state built by "
+                             "slabs must hold.")
         self.own, self.whole, self.whole_on = model.elements, None, None
 
     def hold_all(self, model):
