@@ -107,6 +107,18 @@ def _split_run(size, case, n, steps, **overrides):
     return on_ranks(size, work)
 
 
+def _ranks_follow(size, work, want, n):
+    """``work(comm)`` (its simulation) on ``size`` thread ranks: every rank's assembled
+    state the same bits, and the one-rank run ``want``'s to TOLERANCE."""
+    def run(comm):
+        sim = work(comm)
+        sim.model.assemble()
+        return _state(sim)
+    states = on_ranks(size, run)
+    _same_bits(states)
+    _matches(states[0], want, n)
+
+
 # -- 1. the cases at their defaults on 2 and 3 ranks -------------------------------------
 @pytest.mark.parametrize("case", ["taylor_green", "isotropic_turbulence"])
 @pytest.mark.parametrize("size, n", [(2, 12), (3, 12), (3, 10)])
@@ -319,11 +331,8 @@ def test_a_checkpoint_of_one_rank_continues_on_three_ranks(n):
         sim.run(steps=1)
         # no writer needs the whole state: the run ends with each rank's slab
         assert sim.iteration == 4 and not sim.model.assembled
-        sim.model.assemble()
-        return _state(sim)
-    states = on_ranks(3, work)
-    _same_bits(states)
-    _matches(states[0], want, n)
+        return sim
+    _ranks_follow(3, work, want, n)
 
 
 def test_a_state_without_element_sets_is_loaded_whole_on_split_ranks():
@@ -342,11 +351,8 @@ def test_a_state_without_element_sets_is_loaded_whole_on_split_ranks():
         sim.model.load_state_dict(copy.deepcopy(state))
         sim.step()
         assert sim.iteration == 3 and not sim.model.assembled
-        sim.model.assemble()
-        return _state(sim)
-    states = on_ranks(2, work)
-    _same_bits(states)
-    _matches(states[0], want, n)
+        return sim
+    _ranks_follow(2, work, want, n)
 
 
 def test_a_whole_state_loads_while_rank_zero_holds_the_assembled_state():
@@ -360,11 +366,8 @@ def test_a_whole_state_loads_while_rank_zero_holds_the_assembled_state():
         sim = _case(comm, n=n)
         sim.model.assemble_on_root()
         sim.model.load_state_dict(copy.deepcopy(checkpoint))
-        sim.model.assemble()
-        return _state(sim)
-    states = on_ranks(2, work)
-    _same_bits(states)
-    _matches(states[0], want, n)
+        return sim
+    _ranks_follow(2, work, want, n)
 
 
 # -- 6. a failed step ----------------------------------------------------------------------
