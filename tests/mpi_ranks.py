@@ -4,8 +4,8 @@ oversubscribe 2 cores, :func:`launch` and :func:`run_ranks`.  A test that needs 
 skipped where mpi4py or an ``mpiexec`` is missing.
 
 Open MPI 5's launcher now and then fails to start its own PMIx server on a loaded machine
-("The PMIx server's listener thread failed to start", before any rank runs: seen in CI,
-and in other projects' CI, lfortran/lfortran#8610).  That is the launcher, not the code
+("The PMIx server's listener thread failed to start", before any rank runs; other
+projects' CI meets it too, e.g. lfortran/lfortran#8610).  That is the launcher, not the code
 under test, so :func:`launch` starts such a launch again, up to :data:`LAUNCH_TRIES`
 times; any other failure is the test's to judge."""
 import os
