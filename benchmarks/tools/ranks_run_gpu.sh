@@ -3,22 +3,29 @@
 # GPU tests of the split periodic box first; the run logs' time lines and the largest
 # difference of the diagnostics between the runs.  Environment: RANKS (default "1 4"),
 # ARGS (default: isotropic_turbulence --preset gpu at 256^3 to t = 0.75, snapshots every
-# 0.25), SKIP_TESTS=1.  Results under $OUT (runs_gpu.log).
+# 0.25), SKIP_TESTS=1, TESTS (the GPU test files, default the split periodic box's),
+# RUN_TIMEOUT (seconds per run, default 200).  Each GPU's largest memory use during a run
+# (nvidia-smi every 0.25 s: CuPy's pool, the context and NCCL's buffers) is printed after it.  Results under $OUT (runs_gpu.log).
 set -u
 OUT="${OUT:-benchmarks/results/runs_$(date +%F_%H%M%S)}"; mkdir -p "$OUT"
 source "$(dirname "$0")/mpi_env.sh"      # PYTHONPATH, PY, MPIEXEC, the MPI/NCCL settings
 ARGS="${ARGS:-isotropic_turbulence --preset gpu --device gpu --set n=256 --t-end 0.75 --set snapshot_interval=0.25}"
 {
   nvidia-smi --query-gpu=index,name --format=csv,noheader
-  [ "${SKIP_TESTS:-0}" = 1 ] || timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider \
-      tests/test_turbulence_slab.py tests/model/test_slab_partition.py 2>&1 | tail -3
+  [ "${SKIP_TESTS:-0}" = 1 ] || timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider \
+      ${TESTS:-tests/test_turbulence_slab.py tests/model/test_slab_partition.py} 2>&1 | tail -8
   for P in ${RANKS:-1 4}; do
     rm -rf "/tmp/runs/P$P"; mkdir -p /tmp/runs
+    nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 250 \
+        > "$OUT/smi_P$P.csv" 2>/dev/null & smi=$!
     t0=$(date +%s%N)
-    timeout 200 "$MPIEXEC" --allow-run-as-root -x PYTHONPATH -x NCCL_NVLS_ENABLE -n "$P" "$PY" \
+    timeout "${RUN_TIMEOUT:-200}" "$MPIEXEC" --allow-run-as-root -x PYTHONPATH -x NCCL_NVLS_ENABLE -n "$P" "$PY" \
         -m vortexsim run $ARGS --out "/tmp/runs/P$P" -q
     echo "== $P GPU(s): rc=$? wall=$(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    kill "$smi" 2>/dev/null
     grep -E "time:|ran [0-9]+ steps|output thread|GPU memory" "/tmp/runs/P$P/run.log" | cut -c1-600
+    awk -F', ' '{ if ($2 > m[$1]) m[$1] = $2 } END { for (g in m) printf "GPU %s: %.1f GiB used at most (nvidia-smi)\n", g, m[g] / 1024 }' \
+        "$OUT/smi_P$P.csv" | sort
   done
   "$PY" - ${RANKS:-1 4} <<'PY'
 import sys, numpy as np, xarray as xr

@@ -231,12 +231,13 @@ def estimate_memory(config, device="auto"):
     return Estimate(n_elements, n_tracers, n_sources, kind, _FIXED_HOST + work, 0)
 
 
-#: the part of a one-rank run's GPU memory that each rank of a periodic run split by
-#: slabs still holds (the set-up builds the whole state on every rank before the split;
-#: CuPy's pool keeps its blocks): measured on 4 × H200, isotropic turbulence 512³, CuPy
-#: pools of 70.9 GB on 1 GPU, 47.8 GB on rank 1 of 2 and 32.0–35.2 GB on 4 ranks, i.e.
-#: a rank holds about the one-rank memory × (0.33 + 0.67 / P)
-SPLIT_REPLICATED = 0.33
+#: the part of a one-rank run's estimated GPU memory that each rank of a periodic run
+#: split by slabs still holds (the replicated lattice work, the CUDA context, NCCL's
+#: buffers; the cases are built by slabs), set so that the estimate bounds the busiest
+#: GPU measured on 4 × H200 (nvidia-smi; isotropic turbulence, --preset gpu): 512³
+#: 30.9 GB of an estimated 67.4 GB for one rank (0.458 = 0.278 + 0.722 / 4); 768³
+#: 99.8 GB of 226.8 GB (0.440 = 0.253 + 0.747 / 4).  (One GPU at 512³: 74.7 GB.)
+SPLIT_REPLICATED = 0.28
 
 
 def split_fraction(config, ranks):
