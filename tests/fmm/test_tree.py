@@ -319,6 +319,57 @@ def test_cupy_morton_keys_match_numpy(rng, bits):
     assert morton_keys(cp.zeros((0, 3)), cp.asarray(lo), width, bits, cp).shape == (0,)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("m", [1, 255, 300001])
+def test_cupy_column_range_matches_numpy(rng, dtype, m):
+    """The one-kernel column range gives NumPy's minima and maxima (one block, several,
+    the grid-stride loop), in the points' dtype, and a NaN makes its column's NaN."""
+    import cupy as cp  # noqa: PLC0415
+    from vortexsim.kernels.morton import column_range
+
+    pts = (rng.normal(size=(m, 3)) * [1.0, 1e-3, 1e3]).astype(dtype)
+    lo, hi = column_range(cp.asarray(pts), cp)
+    assert lo.dtype == dtype and hi.dtype == dtype
+    np.testing.assert_array_equal(cp.asnumpy(lo), pts.min(axis=0))
+    np.testing.assert_array_equal(cp.asnumpy(hi), pts.max(axis=0))
+    pts[m // 2, 1] = np.nan
+    lo, hi = column_range(cp.asarray(pts), cp)
+    ref_lo, ref_hi = column_range(pts, np)
+    np.testing.assert_array_equal(cp.asnumpy(lo), ref_lo)          # NaN where NumPy's is
+    np.testing.assert_array_equal(cp.asnumpy(hi), ref_hi)
+    assert np.isnan(cp.asnumpy(lo)[1]) and not np.isnan(cp.asnumpy(lo)[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")
+@pytest.mark.parametrize("bits", [0, 3, 6])
+def test_cupy_count_cells_and_pair_counts_match_numpy(rng, bits):
+    """The one-kernel cell counts give NumPy's, points outside the cube clamped; the
+    depth model's pairs and occupied leaves on them too."""
+    import cupy as cp  # noqa: PLC0415
+    from vortexsim.fmm.plan import near_pairs_by_depth
+    from vortexsim.kernels.morton import count_cells
+
+    pts = rng.random((40000, 3)) * 1.2 - 0.1                     # some outside [0, 1)³
+    pts[:3] = [[0, 0, 0], [1 - 1e-15, 0.5, 0.25], [0.5, 0.5, 0.5]]
+    lo, width = np.zeros(3), 1.0
+    ref = count_cells(pts, lo, width, bits, np)
+    got = count_cells(cp.asarray(pts), cp.asarray(lo), width, bits, cp)
+    assert got.dtype == np.int64 and got.shape == (1 << bits,) * 3
+    np.testing.assert_array_equal(cp.asnumpy(got), ref)
+    assert int(got.sum()) == pts.shape[0]
+    y = pts[::3]
+    for tgt, tgt_d in ((y, cp.asarray(y)), (pts, None)):
+        src_d = cp.asarray(pts)
+        ref = near_pairs_by_depth(pts, tgt, lo, width, bits, 1, np)
+        got = near_pairs_by_depth(src_d, src_d if tgt_d is None else tgt_d, cp.asarray(lo),
+                                  width, bits, 1, cp)
+        for r, g in zip(ref, got):
+            np.testing.assert_array_equal(g, r)
+
+
 def test_with_targets_sorts_a_second_set_into_the_same_leaves():
     from vortexsim.fmm.tree import with_targets
     rng = np.random.default_rng(31)

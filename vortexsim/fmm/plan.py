@@ -27,7 +27,7 @@ import typing
 
 import numpy as np
 
-from ..kernels.morton import grid_cells, morton_keys
+from ..kernels.morton import count_cells, morton_keys
 from . import cuda
 from . import expansions as E
 from .near import near_field_reach
@@ -211,16 +211,9 @@ def near_pairs_by_depth(x, y, lo, width, depth_max, radius, xp):
     grid).  Memory O(N + M + 8^depth_max); one host transfer for the result (on the GPU
     one counting kernel per depth, :func:`vortexsim.fmm.cuda.stencil_pair_counts`).
     """
-    n_side = 1 << depth_max
-
-    def grid(points):
-        cell = grid_cells(points, lo, width, depth_max, xp)
-        flat = (cell[:, 0] * n_side + cell[:, 1]) * n_side + cell[:, 2]
-        return xp.bincount(flat, minlength=n_side ** 3).reshape((n_side,) * 3)
-
     same = y is x
-    cs = grid(x)
-    ct = cs if same else grid(y)
+    cs = count_cells(x, lo, width, depth_max, xp)
+    ct = cs if same else count_cells(y, lo, width, depth_max, xp)
     if xp is not np:
         return cuda.stencil_pair_counts(cs, ct, same, depth_max, radius)
     cs = cs.astype(np.float64)

@@ -135,6 +135,12 @@ ELEMENTWISE = {
         "raw float64 p, raw float64 lo, raw float64 scale, float64 top", "uint64 key",
         "key = vs_morton_key(i, &p[0], &lo[0], scale[0], top)",
         "morton.cuh"),
+    # vortexsim.fmm.plan.near_pairs_by_depth: the points (M, 3) counted in their cells
+    "vortexsim_count_cells": (
+        "raw float64 p, raw float64 lo, float64 scale, float64 top, int64 side",
+        "raw uint64 counts",
+        "vs_count_cell(i, &p[0], &lo[0], scale, top, side, &counts[0])",
+        "morton.cuh"),
 }
 
 

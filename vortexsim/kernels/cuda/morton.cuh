@@ -29,3 +29,16 @@ __device__ unsigned long long vs_morton_key(const long long i, const double* p,
         | (vs_spread(vs_cell(p[3 * i + 1], lo[1], scale, top)) << 1)
         | (vs_spread(vs_cell(p[3 * i + 2], lo[2], scale, top)) << 2);
 }
+
+// The depth model's histogram (vortexsim.fmm.plan.near_pairs_by_depth): point i of p
+// (M, 3) counted in its cell of the side³ grid (cells as vs_cell, x the slowest axis,
+// as the NumPy grid's flat index).  Integer atomics: the same counts in any order.
+__device__ void vs_count_cell(const long long i, const double* p, const double* lo,
+                              const double scale, const double top,
+                              const long long side, unsigned long long* counts) {
+    const unsigned long long cell =
+        (vs_cell(p[3 * i], lo[0], scale, top) * side
+         + vs_cell(p[3 * i + 1], lo[1], scale, top)) * side
+        + vs_cell(p[3 * i + 2], lo[2], scale, top);
+    atomicAdd(counts + cell, 1ull);
+}
