@@ -348,7 +348,8 @@ def check_resources(config, device="auto", max_memory=None, sharing=(1, 1)):
            (f", or start fewer MPI ranks per machine ({on_host}) or per GPU ({on_gpu}): "
             "each holds the whole state" if max(sharing[:2]) > 1 and not split else "") +
            (f", or spread the run over more MPI ranks (mpiexec -n P; {ranks} now): each "
-            "holds its slab of the state and a third of the one-rank set-up" if split
+            f"holds its slab of the state: {SPLIT_REPLICATED:.0%} of the one-rank "
+            "memory and 1/P of the rest" if split
             else "") +
            (", or pass --max-memory SIZE if the estimate is wrong" if max_memory is None
             else ""))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 from ..config import (CLI_ONLY, OUTPUT_DEFAULTS, check_params, closest, load_case_file,
                       load_presets, parse_assignments, to_toml)
@@ -151,7 +152,9 @@ def _run(ranks, args, argv, case, source, params, defaults, output):
     sharing = ranks.sharing(device)
     ranks.on_root(_checked_dir, run_dir, args, case, {**defaults, **params}, output, device,
                   sharing)
+    built = time.perf_counter()
     sim = ranks.agree(_make, case, params, ranks.comm)
+    built = time.perf_counter() - built
     from ..output import output_intervals  # noqa: PLC0415
     snap_dt, diag_dt = output_intervals(sim.config["dt"], sim.config["t_end"] - sim.t,
                                         output["snapshot_interval"],
@@ -162,7 +165,7 @@ def _run(ranks, args, argv, case, source, params, defaults, output):
     lock = ranks.on_root(_prepare, run_dir, args.overwrite, config_toml)
     try:                          # rank 0 alone writes into run_dir until the run ends
         return _start(ranks, sim, args, argv, case, source, run_dir, config_toml, output,
-                      snap_dt, diag_dt)
+                      snap_dt, diag_dt, built)
     finally:
         if lock is not None:
             lock.release()
@@ -185,13 +188,18 @@ def _prepare(run_dir, overwrite, config_toml):
 
 
 def _start(ranks, sim, args, argv, case, source, run_dir, config_toml, output, snap_dt,
-           diag_dt):
+           diag_dt, built=None):
     """The rest of :func:`cmd_run`, in the prepared and locked ``run_dir``: the case's
-    files, the writers, the run."""
+    files, the writers, the run.  ``built``: the seconds the case took to build (said in
+    the log with the seconds of its files, which the run's own time line leaves out)."""
     from ..output import run_writers  # noqa: PLC0415
     meta = run_metadata(sim, config_toml)
     history = history_line(argv)
+    files = time.perf_counter()
     ranks.on_root(write_case_files, sim, run_dir, meta, history)
+    if built is not None:
+        logger.info("set-up: the case built in %.3g s, its files written in %.3g s",
+                    built, time.perf_counter() - files)
     sim.case_files = {}                  # written: the fields they held are let go
     sim.output_writers.update(run_writers(run_dir, meta, history, snap_dt, diag_dt,
                                           plot=bool(output["plot"])))
