@@ -68,6 +68,9 @@ def test_two_ranks_follow_one_rank(tmp_path, case, steps, rtol):
     _close(a, b, rtol)
     run_log = (two / "run.log").read_text()
     assert "on 2 MPI ranks" in run_log and "[rank 1]" not in done.stderr
+    # the time line names the assembly of a state split by slabs (the box), nothing else
+    assert ("assembly " in run_log) == (case is BOX)
+    assert "assembly " not in (one / "run.log").read_text()
 
 
 @pytest.mark.parametrize("case, first, then, rtol", [(RING, 2, 1, 1e-5), (RING, 1, 2, 1e-5),

@@ -5,7 +5,7 @@
 # ARGS (default: isotropic_turbulence --preset gpu at 256^3 to t = 0.75, snapshots every
 # 0.25), SKIP_TESTS=1, TESTS (the GPU test files, default the split periodic box's),
 # RUN_TIMEOUT (seconds per run, default 200).  Each GPU's largest memory use during a run
-# (nvidia-smi every 0.25 s: CuPy's pool, the context and NCCL's buffers) is printed after it.  Results under $OUT (runs_gpu.log).
+# (nvidia-smi every 0.25 s: CuPy's pool, the context and NCCL's buffers) is printed after it.  Results under $OUT (runs_gpu.log, each run's run_P*.log).
 set -u
 OUT="${OUT:-benchmarks/results/runs_$(date +%F_%H%M%S)}"; mkdir -p "$OUT"
 source "$(dirname "$0")/mpi_env.sh"      # PYTHONPATH, PY, MPIEXEC, the MPI/NCCL settings
@@ -23,7 +23,8 @@ ARGS="${ARGS:-isotropic_turbulence --preset gpu --device gpu --set n=256 --t-end
         -m vortexsim run $ARGS --out "/tmp/runs/P$P" -q
     echo "== $P GPU(s): rc=$? wall=$(( ($(date +%s%N) - t0) / 1000000 )) ms"
     kill "$smi" 2>/dev/null
-    grep -E "time:|ran [0-9]+ steps|output thread|GPU memory" "/tmp/runs/P$P/run.log" | cut -c1-600
+    grep -E "set-up|time:|ran [0-9]+ steps|output thread|GPU memory" "/tmp/runs/P$P/run.log" | cut -c1-600
+    cp "/tmp/runs/P$P/run.log" "$OUT/run_P$P.log"
     awk -F', ' '{ if ($2 > m[$1]) m[$1] = $2 } END { for (g in m) printf "GPU %s: %.1f GiB used at most (nvidia-smi)\n", g, m[g] / 1024 }' \
         "$OUT/smi_P$P.csv" | sort
   done

@@ -96,10 +96,15 @@ class RowsInSteps:
         that rank 0's memory holds one part of it at a time), False none (it reads the diagnostics row, computed on the slabs,
         or no state).  Collective."""
         mode = getattr(component, "whole_state", getattr(component, "reads_state", True))
-        if mode == "root":
-            self.sim.model.assemble_on_root(getattr(component, "run_dir", None))
-        elif mode:
-            self.sim.model.assemble()
+        model = self.sim.model
+        # the time line says what assembling a split state takes ("assembly")
+        timed = (self.sim.timings.timed("assembly") if mode and getattr(
+            model, "partition", None) is not None else contextlib.nullcontext())
+        with timed:
+            if mode == "root":
+                model.assemble_on_root(getattr(component, "run_dir", None))
+            elif mode:
+                model.assemble()
         self.run()
 
     def run_in_step(self):
