@@ -360,6 +360,13 @@ def test_cupy_count_cells_and_pair_counts_match_numpy(rng, bits):
     assert got.dtype == np.int64 and got.shape == (1 << bits,) * 3
     np.testing.assert_array_equal(cp.asnumpy(got), ref)
     assert int(got.sum()) == pts.shape[0]
+    # a point with a NaN coordinate is not counted (nor written outside the grid)
+    bad = pts.copy()
+    bad[5, 1] = bad[7, 0] = np.nan
+    got = count_cells(cp.asarray(bad), cp.asarray(lo), width, bits, cp)
+    keep = np.ones(len(bad), bool)
+    keep[[5, 7]] = False
+    np.testing.assert_array_equal(cp.asnumpy(got), count_cells(bad[keep], lo, width, bits, np))
     y = pts[::3]
     for tgt, tgt_d in ((y, cp.asarray(y)), (pts, None)):
         src_d = cp.asarray(pts)

@@ -41,8 +41,8 @@ def count_cells(points, lo, width, bits, xp):
     """Points per cell (2**bits,)*3 int64 of ``points`` (M, 3) on the grid of
     :func:`grid_cells` (points outside clamped to the boundary cells).  On the GPU one
     kernel (the cells made as ``grid_cells`` makes them from float64 points, counted by
-    integer atomics: the same counts in any order) instead of ~10 array operations and a
-    ``bincount``."""
+    integer atomics: the same counts in any order; a point with a NaN coordinate is not
+    counted) instead of ~10 array operations and a ``bincount``."""
     side = 1 << bits
     if xp is np or points.shape[0] == 0:
         cell = grid_cells(points, lo, width, bits, xp)
@@ -109,7 +109,7 @@ def column_range(points, xp):
     then their range; otherwise two passes over blocks of rows (:func:`_row_blocks`).
     Minima and maxima are exact: every path gives the same values."""
     if xp is not np and points.ndim == 2 and points.shape[1] == 3 and \
-            points.dtype in (np.float32, np.float64):
+            points.shape[0] > 0 and points.dtype in (np.float32, np.float64):
         return _column_range_gpu(points, xp)
     head, tail = _row_blocks(points)
     lo, hi = head.min(axis=1).min(axis=0), head.max(axis=1).max(axis=0)
