@@ -364,9 +364,8 @@ def test_cupy_count_cells_and_pair_counts_match_numpy(rng, bits):
     bad = pts.copy()
     bad[5, 1] = bad[7, 0] = np.nan
     got = count_cells(cp.asarray(bad), cp.asarray(lo), width, bits, cp)
-    keep = np.ones(len(bad), bool)
-    keep[[5, 7]] = False
-    np.testing.assert_array_equal(cp.asnumpy(got), count_cells(bad[keep], lo, width, bits, np))
+    np.testing.assert_array_equal(cp.asnumpy(got), count_cells(bad, lo, width, bits, np))
+    assert int(got.sum()) == pts.shape[0] - 2
     y = pts[::3]
     for tgt, tgt_d in ((y, cp.asarray(y)), (pts, None)):
         src_d = cp.asarray(pts)
@@ -375,6 +374,31 @@ def test_cupy_count_cells_and_pair_counts_match_numpy(rng, bits):
                                   width, bits, 1, cp)
         for r, g in zip(ref, got):
             np.testing.assert_array_equal(g, r)
+
+
+@pytest.mark.parametrize("bits", [0, 2])
+def test_count_cells_counts_a_nan_cell_nowhere(bits):
+    """A point with a NaN in any coordinate, or whose cell is NaN (inf − inf of a cube
+    with an infinite corner), is counted nowhere; the others as grid_cells places them;
+    no points give an empty grid."""
+    from vortexsim.kernels.morton import count_cells
+
+    rng = np.random.default_rng(3)
+    pts = rng.random((200, 3))
+    ref = count_cells(pts, np.zeros(3), 1.0, bits, np)
+    assert ref.shape == (1 << bits,) * 3 and ref.sum() == 200
+    for column in range(3):
+        bad = np.concatenate([pts, [[0.5, 0.5, 0.5]]])
+        bad[-1, column] = np.nan
+        np.testing.assert_array_equal(count_cells(bad, np.zeros(3), 1.0, bits, np), ref)
+    # a cube from an infinite corner: inf − inf, no cell
+    got = count_cells(pts, np.array([np.inf, 0.0, 0.0]), 1.0, bits, np)
+    assert got.sum() == 200          # finite points: −inf cells, clamped to the first
+    got = count_cells(np.array([[np.inf, 0.5, 0.5], [0.5, 0.5, 0.5]]),
+                      np.array([np.inf, 0.0, 0.0]), 1.0, bits, np)
+    assert got.sum() == 1
+    assert np.array_equal(count_cells(np.zeros((0, 3)), np.zeros(3), 1.0, bits, np),
+                          np.zeros((1 << bits,) * 3, np.int64))
 
 
 def test_with_targets_sorts_a_second_set_into_the_same_leaves():

@@ -41,18 +41,26 @@ def count_cells(points, lo, width, bits, xp):
     """Points per cell (2**bits,)*3 int64 of ``points`` (M, 3) on the grid of
     :func:`grid_cells` (points outside clamped to the boundary cells).  On the GPU one
     kernel (the cells made as ``grid_cells`` makes them from float64 points, counted by
-    integer atomics: the same counts in any order; a point with a NaN coordinate is not
-    counted) instead of ~10 array operations and a ``bincount``."""
+    integer atomics: the same counts in any order) instead of ~10 array operations and a
+    ``bincount``.  A point whose cell is NaN (a NaN coordinate; 0 · inf or inf − inf of
+    a degenerate cube) is counted nowhere, on either path."""
     side = 1 << bits
-    if xp is np or points.shape[0] == 0:
+    if points.shape[0] == 0:
+        return xp.zeros((side,) * 3, dtype=xp.int64)
+    if xp is np:
+        with np.errstate(invalid="ignore"):      # a NaN cell is no cell: left out first
+            nan = np.isnan((points - lo) * (side / width)).any(axis=1)
+        if nan.any():
+            points = points[~nan]
         cell = grid_cells(points, lo, width, bits, xp)
         flat = (cell[:, 0] * side + cell[:, 1]) * side + cell[:, 2]
         return xp.bincount(flat, minlength=side ** 3).reshape((side,) * 3)
     counts = xp.zeros(side ** 3, dtype=xp.uint64)
     elementwise_kernel("vortexsim_count_cells")(
         xp.ascontiguousarray(points, dtype=xp.float64),
-        xp.asarray(lo, dtype=xp.float64).reshape(3), np.float64(side / width),
-        np.float64(side - 1), np.int64(side), counts, size=points.shape[0])
+        xp.ascontiguousarray(xp.asarray(lo, dtype=xp.float64).reshape(3)),
+        np.float64(side / width), np.float64(side - 1), np.int64(side), counts,
+        size=points.shape[0])
     return counts.view(xp.int64).reshape((side,) * 3)
 
 
@@ -107,7 +115,8 @@ def column_range(points, xp):
     dtype (a NaN in a column makes its minimum and maximum NaN).  On the GPU, float32 or
     float64 points (M, 3): one kernel of per-block ranges (``cuda/column_range.cu``),
     then their range; otherwise two passes over blocks of rows (:func:`_row_blocks`).
-    Minima and maxima are exact: every path gives the same values."""
+    Minima and maxima are exact: every path gives the same values (but for the sign of
+    a zero where −0 and +0 tie, which no cell depends on)."""
     if xp is not np and points.ndim == 2 and points.shape[1] == 3 and \
             points.shape[0] > 0 and points.dtype in (np.float32, np.float64):
         return _column_range_gpu(points, xp)

@@ -31,17 +31,22 @@ __device__ unsigned long long vs_morton_key(const long long i, const double* p,
 }
 
 // The depth model's histogram (vortexsim.fmm.plan.near_pairs_by_depth): point i of p
-// (M, 3) counted in its cell of the side³ grid (cells as vs_cell, x the slowest axis,
-// as the NumPy grid's flat index).  Integer atomics: the same counts in any order.  A
-// point with a NaN coordinate has no cell (vs_cell's clamp lets a NaN through): it is
-// not counted, rather than written outside the grid.
+// (M, 3) counted in its cell of the side³ grid (cells as vs_cell: floor((p − lo) ·
+// scale) clamped to [0, top]; x the slowest axis, as the NumPy grid's flat index).
+// Integer atomics: the same counts in any order.  A NaN cell (a NaN coordinate, or
+// 0 · inf or inf − inf of a degenerate cube) passes vs_cell's clamp: such a point is
+// counted nowhere, rather than written outside the grid.
 __device__ void vs_count_cell(const long long i, const double* p, const double* lo,
                               const double scale, const double top,
                               const long long side, unsigned long long* counts) {
-    const double a = p[3 * i], b = p[3 * i + 1], c = p[3 * i + 2];
-    if (a != a || b != b || c != c) return;
+    double c[3];
+    for (int d = 0; d < 3; ++d) {
+        c[d] = floor((p[3 * i + d] - lo[d]) * scale);
+        if (c[d] != c[d]) return;
+        c[d] = c[d] < 0.0 ? 0.0 : (c[d] > top ? top : c[d]);
+    }
     const unsigned long long cell =
-        (vs_cell(a, lo[0], scale, top) * side + vs_cell(b, lo[1], scale, top)) * side
-        + vs_cell(c, lo[2], scale, top);
+        ((unsigned long long) (long long) c[0] * side + (unsigned long long) (long long) c[1])
+        * side + (unsigned long long) (long long) c[2];
     atomicAdd(counts + cell, 1ull);
 }
