@@ -147,6 +147,13 @@ def test_random_field_is_real_solenoidal_with_the_energy():
         u, random_solenoidal_field(n, box, k_peak=4.0, energy=0.37, seed=11))
     assert np.abs(u - random_solenoidal_field(n, box, k_peak=4.0, energy=0.37,
                                               seed=12)).max() > 0.1
+    # with its modes: the same u, bit for bit, and its half spectra (u's rfftn)
+    same, modes = random_solenoidal_field(n, box, k_peak=4.0, energy=0.37, seed=11,
+                                          with_modes=True)
+    np.testing.assert_array_equal(same, u)
+    assert len(modes) == 3 and modes[0].shape == (n, n, n // 2 + 1)
+    for c in range(3):
+        assert np.abs(modes[c] - u_hat[..., c]).max() <= 1e-13 * np.abs(u_hat).max()
 
 
 

@@ -41,12 +41,14 @@ BOX = 2.0 * math.pi
 INITIAL_FIELD_FILE = "initial_field.nc"
 
 
-def isotropic_turbulence_field(n, k_peak=4.0, energy=0.5, seed=0):
+def isotropic_turbulence_field(n, k_peak=4.0, energy=0.5, seed=0, with_modes=False):
     """The initial velocity (n, n, n, 3) [L/T] at the nodes (i, j, k) h, h = 2π/n, of the
-    case with these parameters (``k_peak`` in units of k₀ = 1 for the 2π box)."""
+    case with these parameters (``k_peak`` in units of k₀ = 1 for the 2π box); with
+    ``with_modes`` also its half spectra (:func:`vortexsim.diagnostics.random_field
+    .random_solenoidal_field`)."""
     from ..diagnostics.random_field import random_solenoidal_field  # noqa: PLC0415
     return random_solenoidal_field(int(n), BOX, k_peak=float(k_peak), energy=float(energy),
-                                   seed=int(seed))
+                                   seed=int(seed), with_modes=with_modes)
 
 
 def write_initial_field(path, config, attrs=None, overwrite=False, field=None):
@@ -88,17 +90,16 @@ class _InitialFieldWriter:
                                    field=u if same else None)
 
 
-def _curl(u, box):
-    """ω = ∇ × u (n, n, n, 3) of a periodic lattice field u (n, n, n, 3), spectrally (real
-    FFTs of one component at a time; the Nyquist planes have no derivative)."""
-    from ..geometry.lattice_modes import column_modes, irfft3, wavenumbers  # noqa: PLC0415
-    n = u.shape[0]
+def _curl_from_modes(u_hat, n, box):
+    """ω = ∇ × u (n³, 3), rows in lattice order, of the periodic lattice field whose half
+    spectra are ``u_hat`` (3 arrays (n, n, n//2 + 1)): three inverse real FFTs (the
+    Nyquist planes have no derivative)."""
+    from ..geometry.lattice_modes import irfft3, wavenumbers  # noqa: PLC0415
     k = wavenumbers(n, box, np, derivative=True)
-    uh = column_modes(u.reshape(n ** 3, 3), n, np)
-    w = np.empty_like(u)
+    w = np.empty((n ** 3, 3))
     for i in range(3):
         j, m = (i + 1) % 3, (i + 2) % 3
-        w[..., i] = irfft3(1j * (k[j] * uh[m] - k[m] * uh[j]), n, np)
+        w[:, i] = irfft3(1j * (k[j] * u_hat[m] - k[m] * u_hat[j]), n, np).reshape(n ** 3)
     return w
 
 
@@ -134,9 +135,10 @@ def isotropic_turbulence(n=32, k_peak=4.0, energy=0.5, seed=0, overlap=1.0, trac
     h = BOX / n
     g = np.arange(n) * h
     x = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
-    u = isotropic_turbulence_field(n, k_peak, energy, seed)
-    w = _curl(u, BOX).reshape(-1, 3)
-    alpha = w * h ** 3
+    u, u_hat = isotropic_turbulence_field(n, k_peak, energy, seed, with_modes=True)
+    alpha = _curl_from_modes(u_hat, n, BOX)          # ω, from û: no forward transform
+    del u_hat
+    alpha *= h ** 3
     alpha -= alpha.mean(axis=0)                      # Σα = 0 to round-off
     y = np.random.default_rng(int(seed) + 1).random((int(tracers), 3)) * BOX
     return CaseSetup(x=x, alpha=alpha, sigma=np.full(len(x), overlap * h), tracers=y,

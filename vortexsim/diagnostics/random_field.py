@@ -130,7 +130,7 @@ def mode_amplitudes(m, m2, amplitude, n):
 
 
 def random_solenoidal_field(n, box, spectrum="k4exp", *, k_peak=None, energy=1.0, seed,
-                            xp=np):
+                            xp=np, with_modes=False):
     r"""A random, Gaussian, divergence-free velocity field with a prescribed spectrum.
 
     û(k) = a_s P(k) ŵ(k) for the modes kept by the 2/3 rule (|m_i| < n/3, m ≠ 0), zero
@@ -161,10 +161,13 @@ def random_solenoidal_field(n, box, spectrum="k4exp", *, k_peak=None, energy=1.0
     energy : float > 0 [L²/T²], ½⟨|u|²⟩ of the result
     seed : int or numpy.random.Generator (required: fields are reproducible)
     xp : numpy or cupy, the namespace of the result
+    with_modes : also return û, so that a derivative of u needs no forward transform
 
     Returns
     -------
     u : array (n, n, n, 3) float64 [L/T] of ``xp``, at the nodes (i, j, k) L/n
+    u_hat : (``with_modes`` only) [3 NumPy arrays (n, n, n//2 + 1)], the half spectra of
+        u's components (``rfftn`` of each, to round-off: u is their inverse)
 
     References: Rogallo, NASA TM 81315 (1981) (random isotropic initial fields);
     Pope, Turbulent Flows (2000), §6.5 (the k⁴ exp(−2 (k/k_p)²) spectrum).
@@ -189,10 +192,16 @@ def random_solenoidal_field(n, box, spectrum="k4exp", *, k_peak=None, energy=1.0
     m_dot_w = mx * w_hat[0] + my * w_hat[1] + mz * w_hat[2]
     u = np.empty((n, n, n, 3))
     for i in range(3):
-        u[..., i] = irfft3(a * w_hat[i] - k[i] * a_over_m2 * m_dot_w, n, np)
-    del w_hat, m_dot_w
-    u *= math.sqrt(energy / (0.5 * float(np.vdot(u.ravel(), u.ravel())) / n ** 3))
-    return xp.asarray(u)
+        w_hat[i] = a * w_hat[i] - k[i] * a_over_m2 * m_dot_w      # û = a P ŵ, in place
+        u[..., i] = irfft3(w_hat[i], n, np)
+    del m_dot_w
+    scale = math.sqrt(energy / (0.5 * float(np.vdot(u.ravel(), u.ravel())) / n ** 3))
+    u *= scale
+    if not with_modes:
+        return xp.asarray(u)
+    for i in range(3):
+        w_hat[i] *= scale
+    return xp.asarray(u), w_hat
 
 
 def noise_rows(seed, r0, r1):
