@@ -257,10 +257,15 @@ class SlabPartition:
                              "slabs must hold.")
         self.own, self.whole, self.whole_on = model.elements, None, None
 
+    def assembles(self, root):
+        """Whether :meth:`hold_on_root` (``root``) or :meth:`hold_all` would assemble the
+        whole state now (it is not held where they need it yet)."""
+        return self.whole_on is None if root else self.whole_on != "all"
+
     def hold_all(self, model):
         """``model.elements`` the whole state on every rank (:meth:`assemble`), until
         :meth:`drop`.  Collective."""
-        if self.whole_on != "all":
+        if self.assembles(root=False):
             self.whole, self.whole_on = self.assemble(self.own), "all"
             model.elements = self.whole
 
@@ -269,7 +274,7 @@ class SlabPartition:
         (:meth:`assemble_on_root`, in files of ``spill_dir`` where given); the other
         ranks keep their slabs.  Collective; nothing to do where the whole state is held
         already."""
-        if self.whole_on is None:
+        if self.assembles(root=True):
             self.whole, self.whole_on = self.assemble_on_root(self.own, spill_dir), "root"
             if self.whole is not None:
                 model.elements = self.whole

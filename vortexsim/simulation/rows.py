@@ -99,11 +99,9 @@ class RowsInSteps:
         model = self.sim.model
         # the time line says what assembling a split state takes ("assembly"), where
         # this call assembles it (not where the state is already whole where needed)
-        held = getattr(getattr(model, "partition", None), "whole_on", "all")
-        assembles = (mode == "root" and held is None) or (mode and mode != "root"
-                                                          and held != "all")
-        timed = (self.sim.timings.timed("assembly") if assembles
-                 else contextlib.nullcontext())
+        partition = getattr(model, "partition", None)
+        timed = (self.sim.timings.timed("assembly") if mode and partition is not None
+                 and partition.assembles(root=mode == "root") else contextlib.nullcontext())
         with timed:
             if mode == "root":
                 model.assemble_on_root(getattr(component, "run_dir", None))
