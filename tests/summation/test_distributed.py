@@ -93,6 +93,72 @@ def test_morton_shares_are_runs_of_the_curve_and_compact_in_space():
     assert boxes(targets[:500]) > 250
 
 
+# -- the shares cut by cost on the FMM's leaves ------------------------------------------
+def cloud_in_a_corner(n=6000, m=800, seed=3):
+    """Blobs filling a corner of the FMM's root cube (as a run's blobs fill its stretched
+    cube), and tracers in part of it."""
+    rng = np.random.default_rng(seed)
+    x = 0.6 * rng.random((n, 3))
+    return x, np.concatenate([x, 0.3 * rng.random((m, 3))])
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_shares_by_cost_hold_whole_leaves_and_equal_costs(size):
+    """With an FMM plan's leaf costs, every group's runs end at a leaf's end (no leaf of
+    the plan's tree is split between two ranks), their costs differ by at most the
+    dearest leaf, every target is in one share, the ranks cut alike, and the ∇u targets
+    come first in each share."""
+    from vortexsim.fmm.costs import leaf_keys, target_costs
+    x, targets = cloud_in_a_corner()
+    k, m = x.shape[0], targets.shape[0]
+    plan, costs = make_summation("fmm", tol=1e-6).share_plan(
+        x, np.full(k, 0.01), targets, k, None)
+    assert plan.shared and plan.depth >= 2 and not plan.sync_free
+    lo, width = plan.root
+    shares = [share_targets(targets, k, r, size, np, plan.root, costs)
+              for r in range(size)]
+    first = shares[0]
+    for sh in shares:
+        np.testing.assert_array_equal(sh.order, first.order)
+        assert sh.counts == first.counts and sh.grad_counts == first.grad_counts
+    assert sorted(first.order.tolist()) == list(range(m))
+    keys = morton_keys(targets, lo, width, SHARE_BITS, np).astype(np.uint32)
+    starts = np.cumsum((0,) + first.counts)
+    for group, lo_g, hi_g in ((0, 0, k), (1, k, m)):
+        runs = [sh.mine[sh.grad_counts[r]:] if group else sh.mine[:sh.grad_counts[r]]
+                for r, sh in enumerate(shares)]
+        assert all(((run >= lo_g) & (run < hi_g)).all() for run in runs)
+        ordered = np.concatenate(runs)
+        w = target_costs(keys[ordered], SHARE_BITS, costs, np)
+        leaf = leaf_keys(keys[ordered], SHARE_BITS, costs.depth, np)
+        ends = np.cumsum([len(run) for run in runs])[:-1]
+        assert all(leaf[e - 1] != leaf[e] for e in ends if 0 < e < len(leaf))
+        per_rank = [int(p.sum()) for p in np.split(w, ends)]
+        dearest = max(int(w[leaf == v].sum()) for v in np.unique(leaf))
+        assert max(per_rank) - min(per_rank) <= 2 * dearest, (per_rank, dearest)
+    assert starts[-1] == m
+
+
+def test_shares_by_near_pairs_give_the_dense_half_fewer_targets():
+    """Blobs four times denser below z = 0.5 than above it (the Morton curve's first
+    half is the lower z), priced by their near-field pairs alone: equal counts would give
+    both ranks 3750 targets; by cost, rank 0 holds only dense targets (each dearer: more
+    sources in its 5³-leaf stencil, which reaches across z = 0.5) and fewer of them
+    than rank 1."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.random((6000, 3)) * [1, 1, 0.5],
+                        rng.random((1500, 3)) * [1, 1, 0.5] + [0, 0, 0.5]])
+    n = x.shape[0]
+    plan, costs = make_summation("fmm", tol=1e-6).share_plan(
+        x, np.full(n, 0.01), x, True, None)
+    pairs_only = costs._replace(per_leaf=0, per_target=0)
+    shares = share_targets(x, n, 0, 2, np, plan.root, pairs_only)
+    assert (x[shares.mine][:, 2] < 0.5).all()
+    assert shares.counts[1] > 1.2 * shares.counts[0], shares.counts
+    equal = share_targets(x, n, 0, 2, np, plan.root)
+    assert abs(equal.counts[0] - equal.counts[1]) <= 1
+
+
 # -- the shared sums against one rank ---------------------------------------------------
 @pytest.mark.parametrize("ranks", [ThreadRanks, ArrayRanks])
 @pytest.mark.parametrize("size", [2, 3])
