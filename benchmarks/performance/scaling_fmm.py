@@ -113,17 +113,14 @@ def breakdown(summation, xd, ad, sd, device, repeats):
     """This rank's share alone: its targets, the median seconds of its evaluation, the
     FMM's depth and order, and the stages of one profiled evaluation."""
     inner = getattr(summation, "inner", summation)
-    call_plan = None
     if inner is summation:                           # one rank: its share is every target
         mine = xd
     else:
-        shares, call_plan = summation.shares(xd, sd, xd, True)
-        mine = xd[shares.mine]
-        # as in the shared call: the call's plan, and the ranks share the FMM's upward
-        # pass (every rank makes this call)
+        mine = xd[summation.shares(xd, True).mine]
+        # as in the shared call: the ranks share the FMM's upward pass (every rank
+        # makes this call)
         inner.sharing_ranks = summation.communicator
-    call = lambda: inner(xd, ad, sd, mine, n_self=0, gradient=True,   # noqa: E731
-                         plan=call_plan)
+    call = lambda: inner(xd, ad, sd, mine, n_self=0, gradient=True)   # noqa: E731
     fmm = inner.fmm
     try:
         call()

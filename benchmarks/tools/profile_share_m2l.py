@@ -124,12 +124,7 @@ def main(argv=None):
     rows = []
     try:
         for size in args.shares:
-            # as a P-rank call cuts its shares: by cost on the leaves of the plan for all
-            # targets, whose root and depth every rank's call then takes
-            shared = summation.share_plan(xd, sd, xd, True, None) if size > 1 else None
-            call_plan, costs = shared if shared is not None else (None, None)
-            shares = share_targets(xd, n, 0, size, cp, None if shared is None
-                                   else call_plan.root, costs)
+            shares = share_targets(xd, n, 0, size, cp)
             mine = xd[shares.mine]
             for variant in variants:
                 saved = None
@@ -146,15 +141,14 @@ def main(argv=None):
                     for _ in range(args.repeats):
                         parts.clear()
                         parts["targets_off"] = parts_flag
-                        summation(xd, ad, sd, mine, n_self=0, gradient=True,
-                                  plan=call_plan)
+                        summation(xd, ad, sd, mine, n_self=0, gradient=True)
                     stages = {k: round(v * 1e3, 2) for k, v in fmm.timings.items()}
                     profiled = {k: v for k, v in parts.items()}
                     fmm.profile = False
                     fcuda.CudaM2L.gathered_product = original_product   # no event syncs
                     plain = T.time_median(
-                        lambda: summation(xd, ad, sd, mine, n_self=0, gradient=True,
-                                          plan=call_plan), "gpu", repeats=3)
+                        lambda: summation(xd, ad, sd, mine, n_self=0, gradient=True), "gpu",
+                        repeats=3)
                 finally:
                     fmm.profile = False
                     fcuda.CudaM2L.gathered_product = product

@@ -75,12 +75,6 @@ def main(argv=None):
     mine = shares.mine
     y = xd[mine]
     out["share_targets"] = timed(lambda: share_targets(xd, n, 0, args.shares, cp))
-    # the shares of a call without a step plan: the plan for all targets (one depth
-    # model), its leaves' costs, and the cut by cost on whole leaves
-    call_plan, costs = summ.share_plan(xd, sd, xd, True, None)
-    out["share_plan_all"] = timed(lambda: summ.share_plan(xd, sd, xd, True, None))
-    out["share_targets_weighted"] = timed(
-        lambda: share_targets(xd, n, 0, args.shares, cp, call_plan.root, costs))
     out["bounding_cube_all"] = timed(lambda: bounding_cube(xd, cp))
     out["targets_of_share"] = timed(lambda: xd[mine])
     out["sigma_min_max"] = timed(lambda: (sd.min(), sd.max()))

@@ -102,49 +102,20 @@ def test_ranks_share_the_upward_pass_on_the_gpu(size):
     check_round_off(results, want)
 
 
-def test_a_shared_call_plans_once_and_splits_no_leaf():
-    """make_summation(..., communicator=) with tracers beyond the elements' cube (each
-    share's own bounding cube would differ): the call's plan is made for all the targets
-    (FMMSum.share_plan), every rank's FMM takes its root and depth and shares the upward
-    pass; the shares are cut by cost on that tree's leaves, so that no leaf holds
-    targets of two ranks; the ranks agree to the bit and match one rank to the
-    tolerance.  The method is left without ranks after the call (a call of it on one
-    rank alone must not wait for the others)."""
-    from vortexsim.fmm.tree import build_tree
+def test_shared_targets_share_the_fmms_upward_pass_for_their_call_only():
+    """make_summation(..., communicator=): the shares of the elements, every rank making
+    the call, so the FMM's upward pass is shared; the method is left without ranks after
+    the call (a call of it on one rank alone must not wait for the others)."""
     from vortexsim.summation import make_summation
-    rng = np.random.default_rng(8)
-    x, alpha = rng.random((6000, 3)), 1e-3 * rng.standard_normal((6000, 3))
+    x, alpha, _ = blobs(6000, 5)
     sigma = np.full(6000, 0.005)                     # cores small enough for depth 2
-    targets = np.concatenate([x, 1.5 * rng.random((500, 3)) - 0.25])
-    want = make_summation("fmm", tol=TOL)(x, alpha, sigma, targets, n_self=6000,
-                                          gradient=6000)
+    want = make_summation("fmm", tol=TOL)(x, alpha, sigma, x, n_self=6000, gradient=True)
 
     def work(comm):
         shared = make_summation("fmm", tol=TOL, communicator=comm)
-        shares, plan = shared.shares(x, sigma, targets, 6000)
-        u, g = shared(x, alpha, sigma, targets, n_self=6000, gradient=6000)
-        fmm = shared.inner.fmm
-        assert shared.inner.sharing_ranks is None
-        return u, g, dict(fmm.timings), fmm.config.depth, plan, shares.mine
-    results = on_ranks(3, work, GatherRanks)
-    plan = results[0][4]
-    assert plan.shared and plan.depth >= 2
-    for u, g, timings, depth, _, _ in results:
-        assert "p2m_gather" in timings and depth == plan.depth
-        np.testing.assert_array_equal(u, results[0][0])
-        np.testing.assert_array_equal(g, results[0][1])
+        u, g = shared(x, alpha, sigma, x, n_self=6000, gradient=True)
+        return u, g, dict(shared.inner.fmm.timings), shared.inner.sharing_ranks
+    for u, g, timings, left in on_ranks(2, work, GatherRanks):
+        assert "p2m_gather" in timings and left is None
         assert np.linalg.norm(u - want[0]) <= 10 * TOL * np.linalg.norm(want[0])
         assert np.linalg.norm(g - want[1]) <= 10 * TOL * np.linalg.norm(want[1])
-    # which ranks hold targets of each leaf of the plan's tree: one each, ∇u targets
-    # (the elements) and tracers apart
-    lo, width = (np.asarray(v) for v in plan.root)
-    owner = np.empty(len(targets), dtype=int)
-    for rank, (*_, mine) in enumerate(results):
-        owner[mine] = rank
-    tree = build_tree(x, targets, plan.depth, np, lo=lo, width=float(width))
-    leaf_of = np.repeat(np.arange(len(tree.tgt_start) - 1), np.diff(tree.tgt_start))
-    ranks_in_leaf = {}
-    for leaf, t in zip(leaf_of, tree.tgt_order):
-        ranks_in_leaf.setdefault((leaf, t < 6000), set()).add(owner[t])
-    assert len(ranks_in_leaf) > 3
-    assert all(len(r) == 1 for r in ranks_in_leaf.values())

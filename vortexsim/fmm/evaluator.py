@@ -244,7 +244,7 @@ class FMM:
     # -- the evaluation ---------------------------------------------------------
     def evaluate(self, x, alpha, sigma, targets=None, gradient=True, *, sigma_range=None,
                  root=None, check_root=True, depth=None, m2l_capacity=None, box=None,
-                 check_sources=True, ranks=None, sync_free=None):
+                 check_sources=True, ranks=None):
         """u (M, 3) [L/T] and ∇u (M, 3, 3) [1/T] (or None) at ``targets`` (the sources
         when None): :meth:`plan`, then :meth:`execute`.
 
@@ -304,16 +304,13 @@ class FMM:
             the call; a rank whose call fails between the agreement and the gather
             leaves the others waiting in it (the CLI's ranks end every rank on an
             error: ``MPI_Abort``).
-        sync_free : bool, optional
-            As :meth:`plan`'s: False lets a call with ``sigma_range``, ``root`` and
-            ``depth`` transfer (its target-box lists, the shared upward pass).
         """
         clock = Clock(self.device.xp, self.profile and self.device.is_gpu)
         if box is not None and check_sources:          # at the input's precision
             check_periodic_sources(self.device.xp.asarray(alpha))
         x, alpha, sigma, y = self._inputs(x, alpha, sigma, targets)
         plan = self._plan(clock, x, sigma, y, targets is None, gradient, sigma_range, root,
-                          check_root, depth, m2l_capacity, sync_free, box)
+                          check_root, depth, m2l_capacity, None, box)
         return self._execute(clock, plan, x, alpha, sigma, y, ranks)
 
     def plan(self, x, sigma, targets=None, gradient=True, *, sigma_range=None, root=None,
@@ -557,15 +554,6 @@ class FMM:
         if step is not None and len(step) > 2 and len(step[2]) == len(parts):
             for part, occ in zip(parts, step[2]):
                 part.occupied = occ
-        elif plan.occupied_leaves is None and not plan.sync_free and xp is not np:
-            # a depth given by the caller (a shared call's plan): the leaves holding each
-            # set's targets, counted in one small transfer (they size the GPU's blocks:
-            # sized for a mean over every leaf, a half share of 2^24 blobs took the near
-            # field 348 ms instead of 277 on an H200)
-            counts = xp.stack([xp.count_nonzero(t.tgt_start[1:] > t.tgt_start[:-1])
-                               for t in trees]).get()
-            for part, occ in zip(parts, counts):
-                part.occupied = float(occ)
         else:
             for part in parts:
                 part.occupied = plan.occupied_leaves

@@ -30,7 +30,6 @@ import numpy as np
 from ..kernels.morton import count_cells, morton_keys
 from . import cuda
 from . import expansions as E
-from .costs import stencil_sums
 from .near import near_field_reach
 
 __all__ = ["Plan", "Planner", "FMMConfig", "M2LPlan", "order_for_tol", "shallow_order",
@@ -220,9 +219,18 @@ def near_pairs_by_depth(x, y, lo, width, depth_max, radius, xp):
     cs = cs.astype(np.float64)
     ct = cs if same else ct.astype(np.float64)
     counts, occupied = [], []
+    width_stencil = 2 * radius + 1
     for depth in range(depth_max, -1, -1):
         side = cs.shape[0]
-        counts.append((ct * stencil_sums(cs, radius, np)).sum())
+        box = np.pad(cs, radius)
+        for axis in range(3):                                     # separable box sum
+            sl = [slice(None)] * 3
+            acc = None
+            for k in range(width_stencil):
+                sl[axis] = slice(k, k + side)
+                acc = box[tuple(sl)] if acc is None else acc + box[tuple(sl)]
+            box = acc
+        counts.append((ct * box).sum())
         occupied.append((ct > 0).sum())
         if depth:
             h = side // 2

@@ -137,16 +137,6 @@ class Summation(abc.ABC):
             self.remove_self_pairs(grad_u, alpha, sigma, 0, n_self, reuse=plan is not None)
         return u, grad_u
 
-    def share_plan(self, x, sigma, targets, gradient, sigma_range):
-        """(plan, costs) of one call whose targets the ranks of a communicator share
-        (:class:`~vortexsim.summation.distributed.SharedTargets`, a call without a step
-        plan), made alike on every rank: the plan that every rank's call then takes (its
-        ``root``, lower corner (3,) and edge [L], the cube whose Morton order the shares
-        follow) and the :class:`~vortexsim.fmm.costs.LeafCosts` that they balance.  None
-        (this default): the shares hold equal counts along the targets' bounding cube
-        and the call has no plan (the FMM's: :meth:`vortexsim.summation.fmm.FMMSum.share_plan`)."""
-        return None
-
     def remove_self_pairs(self, grad_u, alpha, sigma, lo, hi, reuse=False):
         """Take the self pairs (r = 0) of the sources ``lo .. hi - 1`` out of ``grad_u``
         (its rows 0 .. hi − lo − 1 are those sources as targets), in place: (1/4π)

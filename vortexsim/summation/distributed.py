@@ -36,12 +36,10 @@ import dataclasses
 import numpy as np
 
 from ..backend import stable_argsort, to_host
-from ..fmm.costs import leaf_keys, target_costs
 from ..fmm.plan import gradient_count
 from ..kernels.morton import bounding_cube, morton_keys
 
-__all__ = ["SharedTargets", "TargetShares", "share_targets", "target_share", "weighted_cuts",
-           "SHARE_BITS"]
+__all__ = ["SharedTargets", "TargetShares", "share_targets", "target_share", "SHARE_BITS"]
 
 #: bits per axis of the Morton keys that order the targets into shares: 2^30 cells of the
 #: targets' bounding cube (keys fit a uint32, which sorts in half the radix passes of a
@@ -83,45 +81,33 @@ class TargetShares:
         return self.order[start:start + self.counts[self.rank]]
 
 
-def share_targets(targets, k, rank, size, xp, cube=None, costs=None):
+def share_targets(targets, k, rank, size, xp):
     """The ranks' shares (:class:`TargetShares`) of ``targets`` (M ≥ 1, 3) of which the
-    first ``k`` get ∇u: runs of the Morton curve.
+    first ``k`` get ∇u: runs of the Morton curve of equal counts.
 
     The targets with ∇u (0 .. k − 1, the elements) and the others (the tracers) are
     ordered separately, each by its Morton key (:func:`vortexsim.kernels.morton.morton_keys`,
-    :data:`SHARE_BITS` per axis, in ``cube`` = (lower corner (3,), edge) when given, else
-    in the bounding cube of all targets; a stable sort keeps equal keys in index order),
-    and each ordered group is cut into ``size`` runs: rank r sums its run of each group,
-    the ∇u targets first.  Ordering the groups apart keeps each kernel launch of a rank
-    uniform (∇u or not); a rank's two runs may lie in different parts of space where the
-    tracers do not follow the elements.
-
-    Without ``costs`` the runs hold nearly equal counts (:func:`target_share`), a
-    function of (M, k, size) alone, known on the host without a transfer (what a time
-    step's sync-free calls need).  With ``costs`` (:class:`vortexsim.fmm.costs.LeafCosts`
-    of the FMM tree whose root is ``cube``) the runs hold nearly equal costs and whole
-    leaves of that tree (:func:`weighted_cuts`: one small transfer of the cuts), so that
-    no rank repeats another's leaf in the near field, the M2L or the L2P.
+    :data:`SHARE_BITS` per axis, in the bounding cube of all targets; a stable sort keeps
+    equal keys in index order), and each ordered group is cut into ``size`` runs of
+    nearly equal counts (:func:`target_share`): rank r sums its run of each group, the
+    ∇u targets first.  Ordering the groups apart keeps every share's count and ∇u count
+    a function of (M, k, size) alone, known on the host without a transfer, and each
+    kernel launch of a rank uniform (∇u or not); a rank's two runs may lie in different
+    parts of space where the tracers do not follow the elements.
 
     The keys, the sort and therefore the shares are the same on every rank (the same
-    target bits, deterministic arithmetic, integer costs).  Arrays of ``xp`` (NumPy or
-    CuPy)."""
+    target bits, deterministic arithmetic).  Arrays of ``xp`` (NumPy or CuPy)."""
     m = targets.shape[0]
-    lo, width = bounding_cube(targets, xp) if cube is None else cube
+    lo, width = bounding_cube(targets, xp)
     keys = morton_keys(targets, lo, width, SHARE_BITS, xp).astype(xp.uint32)
     groups = [(first, last) for first, last in ((0, k), (k, m)) if last > first]
     ordered = [stable_argsort(keys[first:last], xp).astype(xp.int64) + first
                for first, last in groups]
-    if costs is None or costs.depth > SHARE_BITS:
-        cuts = [[target_share(last - first, r, size)[0] for r in range(size)]
-                + [last - first] for first, last in groups]
-    else:
-        cuts = weighted_cuts([keys[order] for order in ordered], costs, size, xp)
     parts, counts, grad_counts = [], [], []
     for r in range(size):
         count = with_grad = 0
-        for (first, last), order, cut in zip(groups, ordered, cuts):
-            lo_r, hi_r = cut[r], cut[r + 1]
+        for (first, last), order in zip(groups, ordered):
+            lo_r, hi_r = target_share(last - first, r, size)
             parts.append(order[lo_r:hi_r])
             count += hi_r - lo_r
             if first == 0 and k > 0:
@@ -131,34 +117,6 @@ def share_targets(targets, k, rank, size, xp, cube=None, costs=None):
     grad_order = ordered[0] if k > 0 else xp.zeros(0, dtype=xp.int64)
     return TargetShares(xp.concatenate(parts), grad_order, tuple(counts),
                         tuple(grad_counts), rank)
-
-
-def weighted_cuts(sorted_keys, costs, size, xp):
-    """Per group of targets, given by its sorted Morton keys (:data:`SHARE_BITS` per
-    axis in the cube of ``costs``' tree), the ``size`` + 1 host ints 0 = c_0 ≤ c_1 ≤ … ≤
-    c_size = its count that cut it into runs of nearly equal cost
-    (:func:`vortexsim.fmm.costs.target_costs`), each cut at the start of a leaf: the one
-    nearest (in cost) to r/size of the group's cost.  Integer costs and sums, so every
-    rank cuts alike; one transfer for every group's cuts."""
-    inner = []
-    for keys in sorted_keys:
-        leaf = leaf_keys(keys, SHARE_BITS, costs.depth, xp)
-        total = xp.cumsum(target_costs(keys, SHARE_BITS, costs, xp))
-        # the goals r·C/size (r = 1 .. size − 1) in integers, and the target at which
-        # the running cost reaches each: its leaf's first target or the next leaf's
-        goal = total[-1] * xp.arange(1, size, dtype=xp.int64) // size
-        at = xp.searchsorted(total, goal)
-        start = xp.searchsorted(leaf, leaf[at], side="left")
-        end = xp.searchsorted(leaf, leaf[at], side="right")
-        before = xp.where(start > 0, total[xp.maximum(start - 1, 0)], 0)
-        inner.append(xp.where(goal - before <= total[end - 1] - goal, start, end))
-    flat = xp.concatenate(inner) if inner else xp.zeros(0, dtype=xp.int64)
-    flat = flat.get() if xp is not np else flat                  # one transfer
-    cuts = []
-    for g, keys in enumerate(sorted_keys):
-        row = np.maximum.accumulate(flat[g * (size - 1):(g + 1) * (size - 1)])
-        cuts.append([0] + [int(c) for c in row] + [int(keys.shape[0])])
-    return cuts
 
 
 class SharedTargets:
@@ -173,25 +131,12 @@ class SharedTargets:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def shares(self, x, sigma, targets, gradient=True, sigma_range=None, plan=None):
-        """(the ranks' :class:`TargetShares` of ``targets``, the plan of this rank's call)
-        for a call with these arguments: what :meth:`__call__` sums and passes on (a
-        benchmark times a rank's share alone with them).  Without a step ``plan``, the
-        method's :meth:`~vortexsim.summation.base.Summation.share_plan` for the whole
-        call, where it has one, gives the tree whose leaves the shares keep whole and
-        whose costs they balance; every rank's call then takes that plan.  With a step
-        plan (a time step's calls, which make no transfer after the first) the shares
-        hold equal counts in the targets' bounding cube."""
-        comm, inner = self.communicator, self.inner
+    def shares(self, targets, gradient=True):
+        """The ranks' :class:`TargetShares` of ``targets`` for a call with ``gradient``
+        (what :meth:`__call__` sums; a benchmark times a rank's share alone with it)."""
+        comm = self.communicator
         k = gradient_count(gradient, targets.shape[0], False)
-        xp = inner.device.xp
-        if plan is None:
-            shared = inner.share_plan(x, sigma, targets, gradient, sigma_range)
-            if shared is not None:
-                plan, costs = shared
-                return share_targets(targets, k, comm.rank, comm.size, xp, plan.root,
-                                     costs), plan
-        return share_targets(targets, k, comm.rank, comm.size, xp), plan
+        return share_targets(targets, k, comm.rank, comm.size, self.inner.device.xp)
 
     def __call__(self, x, alpha, sigma, targets, *, n_self=0, gradient=True,
                  sigma_range=None, plan=None):
@@ -206,7 +151,7 @@ class SharedTargets:
             return inner(x, alpha, sigma, targets, n_self=n_self, gradient=gradient,
                          sigma_range=sigma_range, plan=plan)
         k = gradient_count(gradient, m, False)      # ∇u at the first k targets
-        shares, call_plan = self.shares(x, sigma, targets, gradient, sigma_range, plan)
+        shares = share_targets(targets, k, comm.rank, comm.size, xp)
         count, with_grad = shares.counts[comm.rank], shares.grad_counts[comm.rank]
         # the rank's gradient argument: a bool as given (its share is all ∇u targets or
         # none), else the count of its ∇u targets, which come first in its share
@@ -226,7 +171,7 @@ class SharedTargets:
             inner.sharing_ranks = comm if all(shares.counts) else None
             try:
                 u, grad_u = inner(x, alpha, sigma, targets[shares.mine], n_self=0,
-                                  gradient=own, sigma_range=sigma_range, plan=call_plan)
+                                  gradient=own, sigma_range=sigma_range, plan=plan)
             finally:
                 inner.sharing_ranks = None
         else:                                 # both of this rank's runs are empty

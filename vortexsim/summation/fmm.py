@@ -30,7 +30,6 @@ import dataclasses
 
 import numpy as np
 
-from ..fmm.costs import leaf_costs
 from ..fmm.evaluator import FMM
 from ..fmm.plan import target_sets
 from ..kernels.cutoff import check_general_kernel
@@ -58,10 +57,6 @@ class StepPlan:
         that knows its depth)
     records : bool, a depth chosen by a call is kept for the plan's later calls (a step);
         False for read-only queries, which change nothing
-    shared : bool, the plan of one call whose targets the ranks share
-        (:meth:`FMMSum.share_plan`): the root cube and depth of all its targets, the same
-        on every rank; the call may transfer (it restricts the far field to the rank's
-        boxes and shares the upward pass, which sync-free calls do not)
     """
 
     root: tuple | None = None
@@ -69,13 +64,12 @@ class StepPlan:
     capacity: object = None
     capacity_due: bool = False
     records: bool = True
-    shared: bool = False
 
     @property
     def sync_free(self):
         """Whether the calls make no device-to-host transfer: the root cube and the depth
         are known on the host (the caller then guarantees that the points are inside)."""
-        return self.root is not None and self.depth is not None and not self.shared
+        return self.root is not None and self.depth is not None
 
 
 class FMMPlanner:
@@ -205,25 +199,6 @@ class FMMSum(Summation):
                                                   targets=sets)
             plan.capacity_due = False
 
-    def share_plan(self, x, sigma, targets, gradient, sigma_range):
-        """(plan, costs) of a call whose targets the ranks share (see
-        :meth:`Summation.share_plan <vortexsim.summation.base.Summation.share_plan>`):
-        a shared :class:`StepPlan` with the root cube and the depth that the FMM's
-        planner chooses for all the targets (one depth model instead of one per share,
-        and the agreement that the shared upward pass needs), and the
-        :class:`~vortexsim.fmm.costs.LeafCosts` of that tree's leaves.  None in the
-        periodic box, without sources or targets, or where the planner takes the
-        adaptive tree."""
-        if self.box is not None:
-            return None
-        plan = self.fmm.plan(x, sigma, targets, gradient, sigma_range=sigma_range)
-        if plan.tree != "uniform":
-            return None
-        radius = plan.near_radius or self.fmm.near_radius
-        costs = leaf_costs(x, plan.lo, plan.width, plan.depth, radius, self.device.xp)
-        return StepPlan(root=(plan.lo, plan.width), depth=plan.depth, records=False,
-                        shared=True), costs
-
     def evaluate(self, x, alpha, sigma, targets, *, gradient, sigma_range, plan):
         plan = StepPlan(records=False) if plan is None else plan
         if self.box is not None:
@@ -238,8 +213,7 @@ class FMMSum(Summation):
         u, grad_u = self.fmm.evaluate(x, alpha, sigma, targets, gradient=gradient,
                                       sigma_range=sigma_range, root=plan.root,
                                       check_root=plan.root is None, depth=plan.depth,
-                                      m2l_capacity=plan.capacity, ranks=self.sharing_ranks,
-                                      sync_free=False if plan.shared else None)
+                                      m2l_capacity=plan.capacity, ranks=self.sharing_ranks)
         if plan.records:
             plan.depth = self.fmm.config.depth
             self._size_m2l(x, targets, gradient, sigma_range, plan)  # now with a depth
