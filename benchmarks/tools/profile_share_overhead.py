@@ -122,6 +122,44 @@ def main(argv=None):
 
     out["unpermute_u_grad_indexed"] = timed(unpermute)
 
+    # the same as gathers through the inverse permutations (coalesced writes, reads of
+    # whole rows): CuPy's fancy indexing, and one kernel per array with the row width
+    # a literal (one thread per value)
+    def inverse(perm):
+        inv = cp.empty(perm.shape[0], dtype=cp.int64)
+        inv[perm] = cp.arange(perm.shape[0], dtype=cp.int64)
+        return inv
+
+    out["inverse_permutation"] = timed(lambda: inverse(order))
+    inv, ginv = inverse(order), inverse(shares.grad_order)
+    out["unpermute_u_grad_take"] = timed(lambda: (u_all[inv], g_all[ginv]))
+    take3, take9 = (cp.ElementwiseKernel(
+        "raw T src, raw int64 inv", "T dst",
+        f"dst = src[inv[i / {w}] * {w} + i % {w}]", f"profile_take_rows_{w}")
+        for w in (3, 9))
+
+    def take_kernels():
+        u, gu = cp.empty((n, 3)), cp.empty((n, 3, 3))
+        take3(u_all, inv, u)
+        take9(g_all, ginv, gu)
+        return u, gu
+
+    out["unpermute_u_grad_take_kernel"] = timed(take_kernels)
+    out["unpermute_u_grad_take_kernel_with_inverse"] = timed(
+        lambda: (inverse(order), inverse(shares.grad_order), take_kernels()))
+    put3, put9 = (cp.ElementwiseKernel(
+        "raw T src, raw int64 perm", "raw T dst",
+        f"dst[perm[i / {w}] * {w} + i % {w}] = src[i]", f"profile_put_rows_{w}")
+        for w in (3, 9))
+
+    def put_kernels():
+        u, gu = cp.empty((n, 3)), cp.empty((n, 3, 3))
+        put3(u_all, order, u, size=3 * n)
+        put9(g_all, shares.grad_order, gu, size=9 * n)
+        return u, gu
+
+    out["unpermute_u_grad_put_kernel"] = timed(put_kernels)
+
     out["copy_u_grad"] = timed(lambda: (u_all.copy(), g_all.copy()))
     print(json.dumps(out), flush=True)
 

@@ -104,9 +104,9 @@ class M2L:
     #: source boxes takes the dense M2L into those boxes (:meth:`sparsity`)
     TARGET_DENSE_RATIO = 1.0
     #: the fewest boxes leading to targets with which a level takes that dense M2L
-    #: (fewer: launch-bound, the sparse M2L is faster; one H200: a half share's level 5,
-    #: 4826 boxes, 19.5 ms dense and 24.0 sparse; a quarter's, 2508 boxes, 12.8 and 12.2)
-    TARGET_DENSE_MIN_BOXES = 4096
+    #: (fewer: launch-bound).  One H200, 2^24 blobs, a quarter share: level 5, 2508
+    #: boxes, 9.6 ms dense, 11.9 sparse; level 4, 383 boxes, 5.3 and 2.1 (RESULTS.md)
+    TARGET_DENSE_MIN_BOXES = 1024
     #: whether this backend has the sparse M2L by offset (:class:`PairLists`)
     pairs_capable = False
     #: deepest level of the sparse M2L by offset: its slot map holds an int32 per
@@ -485,7 +485,7 @@ class M2L:
         rank's Morton share of a run whose sources fill a quarter of the root cube: half
         or a quarter of the sparse M2L's work).  Fewer boxes stay sparse: there the
         dense path's launches per class cost more than its work saves (one H200,
-        2^24 blobs: a quarter share's levels 2–4 took 11.2 ms dense, 3.5 ms sparse).
+        2^24 blobs: a quarter share's level 4 took 5.3 ms dense, 2.1 ms sparse).
         """
         xp = self.device.xp
         L = tree.depth

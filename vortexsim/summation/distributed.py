@@ -38,6 +38,7 @@ import numpy as np
 from ..backend import stable_argsort, to_host
 from ..fmm.plan import gradient_count
 from ..kernels.morton import bounding_cube, morton_keys
+from ..kernels.permute import inverse_permutation, unpermute_rows
 
 __all__ = ["SharedTargets", "TargetShares", "share_targets", "target_share", "SHARE_BITS"]
 
@@ -188,10 +189,13 @@ class SharedTargets:
             if grad_u is None:                      # a share without ∇u targets
                 grad_u = xp.zeros((0, 3, 3), u.dtype)
             u_all, grad_all = self._gather(u, grad_u, shares, True)
-            grad_u = xp.empty((k, 3, 3), grad_all.dtype)
-            grad_u[shares.grad_order] = grad_all
-        u = xp.empty((m, 3), u_all.dtype)
-        u[shares.order] = u_all
+        # back in the caller's order (a gather through the inverse on the GPU); where
+        # every target has ∇u, its order is the targets' order and one inverse serves
+        inv = inverse_permutation(shares.order, xp) if xp is not np else None
+        if grad_u is not None and k:
+            grad_u = unpermute_rows(grad_all, shares.grad_order, xp,
+                                    inv if k == m else None)
+        u = unpermute_rows(u_all, shares.order, xp, inv)
         if grad_u is not None and grad_u.shape[0] and n_self and not own_self:
             inner.remove_self_pairs(grad_u, alpha, sigma, 0, n_self, reuse=plan is not None)
         return u, grad_u
