@@ -18,13 +18,17 @@ takes the dense M2L into them rather than the sparse M2L over every source box).
 source tree is repeated on every rank; the FMM's upward pass is shared (each rank makes
 the multipoles of its run of the occupied leaves, ``Summation.sharing_ranks``) in calls
 that may transfer (not those of a time step's plan after its first, which are sync-free:
-there every rank makes the whole pass).  Shares hold equal target counts (a uniform
-cost per target; weighting by cost is a next step, ``docs/parallel.md``).
+there every rank makes the whole pass).  Shares hold equal target counts, made anew
+at every call from the targets' positions: the shares follow the flow.  Shares cut by a
+modelled cost on the FMM's leaves were tried and were slower (``benchmarks/RESULTS.md``,
+session 30).
 
 The gather stays on the device where the communicator can (``allgather_array``: NCCL on
 GPU ranks, :class:`vortexsim.backend.nccl.NCCLCommunicator`; mpi4py's Allgatherv of host
 buffers on CPU ranks); a communicator without it gathers pickled host arrays
-(:meth:`vortexsim.backend.communicator.Communicator.allgather`).
+(:meth:`vortexsim.backend.communicator.Communicator.allgather`).  The rows go back to
+the caller's order by a gather through the inverse permutation on the GPU
+(:mod:`vortexsim.kernels.permute`).
 
 What it does not do yet: weight the shares by measured cost, or exchange only the
 sources each rank needs (a locally essential tree): ``docs/parallel.md``.
