@@ -48,3 +48,16 @@ def test_the_cli_takes_threads_and_refuses_nonsense(tmp_path, monkeypatch):
     threads.set_cpu_threads(None)
     assert main(["run", "taylor_green", "--threads", "0", "--out", str(tmp_path / "x")]) == 2
 
+
+
+def test_small_lattices_take_one_fft_thread(monkeypatch):
+    """The host's lattice FFTs run on one thread below FFT_ONE_THREAD_BELOW points (two
+    threads were slower there) and on cpu_threads() above, with the same bits."""
+    import numpy as np
+    import scipy.fft
+    from vortexsim.backend import threads
+    from vortexsim.geometry import lattice_modes as lm
+    monkeypatch.setattr(threads, "_threads", 2)
+    assert lm.fft_workers(24) == 1 and lm.fft_workers(64) == 2
+    field = np.random.default_rng(0).random((24, 24, 24))
+    np.testing.assert_array_equal(lm.rfft3(field, np), scipy.fft.rfftn(field, workers=2))
