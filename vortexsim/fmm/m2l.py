@@ -49,12 +49,12 @@ def interacts(parity, d, sep, parent_radius=1):
 
 
 def class_cores(K, offsets, xp=np):
-    """Columns of the unit cores K (r, 343 r) for ``offsets``, offset-major: (r, r ·
-    |offsets|), column q r + k for coefficient k of offset q (a gather of whole blocks;
-    ``xp``: K's array namespace)."""
-    r = K.shape[0]            # take: whole r-blocks, 4-7x faster than fancy indexing
-    return xp.take(K.reshape(r, -1, r), xp.asarray(offsets), axis=1).reshape(
-        r, r * len(offsets))
+    """Columns of the unit cores K (r, 343 r) for ``offsets``, offset-major (r, r |offsets|):
+    column q r + k for coefficient k of offset q (NumPy's take: 4-7x its fancy indexing)."""
+    r, K3 = K.shape[0], K.reshape(K.shape[0], -1, K.shape[0])
+    if xp is np:
+        return np.take(K3, offsets, axis=1).reshape(r, r * len(offsets))
+    return xp.ascontiguousarray(K3[:, xp.asarray(offsets), :].reshape(r, r * len(offsets)))
 
 
 def apply_to_boxes(A, X, xp):
