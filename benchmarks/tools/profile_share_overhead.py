@@ -45,6 +45,7 @@ def main(argv=None):
     from vortexsim.fmm.tree import build_tree, root_cube
     from vortexsim.kernels import morton
     from vortexsim.kernels.morton import bounding_cube, count_cells, grid_cells
+    from vortexsim.kernels.permute import inverse_permutation, unpermute_rows
     from vortexsim.summation import make_summation
     from vortexsim.summation.distributed import share_targets
 
@@ -125,28 +126,18 @@ def main(argv=None):
     # the same as gathers through the inverse permutations (coalesced writes, reads of
     # whole rows): CuPy's fancy indexing, and one kernel per array with the row width
     # a literal (one thread per value)
-    def inverse(perm):
-        inv = cp.empty(perm.shape[0], dtype=cp.int64)
-        inv[perm] = cp.arange(perm.shape[0], dtype=cp.int64)
-        return inv
-
-    out["inverse_permutation"] = timed(lambda: inverse(order))
-    inv, ginv = inverse(order), inverse(shares.grad_order)
+    out["inverse_permutation"] = timed(lambda: inverse_permutation(order, cp))
+    inv, ginv = inverse_permutation(order, cp), inverse_permutation(shares.grad_order, cp)
     out["unpermute_u_grad_take"] = timed(lambda: (u_all[inv], g_all[ginv]))
-    take3, take9 = (cp.ElementwiseKernel(
-        "raw T src, raw int64 inv", "T dst",
-        f"dst = src[inv[i / {w}] * {w} + i % {w}]", f"profile_take_rows_{w}")
-        for w in (3, 9))
 
-    def take_kernels():
-        u, gu = cp.empty((n, 3)), cp.empty((n, 3, 3))
-        take3(u_all, inv, u)
-        take9(g_all, ginv, gu)
-        return u, gu
+    def take_kernels():                     # vortexsim's gather (kernels/permute.py)
+        return (unpermute_rows(u_all, order, cp, inv),
+                unpermute_rows(g_all, shares.grad_order, cp, ginv))
 
     out["unpermute_u_grad_take_kernel"] = timed(take_kernels)
     out["unpermute_u_grad_take_kernel_with_inverse"] = timed(
-        lambda: (inverse(order), inverse(shares.grad_order), take_kernels()))
+        lambda: (inverse_permutation(order, cp), inverse_permutation(shares.grad_order, cp),
+                 take_kernels()))
     put3, put9 = (cp.ElementwiseKernel(
         "raw T src, raw int64 perm", "raw T dst",
         f"dst[perm[i / {w}] * {w} + i % {w}] = src[i]", f"profile_put_rows_{w}")

@@ -21,7 +21,7 @@ that may transfer (not those of a time step's plan after its first, which are sy
 there every rank makes the whole pass).  Shares hold equal target counts, made anew
 at every call from the targets' positions: the shares follow the flow.  Shares cut by a
 modelled cost on the FMM's leaves were tried and were slower (``benchmarks/RESULTS.md``,
-session 30).
+"Several GPUs").
 
 The gather stays on the device where the communicator can (``allgather_array``: NCCL on
 GPU ranks, :class:`vortexsim.backend.nccl.NCCLCommunicator`; mpi4py's Allgatherv of host
@@ -184,6 +184,9 @@ class SharedTargets:
         if own_self and with_grad:
             inner.remove_self_pairs_of(grad_u, alpha, sigma, shares.mine[:with_grad], n_self,
                                        reuse=plan is not None)
+        # the gathered rows go back to the caller's order (a gather through the inverse
+        # on the GPU)
+        inv = inverse_permutation(shares.order, xp) if xp is not np else None
         if gradient is False or k == 0:
             # no ∇u rows anywhere: the call's own answer (None, or an empty array for
             # gradient=0 where the method returns one; every rank's share holds targets
@@ -193,12 +196,8 @@ class SharedTargets:
             if grad_u is None:                      # a share without ∇u targets
                 grad_u = xp.zeros((0, 3, 3), u.dtype)
             u_all, grad_all = self._gather(u, grad_u, shares, True)
-        # back in the caller's order (a gather through the inverse on the GPU); where
-        # every target has ∇u, its order is the targets' order and one inverse serves
-        inv = inverse_permutation(shares.order, xp) if xp is not np else None
-        if grad_u is not None and k:
-            grad_u = unpermute_rows(grad_all, shares.grad_order, xp,
-                                    inv if k == m else None)
+            # where every target has ∇u, their order is the targets': one inverse serves
+            grad_u = unpermute_rows(grad_all, shares.grad_order, xp, inv if k == m else None)
         u = unpermute_rows(u_all, shares.order, xp, inv)
         if grad_u is not None and grad_u.shape[0] and n_self and not own_self:
             inner.remove_self_pairs(grad_u, alpha, sigma, 0, n_self, reuse=plan is not None)
