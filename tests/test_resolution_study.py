@@ -79,6 +79,30 @@ def test_levels_coarsen_every_spacing_of_the_gpu_preset():
     assert rs.element_count(2, 129, 7, 0.1) == 32766
 
 
+def test_lattice_levels_represent_the_presets_effective_core():
+    """--lattice: every level's core makes √(m₂ + h²) the preset's (medium keeps the case's
+    σ_c = 0.1); a physical --set reaches every lattice level; a blob wider than the
+    effective core is refused."""
+    for case in ("leapfrog", "oblique_collision"):
+        runs = rs.plan(rs.parse_args(["--lattice", "--cases", case, "--set", "nu=1e-4",
+                                      "--levels", "coarse", "medium", "fine"]))
+        by = {r["level"]: r for r in runs}
+        target = by["medium"]["info"]["sigma_eff_represented"]
+        assert by["medium"]["params"]["core"] == pytest.approx(0.1, rel=1e-14)
+        for level in ("coarse", "fine"):
+            info = by[level]["info"]
+            assert info["sigma_eff_represented"] == pytest.approx(target, rel=1e-13)
+            assert info["sigma"] == pytest.approx(info["remesh_spacing"], rel=1e-14)
+            assert by[level]["params"]["nu"] == 1e-4
+        assert by["coarse"]["params"]["core"] < 0.1 < by["fine"]["params"]["core"]
+    r = rs.represented_core(1.0, 7, 0.5)
+    assert rs.lattice_core(0.1, 7, 0.5, 0.05, 0.05) == pytest.approx(0.1, rel=1e-14)
+    assert math.hypot(r * rs.lattice_core(0.1, 7, 0.5, 0.05, 0.03), 0.03) == \
+        pytest.approx(math.hypot(r * 0.1, 0.05), rel=1e-14)
+    with pytest.raises(ValueError, match="wider than the effective core"):
+        rs.lattice_core(0.1, 7, 0.5, 0.05, 0.2)
+
+
 def test_quick_pipeline_on_one_case(tmp_path):
     """--quick on ring_ground (CPU, a few seconds): every level ran, the JSON and the
     Markdown table hold the quantities and the spread."""

@@ -3,9 +3,10 @@ oblique_collision at three resolutions around ``--preset gpu``, and each case's 
 default beside them.
 
 ``--lattice`` (the presets that remesh): the levels differ in the remeshing lattice's h
-alone, h × 2^(1/3) (coarse), the preset's h (medium) and h / 4^(1/3) (fine, four times
-the nodes per volume), every level from the preset's initial rings
-(:func:`lattice_level`).  Without it, the levels coarsen the rings' own discretisation
+and the physical core that keeps the effective core σ_eff at the preset's: h × 2^(1/3)
+(coarse), the preset's h (medium) and h / 4^(1/3) (fine, four times the nodes per
+volume), every level from the preset's initial rings (:func:`lattice_level`,
+:func:`lattice_core`).  Without it, the levels coarsen the rings' own discretisation
 as below (the presets before they remeshed).  oblique_collision: the bridge circulation
 across the plane of contact (:func:`vortexsim.validation.ring_events.bridge_circulation`)
 at every row, and the first times it reaches 0.1 and 0.5 Γ (the reconnection time).
@@ -126,7 +127,7 @@ from vortexsim.cases import case_defaults
 from vortexsim.cases.rings import cross_section
 from vortexsim.cli import case_file
 from vortexsim.config import (OUTPUT_DEFAULTS, check_params, load_case_file,
-                              load_presets)
+                              load_presets, parse_assignments)
 
 from vortexsim.validation.records import (device_name, environment, free_gpu_memory,
                                           jsonable)
@@ -147,6 +148,14 @@ LATTICE_FACTORS = {"coarse": 2.0 ** (1 / 3), "medium": 1.0, "fine": 4.0 ** (-1 /
 #: rings of each case (element counts before a run)
 N_RINGS = {"leapfrog": 2, "collision": 2, "ring_ground": 1, "oblique_collision": 2}
 PRESET = "gpu"
+LEVELS_NOTE = ("fine = [presets.gpu]; medium, coarse = fine with every element spacing "
+               "(sigma, layer spacing, station spacing) times sqrt(2), 2; default = the case "
+               "file without a preset; sigma_eff = sqrt(core^2 + sigma^2), core = 0.1 at "
+               "every level")
+LATTICE_NOTE = ("coarse, medium, fine = [presets.gpu] with the remeshing lattice h times "
+                "2^(1/3), 1, 4^(-1/3) and the physical core chosen so that the represented "
+                "sigma_eff = sqrt(m2 + sigma^2) is the preset's at every level (sigma = h "
+                "after a remeshing); default = the case file without a preset")
 OUT_NAME = "resolution_study.json"
 TRACERS_NOTE = ("tracers are passive (advected, inducing nothing): their number changes no "
                 "element and no quantity here, only the cost, so every level runs with "
@@ -222,6 +231,9 @@ def plan(args):
     runs = []
     for case in args.cases:
         path, file_params, full, preset = case_inputs(case)
+        sets = check_params(parse_assignments(args.set), full, "--set: ")
+        preset = {**preset, **sets}
+        full = {**full, **{k: v for k, v in sets.items() if k == "core"}}
         dt = args.dt or full["dt"]
         t_end = args.t_end or (10 * dt if args.quick else full["t_end"])
         base = quick_base(preset) if args.quick else \
@@ -234,10 +246,10 @@ def plan(args):
             if level == "default":
                 overrides = dict(common)
             elif args.lattice:
-                overrides = lattice_level(preset, level, args.quick, common)
+                overrides = lattice_level(preset, level, args.quick, common, full["core"])
             else:
                 overrides = {**coarsened(base, FACTORS[level]), "method": "fmm",
-                             "tol": args.tol, **common}
+                             "tol": args.tol, **sets, **common}
                 if level == "fine" and not args.quick:
                     overrides.update({k: v for k, v in preset.items()
                                       if k not in ("tracers_per_ring",)})
@@ -266,19 +278,48 @@ def plan(args):
     return runs
 
 
-def lattice_level(preset, level, quick, common):
+def lattice_level(preset, level, quick, common, core):
     """``--lattice``: the overrides of ``level``: the whole gpu preset (remeshing, viscous
     term, adaptive step; not its tracers) with its lattice spacing h times
-    ``LATTICE_FACTORS[level]``.  The initial ring is the preset's at every level (its
-    field is put on each level's lattice at the start), so the levels differ in h alone.
-    ``quick``: a CPU size (n_phi 24, 2 layers, h × 5)."""
+    ``LATTICE_FACTORS[level]`` and the physical core ``core`` (the case's σ_c) changed by
+    :func:`lattice_core`, so that every level represents the same vorticity: the preset's
+    σ_eff.  ``quick``: a CPU size (n_phi 24, 2 layers, h and σ_c × 5)."""
     overrides = {k: v for k, v in preset.items() if k != "tracers_per_ring"}
     h = float(preset["remesh_spacing"])
     if quick:
         overrides.update(n_phi=24, layers=2, layer_spacing=1.0, sigma=None, method="direct")
         h *= 5.0
+        core *= 5.0
+    overlap = overrides.get("remesh_overlap", "auto")
+    overlap = float(overlap) if isinstance(overlap, (int, float)) else 1.0
+    layers, spacing = overrides.get("layers"), overrides.get("layer_spacing")
     overrides["remesh_spacing"] = h * LATTICE_FACTORS[level]
+    overrides["core"] = lattice_core(core, layers, spacing, overlap * h,
+                                     overlap * overrides["remesh_spacing"])
     return {**overrides, **common}
+
+
+def lattice_core(core, layers, layer_spacing, blob, blob_level):
+    """The physical core σ_c [L] of a level whose remeshed elements have the core radius
+    ``blob_level`` (overlap × h), such that its vorticity has the same effective core as
+    the preset's (σ_c = ``core``, elements of core ``blob``).
+
+    Remeshing onto the lattice keeps the strengths' second moment (M4′ is exact for
+    quadratics), and the blobs add theirs: σ_eff² = m₂ + σ², m₂ = (r σ_c)² the layers'
+    second moment per direction (:func:`represented_core`; r scales out of σ_c).  Holding
+    σ_eff at the preset's value makes the levels discretisations of one vorticity field,
+    so that the study converges to one flow; with σ_c held instead, a finer lattice would
+    also mean a thinner core (σ_eff 0.112 → 0.103 between oblique_collision's coarse and
+    fine lattices), and core-size-sensitive events such as reconnection would move with h.
+    """
+    r = represented_core(1.0, int(layers), float(layer_spacing))
+    target2 = (r * core) ** 2 + blob ** 2
+    if target2 <= blob_level ** 2:
+        raise ValueError(
+            f"the lattice's blob (core {blob_level:.4g}) is wider than the effective core "
+            f"{math.sqrt(target2):.4g} that every level must represent; use a finer "
+            f"coarsest lattice.")
+    return math.sqrt(target2 - blob_level ** 2) / r
 
 
 # -- quantities -------------------------------------------------------------------------
@@ -489,6 +530,9 @@ def parse_args(argv=None, results_dir="results"):
     p.add_argument("--lattice", action="store_true",
                    help="levels by the remeshing lattice of a remeshed preset: h x 2^(1/3), "
                         "h (the preset: medium), h / 4^(1/3) (fine: 4x the nodes)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one parameter at every level but the default, after the "
+                        "preset (as vortexsim run's --set), e.g. --set nu=1e-4")
     p.add_argument("--list", action="store_true", help="print the planned runs and exit")
     default_out = os.path.join(results_dir, OUT_NAME)
     p.add_argument("--out", default=default_out, help=f"JSON path (default {default_out})")
@@ -519,10 +563,7 @@ def main(argv=None, results_dir="results"):
     now = datetime.datetime.now().isoformat(timespec="seconds")
     doc = {"tool": "resolution_study", "date": now,
            "device": device_name(device), **environment(), "args": vars(args),
-           "levels_note": ("fine = [presets.gpu]; medium, coarse = fine with every element "
-                           "spacing (sigma, layer spacing, station spacing) times sqrt(2), 2; "
-                           "default = the case file without a preset; sigma_eff = "
-                           "sqrt(core^2 + sigma^2), core = 0.1 at every level"),
+           "levels_note": LATTICE_NOTE if args.lattice else LEVELS_NOTE,
            "tracers_note": TRACERS_NOTE, "definitions": DEFINITIONS, "cases": {}}
     md_path = os.path.splitext(args.out)[0] + ".md"
     print(f"writing {args.out} and {md_path} after every run", flush=True)
