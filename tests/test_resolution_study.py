@@ -95,12 +95,17 @@ def test_lattice_levels_represent_the_presets_effective_core():
             assert info["sigma"] == pytest.approx(info["remesh_spacing"], rel=1e-14)
             assert by[level]["params"]["nu"] == 1e-4
         assert by["coarse"]["params"]["core"] < 0.1 < by["fine"]["params"]["core"]
-    r = rs.represented_core(1.0, 7, 0.5)
-    assert rs.lattice_core(0.1, 7, 0.5, 0.05, 0.05) == pytest.approx(0.1, rel=1e-14)
-    assert math.hypot(r * rs.lattice_core(0.1, 7, 0.5, 0.05, 0.03), 0.03) == \
-        pytest.approx(math.hypot(r * 0.1, 0.05), rel=1e-14)
-    with pytest.raises(ValueError, match="wider than the effective core"):
-        rs.lattice_core(0.1, 7, 0.5, 0.05, 0.2)
+        # the initial rings' element spacings follow h: stations and layers finer
+        assert by["coarse"]["params"]["n_phi"] < 129 < by["fine"]["params"]["n_phi"]
+        assert by["fine"]["params"]["sigma"] == pytest.approx(
+            0.05 * by["fine"]["info"]["remesh_spacing"] / by["medium"]["info"]["remesh_spacing"])
+    target = math.hypot(rs.represented_core(0.1, 7, 0.5), 0.05)
+    assert rs.lattice_core(target, 7, 0.5, 0.05) == pytest.approx(0.1, rel=1e-14)
+    core = rs.lattice_core(target, 11, 0.315, 0.03)
+    assert math.hypot(rs.represented_core(core, 11, 0.315), 0.03) == \
+        pytest.approx(target, rel=1e-14)
+    with pytest.raises(ValueError, match="at least as wide as the effective core"):
+        rs.lattice_core(target, 7, 0.5, 0.2)
 
 
 def test_quick_pipeline_on_one_case(tmp_path):

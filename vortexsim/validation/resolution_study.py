@@ -246,7 +246,8 @@ def plan(args):
             if level == "default":
                 overrides = dict(common)
             elif args.lattice:
-                overrides = lattice_level(preset, level, args.quick, common, full["core"])
+                overrides = lattice_level(preset, level, args.quick, common, full["core"],
+                                          args.h_scale)
             else:
                 overrides = {**coarsened(base, FACTORS[level]), "method": "fmm",
                              "tol": args.tol, **sets, **common}
@@ -278,31 +279,44 @@ def plan(args):
     return runs
 
 
-def lattice_level(preset, level, quick, common, core):
+def lattice_level(preset, level, quick, common, core, scale=1.0):
     """``--lattice``: the overrides of ``level``: the whole gpu preset (remeshing, viscous
     term, adaptive step; not its tracers) with its lattice spacing h times
     ``LATTICE_FACTORS[level]`` and the physical core ``core`` (the case's σ_c) changed by
     :func:`lattice_core`, so that every level represents the same vorticity: the preset's
-    σ_eff.  ``quick``: a CPU size (n_phi 24, 2 layers, h and σ_c × 5)."""
+    σ_eff.  The initial rings' element spacings (σ, layers, stations) scale with h
+    (:func:`coarsened`): the first remeshing puts each level's rings on its lattice, and
+    elements further apart than a few h would leave that lattice's field lumpy on their
+    spacing (M4′ reaches 2h; a node midway between elements 2h apart gets nothing), a
+    perturbation that grows as the lattice is refined.  ``scale``: every level's h times it (``--h-scale``: 4^(-1/3) makes medium the
+    study's fine level and fine a fourth, finer one).  ``quick``: a CPU size (n_phi 24,
+    2 layers, h and σ_c × 5)."""
     overrides = {k: v for k, v in preset.items() if k != "tracers_per_ring"}
     h = float(preset["remesh_spacing"])
     if quick:
         overrides.update(n_phi=24, layers=2, layer_spacing=1.0, sigma=None, method="direct")
         h *= 5.0
         core *= 5.0
+    else:                          # the initial elements as far apart as the lattice's nodes
+        overrides.update(coarsened({k: preset[k] for k in ("n_phi", "layers",
+                                                           "layer_spacing", "sigma")},
+                                   LATTICE_FACTORS[level] * scale))
     overlap = overrides.get("remesh_overlap", "auto")
     overlap = float(overlap) if isinstance(overlap, (int, float)) else 1.0
-    layers, spacing = overrides.get("layers"), overrides.get("layer_spacing")
-    overrides["remesh_spacing"] = h * LATTICE_FACTORS[level]
-    overrides["core"] = lattice_core(core, layers, spacing, overlap * h,
+    target = math.hypot(represented_core(core, 2 if quick else preset["layers"],
+                                         1.0 if quick else preset["layer_spacing"]),
+                        overlap * h)
+    overrides["remesh_spacing"] = h * LATTICE_FACTORS[level] * scale
+    overrides["core"] = lattice_core(target, overrides["layers"], overrides["layer_spacing"],
                                      overlap * overrides["remesh_spacing"])
     return {**overrides, **common}
 
 
-def lattice_core(core, layers, layer_spacing, blob, blob_level):
-    """The physical core σ_c [L] of a level whose remeshed elements have the core radius
-    ``blob_level`` (overlap × h), such that its vorticity has the same effective core as
-    the preset's (σ_c = ``core``, elements of core ``blob``).
+def lattice_core(sigma_eff, layers, layer_spacing, blob):
+    """The physical core σ_c [L] of a level whose rings have ``layers`` at
+    ``layer_spacing`` (units of σ_c) and whose remeshed elements have the core radius
+    ``blob`` (overlap × h), such that its vorticity has the effective core ``sigma_eff``
+    (the preset's).
 
     Remeshing onto the lattice keeps the strengths' second moment (M4′ is exact for
     quadratics), and the blobs add theirs: σ_eff² = m₂ + σ², m₂ = (r σ_c)² the layers'
@@ -312,14 +326,12 @@ def lattice_core(core, layers, layer_spacing, blob, blob_level):
     also mean a thinner core (σ_eff 0.112 → 0.103 between oblique_collision's coarse and
     fine lattices), and core-size-sensitive events such as reconnection would move with h.
     """
-    r = represented_core(1.0, int(layers), float(layer_spacing))
-    target2 = (r * core) ** 2 + blob ** 2
-    if target2 <= blob_level ** 2:
+    if not sigma_eff > blob:
         raise ValueError(
-            f"the lattice's blob (core {blob_level:.4g}) is wider than the effective core "
-            f"{math.sqrt(target2):.4g} that every level must represent; use a finer "
-            f"coarsest lattice.")
-    return math.sqrt(target2 - blob_level ** 2) / r
+            f"the lattice's blob (core {blob:.4g}) is at least as wide as the effective core "
+            f"{sigma_eff:.4g} that every level must represent; use a finer coarsest lattice.")
+    r = represented_core(1.0, int(layers), float(layer_spacing))
+    return math.sqrt(sigma_eff ** 2 - blob ** 2) / r
 
 
 # -- quantities -------------------------------------------------------------------------
@@ -530,6 +542,10 @@ def parse_args(argv=None, results_dir="results"):
     p.add_argument("--lattice", action="store_true",
                    help="levels by the remeshing lattice of a remeshed preset: h x 2^(1/3), "
                         "h (the preset: medium), h / 4^(1/3) (fine: 4x the nodes)")
+    p.add_argument("--h-scale", type=float, default=1.0,
+                   help="--lattice: every level's h times this, the effective core kept at "
+                        "the preset's (4^(-1/3) = 0.63: medium is the usual fine level, fine "
+                        "a fourth level with 16x the preset's nodes per volume)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one parameter at every level but the default, after the "
                         "preset (as vortexsim run's --set), e.g. --set nu=1e-4")
@@ -537,7 +553,7 @@ def parse_args(argv=None, results_dir="results"):
     default_out = os.path.join(results_dir, OUT_NAME)
     p.add_argument("--out", default=default_out, help=f"JSON path (default {default_out})")
     args = p.parse_args(argv)
-    for name in ("t_end", "dt", "tol", "diag_interval", "budget"):
+    for name in ("t_end", "dt", "tol", "diag_interval", "budget", "h_scale"):
         v = getattr(args, name)
         if v is not None and not (math.isfinite(v) and v > 0):
             p.error(f"--{name.replace('_', '-')} must be a number > 0, got {v}.")
