@@ -5,6 +5,8 @@
 # 16^(-1/3): a fifth level, h / 64^(1/3)), to T_END (default 10), no tracers, rows every
 # 0.05.  Prints the run's leapfrog pass times (or oblique bridge times) from its
 # diagnostics.nc; writes $OUT/level.log and the run's diagnostics.nc and run.log.
+# RUN_ARGS: more options of vortexsim run (e.g. "--max-memory 140GB": the memory check
+# bounds a remeshed ring by a torus of radius 4R, twice this level's elements).
 set -u
 source "$(dirname "$0")/mpi_env.sh"
 RANKS="${RANKS:-4}"; W=/tmp/study_level; rm -rf "$W"
@@ -26,10 +28,10 @@ PY
   "$MPIEXEC" --allow-run-as-root -x PYTHONPATH -x NCCL_NVLS_ENABLE -n "$RANKS" "$PY" -m \
       vortexsim run "$CASE_NAME" --preset gpu --device gpu "${SETS[@]}" \
       --set diagnostics_interval=0.05 --set snapshot_interval=100 --set plot=false \
-      --out "$W" -q
+      --out "$W" -q ${RUN_ARGS:-}
   echo "rc=$? wall=$(( $(date +%s) - t0 )) s"
   tail -5 "$W/run.log"
-  "$PY" - "$W" "$CASE_NAME" <<'PY'
+  [ -f "$W/diagnostics.nc" ] && "$PY" - "$W" "$CASE_NAME" <<'PY'
 import sys, numpy as np, xarray as xr
 from vortexsim.validation.ring_events import crossing_times
 d = xr.open_dataset(sys.argv[1] + "/diagnostics.nc")
