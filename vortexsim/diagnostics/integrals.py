@@ -152,15 +152,17 @@ _PAIRS = tuple(itertools.combinations_with_replacement(range(3), 2))
 _TRIPLES = tuple(itertools.combinations_with_replacement(range(3), 3))
 
 
-def element_rows(x, alpha, fields=None, ref=None, x_ref=None):
+def element_rows(x, alpha, fields=None, ref=None, x_ref=None, moments=True):
     """The terms of a diagnostics row per element, (N, :data:`ROW_COLUMNS`) float64: sums
     over all elements give Ω, 2P, 3A and (with ``fields``, the elements' u, ψ, ω:
     :class:`~vortexsim.fmm.fields.Fields` or shares) 2E, Ω₂, H; sums over one ring give
     the moments :class:`RowSums` turns into its centre.  ``ref`` (N,) int: each element's
     reference element (its ring's first; default itself), a row of ``x_ref`` (default
     ``x``; all the elements when ``x`` is a block of them).  Columns without their field
-    (no ``fields``, or ω None) are 0.  NumPy is the specification; on the GPU one
-    elementwise kernel (``kernels/cuda/diagnostic_rows.cuh``)."""
+    (no ``fields``, or ω None) are 0, and so are the moments about the reference
+    (columns 13 on) without ``moments`` (NumPy; they are 0 anyway where every element
+    is its own reference, as when there are no rings).  NumPy is the specification; on
+    the GPU one elementwise kernel (``kernels/cuda/diagnostic_rows.cuh``)."""
     xp = array_namespace(x, alpha)
     n = x.shape[0]
     x = xp.ascontiguousarray(x, dtype=xp.float64)
@@ -185,9 +187,11 @@ def element_rows(x, alpha, fields=None, ref=None, x_ref=None):
         rows[:, 9], rows[:, 11] = (a * psi).sum(axis=1), (a * u).sum(axis=1)
     if has & 2:
         rows[:, 10] = (a * omega).sum(axis=1)
-    r = x - x_ref[ref]
     w = np.sqrt((a * a).sum(axis=1))
     rows[:, 12] = w
+    if not moments:
+        return rows
+    r = x - x_ref[ref]
     rows[:, 13:16] = w[:, None] * r
     for k, (i, j) in enumerate(_PAIRS):
         rows[:, 16 + k] = w * r[:, i] * r[:, j]
@@ -273,7 +277,8 @@ class RowSums:
                 psi=fields.psi[part], u=fields.u[part],
                 omega=None if fields.omega is None else fields.omega[part])
             s = self.segments[:, part] @ element_rows(x[part], alpha[part], block,
-                                                      self.ref[part], x_ref=x)
+                                                      self.ref[part], x_ref=x,
+                                                      moments=self.rings > 0)
             sums = s if sums is None else sums + s
         refs = x[self.starts].astype(xp.float64)
         return xp.concatenate([sums.ravel(), refs.ravel()] + [

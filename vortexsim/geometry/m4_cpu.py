@@ -19,6 +19,8 @@ __all__ = ["periodic_p2m", "periodic_m2p", "periodic_weights"]
 
 #: points per sparse weight matrix (2^16 × 64 entries: 50 MB)
 CHUNK = 1 << 16
+#: points per block of :func:`_weights`' products (64 × 2^11 float64: 1 MB, in cache)
+BLOCK = 1 << 11
 
 
 def periodic_weights(points, n, h):
@@ -37,20 +39,30 @@ def _chunks(points, n, h, weights):
 
 def _weights(points, n, h):
     """The M4′ weights of ``points`` (m, 3) [L] on the periodic n³ lattice of spacing h:
-    a CSR matrix (m, n³).  Node indices in int32 where they fit, each axis's part made on
-    (m, 4) before the (m, 4, 4, 4) sums (fewer passes over the entries)."""
+    a CSR matrix (m, n³).  Node indices in int32 where they fit.  Each axis's part is
+    made on (4, m) and the products over the stencil on (4, 4, b) and (64, b) for blocks
+    of b = :data:`BLOCK` points along the fast axis (NumPy's inner loops over 4 entries
+    were twice as slow), each block transposed into the matrix's (m, 64) rows while it
+    is in cache; the same products in the same order."""
     s = np.asarray(points, dtype=np.float64) / h
     cell = np.floor(s)
     tau = s - cell
     m = s.shape[0]
     index_type = np.int32 if n ** 3 < 2 ** 31 and 64 * m < 2 ** 31 else np.int64
     cell = cell.astype(index_type)
-    stencil = np.asarray(STENCIL, dtype=index_type)
-    w = [m4prime_stencil(tau[:, a]) for a in range(3)]                     # (m, 4) each
-    i0, i1, i2 = ((cell[:, a, None] + stencil) % n for a in range(3))      # (m, 4) each
-    weight = (w[0][:, :, None] * w[1][:, None, :])[:, :, :, None] * w[2][:, None, None, :]
-    node = (i0 * (n * n))[:, :, None] + i1[:, None, :] * n
-    node = node[:, :, :, None] + i2[:, None, None, :]
+    stencil = np.asarray(STENCIL, dtype=index_type)[:, None]
+    w = [np.ascontiguousarray(m4prime_stencil(tau[:, a]).T) for a in range(3)]  # (4, m)
+    i = [(cell[:, a] + stencil) % n for a in range(3)]                         # (4, m)
+    i[0] *= n * n
+    i[1] *= n
+    weight = np.empty((m, 64), dtype=np.float64)
+    node = np.empty((m, 64), dtype=index_type)
+    for lo in range(0, m, BLOCK):
+        b = slice(lo, lo + BLOCK)
+        wb = (w[0][:, None, b] * w[1][None, :, b]).reshape(16, -1)
+        weight[b] = (wb[:, None, :] * w[2][None, :, b]).reshape(64, -1).T
+        nb = (i[0][:, None, b] + i[1][None, :, b]).reshape(16, -1)
+        node[b] = (nb[:, None, :] + i[2][None, :, b]).reshape(64, -1).T
     return scipy.sparse.csr_matrix(
         (weight.reshape(-1), node.reshape(-1),
          np.arange(0, 64 * m + 1, 64, dtype=index_type)), shape=(m, n ** 3))
