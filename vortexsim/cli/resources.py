@@ -517,8 +517,8 @@ CPU_SECONDS = {"fmm": (4.7e-4, 1.7e-4), "mesh": (2.5e-6, 2.5e-6),
 #: the whole command) on 2 CPU cores of a quiet machine, per case; ``vortexsim cases``
 #: prints it (the case files' header comments quote the same numbers)
 CASE_CPU_SECONDS = {"single_ring": 18, "leapfrog": 60, "collision": 40,
-                    "oblique_collision": 47, "ring_ground": 23, "taylor_green": 11,
-                    "isotropic_turbulence": 13}
+                    "oblique_collision": 47, "ring_ground": 23, "taylor_green": 9,
+                    "isotropic_turbulence": 8}
 #: direct sum on the CPU: pairs per second (``vortexsim.fmm.plan.COST_RATES``' near field)
 CPU_DIRECT_PAIRS = 2.0e7
 #: evaluations of the velocity per step, per integrator
