@@ -5,8 +5,8 @@ default beside them.
 ``--lattice`` (the presets that remesh): the levels differ in the remeshing lattice's h
 and the physical core that keeps the effective core σ_eff at the preset's: h × 2^(1/3)
 (coarse), the preset's h (medium) and h / 4^(1/3) (fine, four times the nodes per
-volume), every level from the preset's initial rings (:func:`lattice_level`,
-:func:`lattice_core`).  Without it, the levels coarsen the rings' own discretisation
+volume; ``--h-scale`` moves all three), every level from the preset's rings discretised
+as finely as its lattice (:func:`lattice_level`, :func:`lattice_core`).  Without it, the levels coarsen the rings' own discretisation
 as below (the presets before they remeshed).  oblique_collision: the bridge circulation
 across the plane of contact (:func:`vortexsim.validation.ring_events.bridge_circulation`)
 at every row, and the first times it reaches 0.1 and 0.5 Γ (the reconnection time).
@@ -126,8 +126,8 @@ from vortexsim.backend import resolve_device
 from vortexsim.cases import case_defaults
 from vortexsim.cases.rings import cross_section
 from vortexsim.cli import case_file
-from vortexsim.config import (OUTPUT_DEFAULTS, check_params, load_case_file,
-                              load_presets, parse_assignments)
+from vortexsim.config import (OUTPUT_DEFAULTS, ConfigError, check_params,
+                              load_case_file, load_presets, parse_assignments)
 
 from vortexsim.validation.records import (device_name, environment, free_gpu_memory,
                                           jsonable)
@@ -288,9 +288,9 @@ def lattice_level(preset, level, quick, common, core, scale=1.0):
     (:func:`coarsened`): the first remeshing puts each level's rings on its lattice, and
     elements further apart than a few h would leave that lattice's field lumpy on their
     spacing (M4′ reaches 2h; a node midway between elements 2h apart gets nothing), a
-    perturbation that grows as the lattice is refined.  ``scale``: every level's h times it (``--h-scale``: 4^(-1/3) makes medium the
-    study's fine level and fine a fourth, finer one).  ``quick``: a CPU size (n_phi 24,
-    2 layers, h and σ_c × 5)."""
+    perturbation that grows as the lattice is refined.  ``scale``: every level's h
+    times it (``--h-scale``: 4^(-1/3) makes medium the study's fine level and fine a
+    fourth, finer one).  ``quick``: a CPU size (n_phi 24, 2 layers, h and σ_c × 5)."""
     overrides = {k: v for k, v in preset.items() if k != "tracers_per_ring"}
     h = float(preset["remesh_spacing"])
     if quick:
@@ -567,7 +567,10 @@ def main(argv=None, results_dir="results"):
     ``--out`` when not given); returns the result document."""
     args = parse_args(argv, results_dir)
     start = time.perf_counter()
-    runs = plan(args)
+    try:
+        runs = plan(args)
+    except (ConfigError, ValueError) as err:
+        raise SystemExit(f"resolution_study: {err}") from None
     print_plan(runs)
     if args.list:
         return None
