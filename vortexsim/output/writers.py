@@ -481,12 +481,9 @@ class PlotWriter:
         self._swept = False
 
     def initialize(self, sim):
-        """Once: remove the temporary file of an interrupted earlier plot, and, for a run
-        on the GPU, warm up matplotlib (:func:`~vortexsim.output.plot.preload`, once per
-        process: the run's set-up, before its first step, so that neither the steps nor
-        the plot at the end pay for it).  A CPU run leaves the import to its plot: the
-        warm-up's own drawing cost more than it saved there (a periodic CPU default's
-        plot 1.75 s with it, 1.51 s without)."""
+        """Once: remove the temporary file of an interrupted earlier plot; on the GPU,
+        warm up matplotlib (:func:`~vortexsim.output.plot.preload`) before the first step
+        (on the CPU its drawing cost more than it saved: a plot 1.75 s with, 1.51 without)."""
         if not self._swept and _writes(sim):
             path = self.path_ or os.path.join(self.run_dir, "plot.png")
             remove_stale_tmp(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
