@@ -63,7 +63,8 @@ def _accumulate_block(kernel, d, alpha_blk, sigma_blk, mask, gradient, u, w, g,
 def _cross_sources(alpha, d):
     """α_s × d_ts (Bt, Bs, 3) for the sources' α (Bs, 3) and d (Bt, Bs, 3): NumPy's
     ``cross`` product by component, the same products and differences (bitwise its
-    result) without its broadcast copies, a third of a near-field block's time."""
+    result) without its broadcast copies (``numpy.cross`` was a third of a near-field
+    block's time)."""
     out = np.empty(d.shape, dtype=np.result_type(alpha, d))
     for k, (i, j) in enumerate(((1, 2), (2, 0), (0, 1))):
         np.multiply(alpha[:, i], d[..., j], out=out[..., k])

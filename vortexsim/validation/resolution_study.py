@@ -233,7 +233,8 @@ def plan(args):
         path, file_params, full, preset = case_inputs(case)
         sets = check_params(parse_assignments(args.set), full, "--set: ")
         preset = {**preset, **sets}
-        full = {**full, **{k: v for k, v in sets.items() if k == "core"}}
+        if "core" in sets:
+            full = {**full, "core": sets["core"]}
         dt = args.dt or full["dt"]
         t_end = args.t_end or (10 * dt if args.quick else full["t_end"])
         base = quick_base(preset) if args.quick else \
@@ -258,9 +259,7 @@ def plan(args):
             sigma = default_sigma(params)
             remeshed = args.lattice and level != "default"
             if remeshed:                     # the core every remeshing sets
-                sigma = params["remesh_overlap"] * params["remesh_spacing"] \
-                    if isinstance(params["remesh_overlap"], (int, float)) \
-                    else params["remesh_spacing"]
+                sigma = remesh_overlap(params) * params["remesh_spacing"]
             core = params["core"]
             info = {"case_file": path, "n_phi": params["n_phi"], "layers": params["layers"],
                     "layer_spacing": params["layer_spacing"], "sigma": sigma, "core": core,
@@ -297,19 +296,23 @@ def lattice_level(preset, level, quick, common, core, scale=1.0):
         overrides.update(n_phi=24, layers=2, layer_spacing=1.0, sigma=None, method="direct")
         h *= 5.0
         core *= 5.0
-    else:                          # the initial elements as far apart as the lattice's nodes
-        overrides.update(coarsened({k: preset[k] for k in ("n_phi", "layers",
-                                                           "layer_spacing", "sigma")},
+    overlap = remesh_overlap(overrides)
+    target = math.hypot(represented_core(core, overrides["layers"],
+                                         overrides["layer_spacing"]), overlap * h)
+    if not quick:                  # the initial elements as far apart as the lattice's nodes
+        overrides.update(coarsened({k: overrides[k] for k in ("n_phi", "layers",
+                                                              "layer_spacing", "sigma")},
                                    LATTICE_FACTORS[level] * scale))
-    overlap = overrides.get("remesh_overlap", "auto")
-    overlap = float(overlap) if isinstance(overlap, (int, float)) else 1.0
-    target = math.hypot(represented_core(core, 2 if quick else preset["layers"],
-                                         1.0 if quick else preset["layer_spacing"]),
-                        overlap * h)
     overrides["remesh_spacing"] = h * LATTICE_FACTORS[level] * scale
     overrides["core"] = lattice_core(target, overrides["layers"], overrides["layer_spacing"],
                                      overlap * overrides["remesh_spacing"])
     return {**overrides, **common}
+
+
+def remesh_overlap(params):
+    """Core radius / h that a remeshing sets (``remesh_overlap``; "auto" = 1)."""
+    overlap = params.get("remesh_overlap")
+    return float(overlap) if isinstance(overlap, (int, float)) else 1.0
 
 
 def lattice_core(sigma_eff, layers, layer_spacing, blob):
