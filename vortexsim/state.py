@@ -21,7 +21,7 @@ import logging
 
 import numpy as np
 
-from .backend import Device, array_namespace, host_copy, to_host
+from .backend import Device, array_namespace, host_copy, is_cupy_array, to_host
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +197,11 @@ def make_elements(x, alpha, sigma, device: Device, dtype="float64", volume=None,
     group : (N,) integers ≥ −1, optional (default −1: no group)
 
     Raises ``ValueError``/``TypeError`` for wrong shapes, non-finite values or σ ≤ 0.
+    Arrays that are on the GPU ``device`` already (a case built there) are checked
+    there and kept (:func:`_device_elements`).
     """
+    if device.kind == "gpu" and is_cupy_array(x) and is_cupy_array(alpha):
+        return _device_elements(x, alpha, sigma, device.xp, dtype, volume, group)
     x, alpha, per = host_element_arrays(x, alpha, sigma=sigma)
     n, sigma = x.shape[0], per["sigma"]
     if not np.isfinite(sigma).all():
@@ -220,6 +224,49 @@ def make_elements(x, alpha, sigma, device: Device, dtype="float64", volume=None,
     return Elements(xp.asarray(x, dtype=dtype), xp.asarray(alpha, dtype=dtype),
                     xp.asarray(sigma, dtype=dtype), xp.asarray(volume, dtype=dtype),
                     xp.asarray(group, dtype=np.int64))
+
+
+def _device_elements(x, alpha, sigma, xp, dtype, volume, group):
+    """:func:`make_elements` of device arrays ``x``, ``alpha`` (and σ, volumes, labels:
+    scalars or arrays): the same checks and errors, made on the device with one
+    transfer of their verdicts, and the arrays kept where their dtype is the state's."""
+    if x.ndim != 2 or x.shape[1] != 3 or x.shape[0] == 0:
+        raise ValueError(f"x has shape {x.shape}; expected (N, 3) element positions [L] with "
+                         "N >= 1.")
+    n = x.shape[0]
+    if alpha.shape != (n, 3):
+        raise ValueError(f"alpha has shape {alpha.shape}; expected ({n}, 3) to match x.")
+    per = {}
+    for name, value in (("sigma", sigma), ("volume", np.nan if volume is None else volume)):
+        a = xp.asarray(value)
+        if a.dtype.kind not in "fiu":
+            raise TypeError(f"{name} has dtype {a.dtype}; expected real numbers.")
+        per[name] = xp.full(n, float(a)) if a.ndim == 0 else a
+        if per[name].shape != (n,):
+            raise ValueError(f"{name} has shape {a.shape}; expected a scalar or ({n},).")
+    for name, a in (("x", x), ("alpha", alpha)):
+        if a.dtype.kind != "f":
+            raise TypeError(f"{name} has dtype {a.dtype}; expected real numbers.")
+    sigma, volume = per["sigma"], per["volume"]
+    group = xp.full(n, -1, dtype=np.int64) if group is None else xp.asarray(group)
+    if group.shape != (n,) or group.dtype.kind not in "iu":
+        raise ValueError(f"group must be ({n},) integers >= -1, got shape {group.shape}, "
+                         f"dtype {group.dtype}.")
+    verdicts = to_host(xp.stack([
+        xp.isfinite(x).all(), xp.isfinite(alpha).all(), xp.isfinite(sigma).all(),
+        (sigma > 0).all(), (xp.isnan(volume) | (volume > 0)).all(),
+        (group.min() >= -1) if n else xp.asarray(True)]))
+    for ok, message in zip(verdicts, (
+            "x contains NaN or inf; all inputs must be finite.",
+            "alpha contains NaN or inf; all inputs must be finite.",
+            "sigma contains NaN or inf; all inputs must be finite.",
+            "sigma must be > 0 for every element.",
+            f"volume must be a scalar or ({n},) of numbers > 0 (NaN: not known).",
+            "group labels must be >= -1 (the index of each element's group, -1 for none).")):
+        if not ok:
+            raise ValueError(message)
+    return Elements(*(a.astype(dtype, copy=False) for a in (x, alpha, sigma, volume)),
+                    group.astype(np.int64, copy=False))
 
 
 def group_labels(groups, n):

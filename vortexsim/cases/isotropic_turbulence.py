@@ -2,8 +2,9 @@ r"""Decaying isotropic turbulence in the periodic box [0, 2π)³.
 
 The initial velocity is a random, Gaussian, divergence-free field on the n³ lattice with
 the spectrum E(k) ∝ k⁴ exp(−2 (k/k_p)²) and ½⟨|u|²⟩ = ``energy``
-(:func:`vortexsim.diagnostics.random_field.random_solenoidal_field`, seeded by ``seed``: the same field
-on the CPU and the GPU, modes kept by the 2/3 rule).  Its vorticity ω = ∇ × u is taken
+(:func:`vortexsim.diagnostics.random_field.random_solenoidal_field`, seeded by
+``seed``: the same field on the CPU and the GPU to round-off, modes kept by the 2/3
+rule; on a GPU it is made there, ``isotropic_turbulence.on_device``).  Its vorticity ω = ∇ × u is taken
 spectrally (exact for this band-limited field), and the elements sit on the lattice with
 α = ω h³, volumes h³ and cores σ = ``overlap`` × h; as in ``taylor_green`` they are
 remeshed every step and made divergence-free (``remesh_project``), stretched by the
@@ -41,14 +42,14 @@ BOX = 2.0 * math.pi
 INITIAL_FIELD_FILE = "initial_field.nc"
 
 
-def isotropic_turbulence_field(n, k_peak=4.0, energy=0.5, seed=0, with_modes=False):
+def isotropic_turbulence_field(n, k_peak=4.0, energy=0.5, seed=0, with_modes=False, xp=np):
     """The initial velocity (n, n, n, 3) [L/T] at the nodes (i, j, k) h, h = 2π/n, of the
-    case with these parameters (``k_peak`` in units of k₀ = 1 for the 2π box); with
-    ``with_modes`` also its half spectra (:func:`vortexsim.diagnostics.random_field
-    .random_solenoidal_field`)."""
+    case with these parameters (``k_peak`` in units of k₀ = 1 for the 2π box), made in
+    ``xp``; with ``with_modes`` also its half spectra
+    (:func:`vortexsim.diagnostics.random_field.random_solenoidal_field`)."""
     from ..diagnostics.random_field import random_solenoidal_field  # noqa: PLC0415
     return random_solenoidal_field(int(n), BOX, k_peak=float(k_peak), energy=float(energy),
-                                   seed=int(seed), with_modes=with_modes)
+                                   seed=int(seed), with_modes=with_modes, xp=xp)
 
 
 def write_initial_field(path, config, attrs=None, overwrite=False, field=None):
@@ -58,13 +59,15 @@ def write_initial_field(path, config, attrs=None, overwrite=False, field=None):
     2π, time ``config["t0"]`` or 0), with the case and those parameters as global
     attributes, and ``attrs`` (e.g. source, history) added; an existing ``path`` raises
     FileExistsError unless ``overwrite``.  The writer of ``initial_field.nc`` in
-    ``CaseSetup.files``.  ``field``: that velocity (n, n, n, 3) when the caller has it
-    already (the builder's), else it is made again."""
+    ``CaseSetup.files``.  ``field``: that velocity (n, n, n, 3), on the host or the
+    device, when the caller has it already (the builder's), else it is made again (on
+    the host)."""
+    from ..backend import to_host  # noqa: PLC0415
     from ..output.lattice_field import write_velocity_field  # noqa: PLC0415
     params = {"case": "isotropic_turbulence", "n": int(config["n"]),
               "k_peak": float(config["k_peak"]), "energy": float(config["energy"]),
               "seed": int(config["seed"]), "nu": float(config["nu"])}
-    u = field if field is not None else isotropic_turbulence_field(
+    u = to_host(field) if field is not None else isotropic_turbulence_field(
         params["n"], params["k_peak"], params["energy"], params["seed"])
     title = (f"initial velocity of vortexsim case isotropic_turbulence: {params['n']}^3, "
              f"k_peak = {params['k_peak']:g}, energy = {params['energy']:g}, "
@@ -90,16 +93,16 @@ class _InitialFieldWriter:
                                    field=u if same else None)
 
 
-def _curl_from_modes(u_hat, n, box):
+def _curl_from_modes(u_hat, n, box, xp=np):
     """ω = ∇ × u (n³, 3), rows in lattice order, of the periodic lattice field whose half
-    spectra are ``u_hat`` (3 arrays (n, n, n//2 + 1)): three inverse real FFTs (the
-    Nyquist planes have no derivative)."""
+    spectra are ``u_hat`` (3 arrays (n, n, n//2 + 1) of ``xp``): three inverse real FFTs
+    (the Nyquist planes have no derivative)."""
     from ..geometry.lattice_modes import irfft3, wavenumbers  # noqa: PLC0415
-    k = wavenumbers(n, box, np, derivative=True)
-    w = np.empty((n ** 3, 3))
+    k = wavenumbers(n, box, xp, derivative=True)
+    w = xp.empty((n ** 3, 3))
     for i in range(3):
         j, m = (i + 1) % 3, (i + 2) % 3
-        w[:, i] = irfft3(1j * (k[j] * u_hat[m] - k[m] * u_hat[j]), n, np).reshape(n ** 3)
+        w[:, i] = irfft3(1j * (k[j] * u_hat[m] - k[m] * u_hat[j]), n, xp).reshape(n ** 3)
     return w
 
 
@@ -130,19 +133,32 @@ def _check(n, k_peak, energy, seed, overlap, tracers):
                remesh_every=1, remesh_project=True, stretching="classical", device="cpu")
 def isotropic_turbulence(n=32, k_peak=4.0, energy=0.5, seed=0, overlap=1.0, tracers=0):
     """Decaying isotropic turbulence on the n³ lattice of the periodic box [0, 2π)³."""
+    return _build(dict(n=n, k_peak=k_peak, energy=energy, seed=seed, overlap=overlap,
+                       tracers=tracers), np)
+
+
+def _build(params, xp):
+    """The case's state made in ``xp`` (the tracers on the host): the builder's on the
+    host, and ``isotropic_turbulence.on_device`` on the run's GPU (``xp`` CuPy), where
+    the host draws the noise only (the same numbers as on the CPU, so the same field to
+    round-off) and the transforms, the curl and the lattice are the device's: of the
+    n³ arrays only the noise crosses to the device, and the host's transforms (tens of
+    seconds at 512³) are not made (``docs/periodic.md``, "Start-up")."""
+    from ..geometry.periodic import lattice_node_positions  # noqa: PLC0415
+    n, k_peak, energy, seed, overlap, tracers = (params[k] for k in (
+        "n", "k_peak", "energy", "seed", "overlap", "tracers"))
     _check(n, k_peak, energy, seed, overlap, tracers)
     n = int(n)
     h = BOX / n
-    g = np.arange(n) * h
-    x = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
-    u, u_hat = isotropic_turbulence_field(n, k_peak, energy, seed, with_modes=True)
-    alpha = _curl_from_modes(u_hat, n, BOX)          # ω, from û: no forward transform
+    x = lattice_node_positions(0, n ** 3, n, h, np.float64, xp)
+    u, u_hat = isotropic_turbulence_field(n, k_peak, energy, seed, with_modes=True, xp=xp)
+    alpha = _curl_from_modes(u_hat, n, BOX, xp)      # ω, from û: no forward transform
     del u_hat
     alpha *= h ** 3
     alpha -= alpha.mean(axis=0)                      # Σα = 0 to round-off
     y = np.random.default_rng(int(seed) + 1).random((int(tracers), 3)) * BOX
-    return CaseSetup(x=x, alpha=alpha, sigma=np.full(len(x), overlap * h), tracers=y,
-                     groups=[], volume=np.full(len(x), h ** 3),
+    return CaseSetup(x=x, alpha=alpha, sigma=xp.full(len(x), overlap * h), tracers=y,
+                     groups=[], volume=xp.full(len(x), h ** 3),
                      run={"remesh_spacing": h, "remesh_overlap": float(overlap)},
                      files={INITIAL_FIELD_FILE: _InitialFieldWriter(u, dict(
                          n=n, k_peak=k_peak, energy=energy, seed=seed))})
@@ -189,3 +205,4 @@ def _slab(params, communicator):
 
 isotropic_turbulence.size = _size
 isotropic_turbulence.slab = _slab
+isotropic_turbulence.on_device = _build

@@ -163,7 +163,11 @@ def make_case(name, *, communicator=None, state=None, **overrides) -> Simulation
     # by slabs only for a fresh run (a state of formats 1 and 2 is loaded whole next)
     slab = None if state is not None else _slab_builder(case, params, overrides,
                                                         communicator)
-    setup = case.builder(**params) if slab is None else slab(params, communicator)
+    if slab is not None:
+        setup = slab(params, communicator)
+    else:
+        on_device = _device_builder(case, overrides)
+        setup = case.builder(**params) if on_device is None else on_device(params)
     # the case's derived run parameters, unless the caller gives them ("auto", None:
     # not given)
     run = {**case.run_defaults, **setup.run,
@@ -196,6 +200,21 @@ def _slab_builder(case, params, overrides, communicator):
     config = {**RUN_DEFAULTS, **case.run_defaults, **params,
               **{k: v for k, v in overrides.items() if k in RUN_DEFAULTS}}
     return slab if splits_by_slabs(config, ranks) else None
+
+
+def _device_builder(case, overrides):
+    """The case's builder of its state on the run's GPU (``builder.on_device(params,
+    xp)``, bound to CuPy) where it has one and the run is on a GPU, else None: the large
+    lattice cases make their n³ arrays there instead of on the host."""
+    build = getattr(case.builder, "on_device", None)
+    if build is None:
+        return None
+    from ..backend import resolve_device  # noqa: PLC0415
+    device = resolve_device(overrides.get("device", case.run_defaults.get(
+        "device", RUN_DEFAULTS["device"])))
+    if device.kind != "gpu":
+        return None
+    return lambda params: build(params, device.xp)
 
 
 def _from_state(name, case, params, state, communicator, overrides):

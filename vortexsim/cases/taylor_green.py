@@ -35,24 +35,25 @@ __all__ = ["taylor_green", "taylor_green_lattice"]
 BOX = 2.0 * math.pi
 
 
-def taylor_green_lattice(n, box=BOX, planes=None):
+def taylor_green_lattice(n, box=BOX, planes=None, xp=np):
     """Positions (n³, 3) [L] of the lattice (i, j, k) h, h = box/n (i slowest, as the
     periodic remeshing orders its nodes), the Taylor–Green vorticity there (n³, 3) [1/T]
-    and h [L]; ``planes`` (i0, i1): only the nodes of those x-planes (rows i0 n² …
-    i1 n² − 1 of the whole, the same bits)."""
+    and h [L], arrays of ``xp`` (the same bits in NumPy and CuPy); ``planes`` (i0, i1):
+    only the nodes of those x-planes (rows i0 n² … i1 n² − 1 of the whole, the same
+    bits)."""
     from ..geometry.periodic import lattice_node_positions  # noqa: PLC0415
     i0, i1 = (0, n) if planes is None else planes
     h = box / n
     g = np.arange(n) * h
-    x = lattice_node_positions(i0 * n * n, i1 * n * n, n, h, np.float64, np)
+    x = lattice_node_positions(i0 * n * n, i1 * n * n, n, h, np.float64, xp)
     k = 2.0 * math.pi / box
-    # separable: sines and cosines of the n coordinates, broadcast (the same numbers as
-    # the functions of the n³ positions, without n³ evaluations of each)
-    c, s = np.cos(k * g), np.sin(k * g)
+    # separable: sines and cosines of the n coordinates (on the host), broadcast (the
+    # same numbers as the functions of the n³ positions, without n³ evaluations of each)
+    c, s = xp.asarray(np.cos(k * g)), xp.asarray(np.sin(k * g))
     cx, sx = c[i0:i1, None, None], s[i0:i1, None, None]
     cy, sy = c[None, :, None], s[None, :, None]
     cz, sz = c[None, None, :], s[None, None, :]
-    w = np.empty((i1 - i0, n, n, 3))
+    w = xp.empty((i1 - i0, n, n, 3))
     w[..., 0] = k * (-cx * sy * sz)
     w[..., 1] = k * (-sx * cy * sz)
     w[..., 2] = k * (2.0 * sx * sy * cz)
@@ -83,11 +84,19 @@ def _check(n, overlap, tracers):
                stretching="classical", device="cpu")
 def taylor_green(n=24, overlap=1.0, tracers=0, seed=0):
     """The Taylor–Green vortex on the n³ lattice of the periodic box [0, 2π)³."""
+    return _build(dict(n=n, overlap=overlap, tracers=tracers, seed=seed), np)
+
+
+def _build(params, xp):
+    """The case's state made in ``xp`` (the tracers on the host): the builder's on the
+    host, and ``taylor_green.on_device`` on the run's GPU (``xp`` CuPy: the same bits,
+    and no n³ array made on the host or sent to the device)."""
+    n, overlap, tracers = params["n"], params["overlap"], params["tracers"]
     _check(n, overlap, tracers)
-    x, w, h = taylor_green_lattice(int(n))
-    y = np.random.default_rng(seed).random((int(tracers), 3)) * BOX
-    return CaseSetup(x=x, alpha=w * h ** 3, sigma=np.full(len(x), overlap * h), tracers=y,
-                     groups=[], volume=np.full(len(x), h ** 3),
+    x, w, h = taylor_green_lattice(int(n), xp=xp)
+    y = np.random.default_rng(params["seed"]).random((int(tracers), 3)) * BOX
+    return CaseSetup(x=x, alpha=w * h ** 3, sigma=xp.full(len(x), overlap * h), tracers=y,
+                     groups=[], volume=xp.full(len(x), h ** 3),
                      run={"remesh_spacing": h, "remesh_overlap": float(overlap)})
 
 
@@ -107,3 +116,4 @@ def _slab(params, communicator):
 
 taylor_green.size = _size
 taylor_green.slab = _slab
+taylor_green.on_device = _build

@@ -148,6 +148,8 @@ def _run(ranks, args, argv, case, source, params, defaults, output):
                                        os.path.splitext(os.path.basename(source))[0])
     device = params.get("device", defaults.get("device"))
     ranks.agree(check_device, device)
+    # the writers' libraries, warmed up while the case is built (joined in _start)
+    warm = ranks.on_root(_prewarm, device, output)
     ranks.use_device(device)
     sharing = ranks.sharing(device)
     ranks.on_root(_checked_dir, run_dir, args, case, {**defaults, **params}, output, device,
@@ -165,10 +167,18 @@ def _run(ranks, args, argv, case, source, params, defaults, output):
     lock = ranks.on_root(_prepare, run_dir, args.overwrite, config_toml)
     try:                          # rank 0 alone writes into run_dir until the run ends
         return _start(ranks, sim, args, argv, case, source, run_dir, config_toml, output,
-                      snap_dt, diag_dt, built)
+                      snap_dt, diag_dt, built, warm)
     finally:
         if lock is not None:
             lock.release()
+
+
+def _prewarm(device, output):
+    """:class:`~vortexsim.cli.prewarm.Prewarm` of the run's writers: the netCDF stack,
+    and matplotlib where a plot is drawn on a GPU (as ``PlotWriter.initialize``)."""
+    from ..backend.device import device_kind  # noqa: PLC0415
+    from .prewarm import Prewarm  # noqa: PLC0415
+    return Prewarm(plot=bool(output["plot"]) and device_kind(device) == "gpu")
 
 
 def _make(case, params, communicator):
@@ -188,10 +198,11 @@ def _prepare(run_dir, overwrite, config_toml):
 
 
 def _start(ranks, sim, args, argv, case, source, run_dir, config_toml, output, snap_dt,
-           diag_dt, built=None):
+           diag_dt, built=None, warm=None):
     """The rest of :func:`cmd_run`, in the prepared and locked ``run_dir``: the case's
     files, the writers, the run.  ``built``: the seconds the case took to build (said in
-    the log with the seconds of its files, which the run's own time line leaves out)."""
+    the log with the seconds of its files, which the run's own time line leaves out);
+    ``warm``: the :class:`~vortexsim.cli.prewarm.Prewarm` to wait for before the run."""
     from ..output import run_writers  # noqa: PLC0415
     meta = run_metadata(sim, config_toml)
     history = history_line(argv)
@@ -217,6 +228,8 @@ def _start(ranks, sim, args, argv, case, source, run_dir, config_toml, output, s
                     args.steps, sim.t + args.steps * float(sim.config["dt"]),
                     float(sim.config["dt"]), float(sim.config["t_end"]))
     stop = {"steps": args.steps} if args.steps else {"t_end": float(sim.config["t_end"])}
+    if warm is not None:
+        warm.join()
     return run_simulation(sim, args.quiet == 0 and ranks.is_root, ranks, **stop)
 
 

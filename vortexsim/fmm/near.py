@@ -16,7 +16,6 @@ import functools
 import math
 
 import numpy as np
-from scipy.special import erfcinv
 
 from ..backend.threads import cpu_threads
 from ..kernels.cutoff import blob_pair_factors, get_kernel
@@ -45,6 +44,7 @@ def gaussian_field_rho(tol):
     """ρ_f(tol): beyond it 1 − ρ g(ρ) = erfc(ρ/√2) < tol/10 and ζ(ρ)/ζ(0) = e^{−ρ²/2}
     < tol/10 (Gaussian; the relative error of the far field's factors 1/r and 0 for one
     pair; 5.82 at tol = 1e-6)."""
+    from scipy.special import erfcinv  # noqa: PLC0415 - 0.2-0.5 s of every command's start
     return max(math.sqrt(2.0) * float(erfcinv(tol / 10)), math.sqrt(2.0 * math.log(10.0 / tol)))
 
 

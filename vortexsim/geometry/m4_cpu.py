@@ -11,7 +11,6 @@ round-off).  Memory: one chunk's matrix (``CHUNK`` points, 12 bytes per entry) a
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse
 
 from .remesh import STENCIL, m4prime_stencil
 
@@ -63,6 +62,7 @@ def _weights(points, n, h):
         weight[b] = (wb[:, None, :] * w[2][None, :, b]).reshape(64, -1).T
         nb = (i[0][:, None, b] + i[1][None, :, b]).reshape(16, -1)
         node[b] = (nb[:, None, :] + i[2][None, :, b]).reshape(64, -1).T
+    import scipy.sparse  # noqa: PLC0415 - kept out of the command's start (GPU runs)
     return scipy.sparse.csr_matrix(
         (weight.reshape(-1), node.reshape(-1),
          np.arange(0, 64 * m + 1, 64, dtype=index_type)), shape=(m, n ** 3))

@@ -224,7 +224,9 @@ class VortexModel(SlabSplit):
             if g.stop > n:
                 raise ValueError(f"group {g.name!r} ends at element {g.stop} but there are "
                                  f"only {n} elements.")
-        self.elements.group = self.device.xp.asarray(group_labels(self.groups, n))
+        xp = self.device.xp             # (without groups no host array of n labels)
+        self.elements.group = xp.asarray(group_labels(self.groups, n)) if self.groups \
+            else xp.full(n, -1, dtype=np.int64)
 
     # -- host-side bookkeeping ------------------------------------------------
     def _check_viscous_step(self, cfg, dt):

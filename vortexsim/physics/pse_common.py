@@ -12,7 +12,6 @@ import functools
 import math
 
 import numpy as np
-from scipy.special import gammaincc
 
 from ..kernels.morton import column_range
 from ..geometry.periodic import wrap
@@ -62,6 +61,7 @@ def pse_kernel(rho, xp=np, order=2):
 
 def _tail_fraction(x, order):
     """∫_{|z|>ρ} |z|² |η| / ∫ |z|² |η| at x = ρ²/4 (order 4: for ρ ≥ √14 only)."""
+    from scipy.special import gammaincc  # noqa: PLC0415 - kept out of the command's start
     if order == 2:
         return gammaincc(2.5, x)
     t0 = 15.0 * gammaincc(3.5, 3.5) - 21.0 * gammaincc(2.5, 3.5)
