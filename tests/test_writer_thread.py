@@ -117,3 +117,41 @@ def test_signals_go_to_the_main_thread_which_can_be_interrupted_while_waiting():
         signal.signal(signal.SIGINT, old)
         gate.set()
     assert w.abort(timeout=5)
+
+
+def test_an_uncounted_job_takes_no_place_in_the_queue():
+    """A run's case files (``Job.counted`` False) do not hold up the run's own writes:
+    with one place, a counted job is admitted at once beside an uncounted one still being
+    written (no wait at all), and the jobs still run in submission order."""
+    log, gate, w = [], threading.Event(), WriterThread(max_pending=1)
+    first = _job(log, "case file", gate)
+    first.counted = False
+    w.submit(first)
+    w.submit(_job(log, 0))                  # the one place is free: no wait
+    assert w.waited == 0.0 and w.pending == 2
+    gate.set()
+    w.flush()
+    assert [name for name, _ in log] == ["case file", 0]
+    w.close()
+
+
+@pytest.mark.parametrize("async_output", [True, False])
+def test_the_first_writes_of_a_run_come_before_its_others(async_output):
+    """``OutputQueue.first``: written first when the run's output opens (on its thread,
+    or at once without one), once."""
+    from vortexsim.simulation.output_queue import OutputQueue
+    from vortexsim.simulation.timings import RunTimings
+    log, out = [], OutputQueue(RunTimings())
+    out.first("case file", lambda: log.append(("case file", threading.current_thread().name)))
+    assert log == []                        # nothing before the run
+    out.open(async_output)
+    out.submit(lambda: log.append(("snapshot", threading.current_thread().name)))
+    out.flush()
+    out.close()
+    assert [name for name, _ in log] == ["case file", "snapshot"]
+    on_main = {t == threading.main_thread().name for _, t in log}
+    assert on_main == {not async_output}
+    out.open(async_output)                  # a second run writes them no more
+    out.flush()
+    out.close()
+    assert len(log) == 2
