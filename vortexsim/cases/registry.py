@@ -144,7 +144,7 @@ def make_case(name, *, communicator=None, state=None, **overrides) -> Simulation
     ``state``: a snapshot's state (``Snapshot.state`` of format 3: with the element
     volumes, labels and groups) to build the model from instead of the case's initial
     state, for a restart that picks that state up next (:func:`from_config`); the case
-    is then not built (an isotropic turbulence field at 512³ takes minutes and tens of
+    is then not built (an isotropic turbulence field at 512³ takes 10–45 s and tens of
     GB on every rank), so ``overrides`` must hold its resolved run parameters, as a
     snapshot's config does.  Where the ranks of ``communicator`` will hold the state
     split by slabs, a case with a ``builder.slab`` builds only each rank's rows
