@@ -387,8 +387,8 @@ def test_run_log_and_info_state_the_cores(tmp_path, capsys):
     assert "WARNING" in log and "physical sigma_c = 0.1, element sigma = 1.047" in log
     assert "effective sqrt(sigma_c^2 + sigma^2) = 1.052" in log and "not resolved" in log
     # the set-up outside the run's own time line: the case's build and its files
-    assert re.search(r"set-up: the case built in [0-9.e+-]+ s, its files handed to the "
-                     r"output in [0-9.e+-]+ s", log)
+    assert re.search(r"set-up: the case built in [0-9.e+-]+ s, its files written in "
+                     r"[0-9.e+-]+ s", log)
     capsys.readouterr()
     assert main(["info", str(run / "snapshot_00000001.nc")]) == 0
     assert "cores: physical sigma_c = 0.1" in capsys.readouterr().out

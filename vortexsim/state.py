@@ -245,7 +245,7 @@ def _device_elements(x, alpha, sigma, xp, dtype, volume, group):
         if per[name].shape != (n,):
             raise ValueError(f"{name} has shape {a.shape}; expected a scalar or ({n},).")
     for name, a in (("x", x), ("alpha", alpha)):
-        if a.dtype.kind != "f":
+        if a.dtype.kind not in "fiu":
             raise TypeError(f"{name} has dtype {a.dtype}; expected real numbers.")
     sigma, volume = per["sigma"], per["volume"]
     group = xp.full(n, -1, dtype=np.int64) if group is None else xp.asarray(group)
@@ -254,8 +254,7 @@ def _device_elements(x, alpha, sigma, xp, dtype, volume, group):
                          f"dtype {group.dtype}.")
     verdicts = to_host(xp.stack([
         xp.isfinite(x).all(), xp.isfinite(alpha).all(), xp.isfinite(sigma).all(),
-        (sigma > 0).all(), (xp.isnan(volume) | (volume > 0)).all(),
-        (group.min() >= -1) if n else xp.asarray(True)]))
+        (sigma > 0).all(), (xp.isnan(volume) | (volume > 0)).all(), group.min() >= -1]))
     for ok, message in zip(verdicts, (
             "x contains NaN or inf; all inputs must be finite.",
             "alpha contains NaN or inf; all inputs must be finite.",
@@ -265,8 +264,11 @@ def _device_elements(x, alpha, sigma, xp, dtype, volume, group):
             "group labels must be >= -1 (the index of each element's group, -1 for none).")):
         if not ok:
             raise ValueError(message)
-    return Elements(*(a.astype(dtype, copy=False) for a in (x, alpha, sigma, volume)),
-                    group.astype(np.int64, copy=False))
+    # C-ordered arrays of the state's dtype, as the host path makes (no copy where they
+    # are already: a builder's arrays become the state)
+    return Elements(*(xp.ascontiguousarray(a.astype(dtype, copy=False))
+                      for a in (x, alpha, sigma, volume)),
+                    xp.ascontiguousarray(group.astype(np.int64, copy=False)))
 
 
 def group_labels(groups, n):

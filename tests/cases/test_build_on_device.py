@@ -23,6 +23,11 @@ def test_device_checks_keep_good_arrays():
     assert np.array_equal(el.group, np.full(5, -1)) and el.group.dtype == np.int64
     el = _device_elements(x, alpha, np.full(5, 0.2), np, "float64", 2.0, np.arange(5))
     assert np.array_equal(el.volume, np.full(5, 2.0)) and np.array_equal(el.group, np.arange(5))
+    # integers are numbers, as on the host; views become C-ordered arrays
+    el = _device_elements(np.ones((5, 3), dtype=np.int32), alpha[:, ::-1], 0.1, np,
+                          "float64", None, None)
+    assert el.x.dtype == np.float64 and np.array_equal(el.x, np.ones((5, 3)))
+    assert el.alpha.flags.c_contiguous and np.array_equal(el.alpha, alpha[:, ::-1])
 
 
 @pytest.mark.parametrize("change, match", [

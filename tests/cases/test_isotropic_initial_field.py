@@ -73,23 +73,3 @@ def test_make_case_hands_the_file_on(tmp_path):
     u, *_ = read_velocity_field(tmp_path / "b.nc")
     assert np.array_equal(u, np.moveaxis(isotropic_turbulence_field(16, 4.0, 0.5, 5), -1, 0))
     assert vortexsim.make_case("single_ring", progress=False).case_files == {}
-
-
-def test_a_failed_write_of_the_initial_field_ends_the_run_with_its_reason(tmp_path, capsys,
-                                                                          monkeypatch):
-    """``initial_field.nc`` is written on the run's output thread beside the first steps;
-    a failure there ends the run with the one line that says why (exit 2), as the write
-    before the run did, and leaves no partial file."""
-    import errno
-
-    import vortexsim.cases.isotropic_turbulence as iso
-
-    def full(*args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(iso, "write_initial_field", full)
-    out = tmp_path / "run"
-    assert main(["run", "isotropic_turbulence", "--set", "n=16", "--set", "t_end=0.1",
-                 "--out", str(out), "-q"]) == 2
-    assert "cannot write" in capsys.readouterr().err
-    assert not (out / "initial_field.nc").exists()
-    assert not list(out.glob(".initial_field.nc.*.tmp"))

@@ -32,7 +32,6 @@ import math
 
 import numpy as np
 
-from ..backend import to_host
 from .registry import CaseSetup, register_case
 
 __all__ = ["isotropic_turbulence", "isotropic_turbulence_field", "write_initial_field",
@@ -63,6 +62,7 @@ def write_initial_field(path, config, attrs=None, overwrite=False, field=None):
     ``CaseSetup.files``.  ``field``: that velocity (n, n, n, 3), on the host or the
     device, when the caller has it already (the builder's), else it is made again (on
     the host)."""
+    from ..backend import to_host  # noqa: PLC0415
     from ..output.lattice_field import write_velocity_field  # noqa: PLC0415
     params = {"case": "isotropic_turbulence", "n": int(config["n"]),
               "k_peak": float(config["k_peak"]), "energy": float(config["energy"]),
@@ -85,12 +85,6 @@ class _InitialFieldWriter:
 
     def __init__(self, u, params):
         self.u, self.params = u, params
-
-    def capture(self):
-        """Take the velocity to the host (from the GPU the case was built on), so that
-        the write needs nothing of the device (it runs on the run's output thread)."""
-        if self.u is not None:
-            self.u = to_host(self.u)
 
     def __call__(self, path, config, attrs=None, overwrite=False):
         u, self.u = self.u, None

@@ -40,10 +40,8 @@ class CaseSetup:
     run : dict, run parameters the builder derives (e.g. the remeshing lattice spacing),
         applied unless the caller gives them
     files : dict, file name → ``write(path, config, attrs)``: files of the case that
-        ``vortexsim run`` writes into a fresh run directory, once, first on the run's
-        output thread, beside the first steps (never on restart), e.g.
-        ``initial_field.nc``; a ``write.capture()``, where there is one, takes what it
-        writes to the host before the run.  ``write`` writes ``path``
+        ``vortexsim run`` writes into a fresh run directory, once, before the first step
+        (never on restart), e.g. ``initial_field.nc``.  ``write`` writes ``path``
         atomically from the resolved ``config`` (``sim.config``), adding the global
         attributes ``attrs`` (source, history).  :func:`make_case` hands them on as
         ``sim.case_files``.

@@ -209,9 +209,9 @@ def _start(ranks, sim, args, argv, case, source, run_dir, config_toml, output, s
     files = time.perf_counter()
     ranks.on_root(write_case_files, sim, run_dir, meta, history)
     if built is not None:
-        logger.info("set-up: the case built in %.3g s, its files handed to the output in "
-                    "%.3g s", built, time.perf_counter() - files)
-    sim.case_files = {}                  # handed on: written first in the run
+        logger.info("set-up: the case built in %.3g s, its files written in %.3g s",
+                    built, time.perf_counter() - files)
+    sim.case_files = {}                  # written: the fields they held are let go
     sim.output_writers.update(run_writers(run_dir, meta, history, snap_dt, diag_dt,
                                           plot=bool(output["plot"])))
     logger.info("run %s (%s) → %s: %d elements, %d tracers, %s, %s on %s; snapshots every %g, "

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import functools
 import glob
 import json
 import logging
@@ -244,27 +243,17 @@ def remove_branch(branch, created):
 
 
 def write_case_files(sim, run_dir, meta, history):
-    """Hand the case's own files (``CaseSetup.files``, e.g. ``initial_field.nc``) of the
-    fresh run directory ``run_dir`` to the run's output: written first, on its output
-    thread beside the first steps, which do not need them
-    (:meth:`~vortexsim.simulation.output_queue.OutputQueue.first`); a restart never
-    rewrites them.  A writer's ``capture()`` takes what it writes to the host now."""
-    config = dict(sim.config)
-    attrs = {"source": f"vortexsim {meta['vortexsim_version']}", "history": history}
+    """Write the case's own files (``CaseSetup.files``, e.g. ``initial_field.nc``) into the
+    fresh run directory ``run_dir``, before the first step; a restart never rewrites
+    them."""
     for name, write in getattr(sim, "case_files", {}).items():
-        capture = getattr(write, "capture", None)
-        if capture is not None:
-            capture()
-        sim.output.first(name, functools.partial(
-            _write_case_file, write, os.path.join(run_dir, name), config, attrs, run_dir))
-
-
-def _write_case_file(write, path, config, attrs, run_dir):
-    try:
-        write(path, config, attrs)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {os_error_text(exc, run_dir)}.") from None
-    logger.info("wrote %s", path)
+        path = os.path.join(run_dir, name)
+        try:
+            write(path, sim.config, {"source": f"vortexsim {meta['vortexsim_version']}",
+                                     "history": history})
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {os_error_text(exc, run_dir)}.") from None
+        logger.info("wrote %s", path)
 
 
 def run_metadata(sim, config_toml):

@@ -61,25 +61,10 @@ class OutputQueue:
         self.call = None               # the writer being called: OutputCall
         self._owed = []                # (schedule, state) of writes being undone
         self._held = None              # a writer's deferred write, not queued yet: HeldWrite
-        self._first = []               # (name, func) of :meth:`first`, for the next run
-
-    def first(self, name, func):
-        """Write ``func()`` first in the next run, before the outputs of its start: on its
-        output thread (beside its first steps, in no place of ``max_pending``) or at once
-        when it has none.  For the files of a fresh run that its steps do not need (a
-        case's ``initial_field.nc``); a failure is raised as a write's is."""
-        self._first.append((name, func))
 
     def open(self, async_output):
-        """Start a run's output: an output thread with ``async_output``, else none; then
-        the writes of :meth:`first`."""
+        """Start a run's output: an output thread with ``async_output``, else none."""
         self.writer = WriterThread() if async_output else None
-        first, self._first = self._first, []
-        for name, func in first:
-            if self.writer is None:
-                func()
-            else:
-                self.writer.submit(Job(name, func, counted=False))
 
     def waited(self):
         """Seconds the main thread has waited for the output thread in this run."""

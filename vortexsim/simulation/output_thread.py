@@ -69,8 +69,6 @@ class Job:
         discarded: forget what the writer recorded for it
     outputs : int, the outputs it writes (a rewrite of a whole file can write several,
         e.g. diagnostics rows whose own rewrites it replaced); counted in the timings
-    counted : bool, whether it takes one of the ``max_pending`` places (False: a run's
-        case files, which hold no state of the run that a place bounds)
     """
 
     name: str
@@ -78,7 +76,6 @@ class Job:
     undo: object = None
     seq: int = 0
     outputs: int = 1
-    counted: bool = True
 
 
 class WriterThread:
@@ -164,8 +161,7 @@ class WriterThread:
         self._collect_ready()
         if self._error is None:
             try:
-                self._wait(lambda: sum(j.counted for j in self._pending.values())
-                           < self.max_pending)
+                self._wait(lambda: len(self._pending) < self.max_pending)
             except BaseException:           # e.g. KeyboardInterrupt: the job is not queued
                 if job.undo is not None:
                     job.undo()
