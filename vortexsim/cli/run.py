@@ -174,11 +174,15 @@ def _run(ranks, args, argv, case, source, params, defaults, output):
 
 
 def _prewarm(device, output):
-    """:class:`~vortexsim.cli.prewarm.Prewarm` of the run's writers: the netCDF stack,
-    and matplotlib where a plot is drawn on a GPU (as ``PlotWriter.initialize``)."""
+    """:class:`~vortexsim.cli.prewarm.Prewarm` of a GPU run's writers: the netCDF stack,
+    and matplotlib where a plot is drawn (as ``PlotWriter.initialize``); None on the CPU,
+    where the build it would overlap is Python and NumPy on the same cores (no gain
+    measured: 2-core whole runs of the CPU defaults within their noise)."""
     from ..backend.device import device_kind  # noqa: PLC0415
     from .prewarm import Prewarm  # noqa: PLC0415
-    return Prewarm(plot=bool(output["plot"]) and device_kind(device) == "gpu")
+    if device_kind(device) != "gpu":
+        return None
+    return Prewarm(plot=bool(output["plot"]))
 
 
 def _make(case, params, communicator):
