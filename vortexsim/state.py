@@ -26,7 +26,8 @@ from .backend import Device, array_namespace, host_copy, is_cupy_array, to_host
 logger = logging.getLogger(__name__)
 
 __all__ = ["Elements", "Tracers", "ElementGroup", "make_elements", "make_tracers",
-           "group_labels", "check_group_ranges", "host_element_arrays", "uniform_core_radius"]
+           "group_labels", "check_group_ranges", "host_element_arrays", "check_element_shapes",
+           "uniform_core_radius"]
 
 
 @dataclasses.dataclass
@@ -153,14 +154,9 @@ def host_element_arrays(x, alpha, **per_element):
     Returns (x, alpha, {name: array}); ``ValueError``/``TypeError`` for wrong shapes or
     dtypes and non-finite x, alpha."""
     x = _host_float64("x", x, "(N, 3)")
-    if x.ndim != 2 or x.shape[1] != 3 or x.shape[0] == 0:
-        raise ValueError(f"x has shape {x.shape}; expected (N, 3) element positions [L] with "
-                         "N >= 1.")
-    n = x.shape[0]
+    n = check_element_shapes(x)
     alpha = _host_float64("alpha", alpha, f"({n}, 3)")
-    if alpha.shape != (n, 3):
-        raise ValueError(f"alpha has shape {alpha.shape}; expected ({n}, 3) to match x. "
-                         "Pass vector strengths (vorticity × volume), not vorticity.")
+    check_element_shapes(x, alpha)
     out = {}
     for name, value in per_element.items():
         a = _host_float64(name, value, f"scalar or ({n},)")
@@ -173,6 +169,19 @@ def host_element_arrays(x, alpha, **per_element):
         if not np.isfinite(a).all():
             raise ValueError(f"{name} contains NaN or inf; all inputs must be finite.")
     return x, alpha, out
+
+
+def check_element_shapes(x, alpha=None):
+    """N, for positions ``x`` (N, 3), N ≥ 1, and (when given) strengths ``alpha`` (N, 3)
+    of any array namespace; ValueError saying which shape is wrong otherwise."""
+    if x.ndim != 2 or x.shape[1] != 3 or x.shape[0] == 0:
+        raise ValueError(f"x has shape {x.shape}; expected (N, 3) element positions [L] with "
+                         "N >= 1.")
+    n = x.shape[0]
+    if alpha is not None and alpha.shape != (n, 3):
+        raise ValueError(f"alpha has shape {alpha.shape}; expected ({n}, 3) to match x. "
+                         "Pass vector strengths (vorticity × volume), not vorticity.")
+    return n
 
 
 def uniform_core_radius(lo, hi, what):
@@ -230,12 +239,7 @@ def _device_elements(x, alpha, sigma, xp, dtype, volume, group):
     """:func:`make_elements` of device arrays ``x``, ``alpha`` (and σ, volumes, labels:
     scalars or arrays): the same checks and errors, made on the device with one
     transfer of their verdicts, and the arrays kept where their dtype is the state's."""
-    if x.ndim != 2 or x.shape[1] != 3 or x.shape[0] == 0:
-        raise ValueError(f"x has shape {x.shape}; expected (N, 3) element positions [L] with "
-                         "N >= 1.")
-    n = x.shape[0]
-    if alpha.shape != (n, 3):
-        raise ValueError(f"alpha has shape {alpha.shape}; expected ({n}, 3) to match x.")
+    n = check_element_shapes(x, alpha)
     per = {}
     for name, value in (("sigma", sigma), ("volume", np.nan if volume is None else volume)):
         a = xp.asarray(value)

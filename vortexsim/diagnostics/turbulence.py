@@ -197,11 +197,10 @@ def _shell_order(n, j0, j1, device_id):
     shell's first entry (device int64, n_shells + 1; a shell with none is empty)."""
     import cupy as cp  # noqa: PLC0415
     shell, n_shells = _part_shells(n, j0, j1)
-    # a stable sort has one result; of 16-bit keys NumPy's is a radix sort (the 256³
-    # half spectrum: 0.24 s on a 2-core host, the int64 keys' merge sort 1.03 s)
+    # a stable sort has one result; of 16-bit keys NumPy's is a radix sort, about four
+    # times the int64 keys' merge sort
     keys = shell.astype(np.int16) if n_shells <= np.iinfo(np.int16).max else shell
     perm = np.argsort(keys, kind="stable").astype(np.int32)
-    del keys
     start = np.searchsorted(shell[perm], np.arange(n_shells + 1)).astype(np.int64)
     return cp.asarray(perm), cp.asarray(start)
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..backend import array_namespace, import_cupy, to_host
 from ..kernels.modules import get_function
+from ..state import check_element_shapes
 from .pse_common import (PSE_TOL, cell_grid, cell_neighbors, check_pse_order,
                          check_volume_flags, checked_arguments, pse_constant)
 
@@ -87,12 +88,7 @@ def _check_device_elements(cp, x, alpha, volume):
             raise TypeError(f"{name} has dtype {a.dtype}; expected a real numeric array.")
         arrays[name] = a.astype(cp.float64, copy=False)
     x, alpha = arrays["x"], arrays["alpha"]
-    if x.ndim != 2 or x.shape[1] != 3 or x.shape[0] == 0:
-        raise ValueError(f"x has shape {x.shape}; expected (N, 3) element positions [L] "
-                         "with N >= 1.")
-    n = x.shape[0]
-    if alpha.shape != (n, 3):
-        raise ValueError(f"alpha has shape {alpha.shape}; expected ({n}, 3) to match x.")
+    n = check_element_shapes(x, alpha)
     if isinstance(volume, (int, float)) and not isinstance(volume, bool):
         volume = cp.full(n, float(volume))
     elif getattr(volume, "dtype", None) is None or volume.dtype.kind not in "fiu":
